@@ -1,0 +1,17 @@
+"""Conch: a shell for AI agents, as a Python runtime and an MCP server."""
+
+from conch.config import Config
+from conch.errors import ConchError, ConfigError, RuntimeClosedError
+
+__version__ = "0.1.0"
+
+__all__ = ["Config", "ConchError", "ConfigError", "Runtime", "RuntimeClosedError", "__version__"]
+
+
+def __getattr__(name: str) -> object:
+    # Runtime pulls in the core; keep `import conch` light for the CLI's fast paths.
+    if name == "Runtime":
+        from conch.core.runtime import Runtime
+
+        return Runtime
+    raise AttributeError(name)

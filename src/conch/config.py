@@ -1,0 +1,178 @@
+"""Conch settings: one name used three ways (``Config(x=1)``, ``CONCH_X=1``, ``--x 1``).
+
+Precedence: flags > environment (``CONCH_*``) > env file (``--env-file``) > defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conch.errors import ConfigError
+
+MiB = 1024 * 1024
+
+
+def _setting(default: Any, help: str, *, lo: int | None = None, hi: int | None = None,
+             secret: bool = False, choices: tuple[str, ...] | None = None) -> Any:
+    meta = {"help": help, "lo": lo, "hi": hi, "secret": secret, "choices": choices}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def default_data_dir() -> str:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "conch")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every Conch setting, with its default. Invalid values raise ``ConfigError``."""
+
+    # jobs
+    max_running: int = _setting(32, "most jobs running at once; more get `busy`", lo=1, hi=4096)
+    max_jobs: int = _setting(1000, "finished jobs kept (oldest evicted first)", lo=1, hi=1_000_000)
+    retention_s: int = _setting(3600, "seconds a finished job stays readable", lo=0)
+    max_log_bytes: int = _setting(100 * MiB, "per-job log cap; reaching it kills the job", lo=1)
+    kill_grace_ms: int = _setting(2000, "TERM-to-KILL grace when stopping a job", lo=0, hi=600_000)
+    default_yield_ms: int = _setting(10_000, "default `yield_ms` of exec", lo=0, hi=120_000)
+    default_timeout_ms: int = _setting(1_800_000, "default `timeout_ms` of exec (0 = none)", lo=0)
+    default_max_output_bytes: int = _setting(16384, "default inline output budget", lo=0, hi=MiB)
+    # shells
+    max_shells: int = _setting(16, "most persistent shells open at once", lo=1, hi=1024)
+    close_timeout_ms: int = _setting(2000, "time allowed to close a shell", lo=100, hi=600_000)
+    shell: str = _setting("", "default shell for shell_open (bash or zsh; empty = bash)")
+    # files
+    data_dir: str = _setting("", "where job logs live (0700); default ~/.local/state/conch")
+    log_ttl_s: int = _setting(7 * 86400, "logs older than this are removed at startup", lo=0)
+    default_cwd: str = _setting("", "working directory for jobs (default: the server's cwd)")
+    # environment
+    agent_env: bool = _setting(True, "set PAGER=cat, GIT_PAGER=cat, GIT_TERMINAL_PROMPT=0, TERM")
+    # front ends
+    profiles: list[str] = _setting(["conch"], "tool profiles to expose (comma separated)")
+    text_format: str = _setting("text", "MCP text block format", choices=("text", "json"))
+    host: str = _setting("127.0.0.1", "HTTP bind address")
+    port: int = _setting(7785, "HTTP port", lo=0, hi=65535)
+    auth_token: str = _setting("", "bearer token required on every HTTP route", secret=True)
+    caller_context_token: str = _setting("", "token for the caller-context header", secret=True)
+    register: str = _setting("", "gateway URL to register the manifest with")
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            meta = f.metadata
+            kind = type(f.default) if f.default is not dataclasses.MISSING else list
+            if kind is bool:
+                if not isinstance(value, bool):
+                    raise ConfigError(f"{f.name}: expected true or false, got {value!r}")
+            elif kind is int:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ConfigError(f"{f.name}: expected an integer, got {value!r}")
+                if meta["lo"] is not None and value < meta["lo"]:
+                    raise ConfigError(f"{f.name}: must be >= {meta['lo']}, got {value}")
+                if meta["hi"] is not None and value > meta["hi"]:
+                    raise ConfigError(f"{f.name}: must be <= {meta['hi']}, got {value}")
+            elif kind is str:
+                if not isinstance(value, str) or "\x00" in value:
+                    raise ConfigError(f"{f.name}: expected a string, got {value!r}")
+                if meta["choices"] and value not in meta["choices"]:
+                    raise ConfigError(f"{f.name}: must be one of {', '.join(meta['choices'])}")
+            elif kind is list:
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ConfigError(f"{f.name}: expected a list of strings, got {value!r}")
+        if self.default_cwd and not os.path.isdir(self.default_cwd):
+            raise ConfigError(f"default_cwd: not an existing directory: {self.default_cwd}")
+        if self.shell and self.shell not in ("bash", "zsh") and not os.path.isabs(self.shell):
+            raise ConfigError("shell: must be bash, zsh or an absolute path")
+
+    # -- derived ---------------------------------------------------------------------------
+
+    @property
+    def resolved_data_dir(self) -> Path:
+        return Path(self.data_dir or default_data_dir())
+
+    @property
+    def resolved_default_cwd(self) -> str:
+        return os.path.abspath(self.default_cwd or os.getcwd())
+
+    # -- sources ---------------------------------------------------------------------------
+
+    @staticmethod
+    def settings() -> list[dataclasses.Field[Any]]:
+        return list(dataclasses.fields(Config))
+
+    @classmethod
+    def from_sources(cls, flags: Mapping[str, Any] | None = None,
+                     environ: Mapping[str, str] | None = None,
+                     env_file: str | None = None) -> Config:
+        """Build a Config from flags (typed), ``CONCH_*`` variables and an env file."""
+        values: dict[str, Any] = {}
+        if env_file:
+            values.update(_parse_strings(read_env_file(env_file), source=env_file))
+        env = os.environ if environ is None else environ
+        values.update(_parse_strings(env, source="environment"))
+        for k, v in (flags or {}).items():
+            if v is not None:
+                values[k] = v
+        return cls(**values)
+
+
+def read_env_file(path: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"env_file: cannot read {path}: {e.strerror}") from None
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[7:].lstrip()
+        if "=" not in line:
+            raise ConfigError(f"env_file: {path}:{n}: expected KEY=VALUE")
+        k, v = line.split("=", 1)
+        v = v.strip()
+        if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+            v = v[1:-1]
+        out[k.strip()] = v
+    return out
+
+
+def _parse_strings(values: Mapping[str, str], *, source: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(Config):
+        key = "CONCH_" + f.name.upper()
+        if key not in values:
+            continue
+        out[f.name] = parse_setting(f.name, values[key])
+    return out
+
+
+def parse_setting(name: str, text: str) -> Any:
+    """Parse one setting from its string form (environment, env file or command line)."""
+    f = {f.name: f for f in dataclasses.fields(Config)}.get(name)
+    if f is None:
+        raise ConfigError(f"unknown setting {name!r}")
+    kind = type(f.default) if f.default is not dataclasses.MISSING else list
+    text = text.strip()
+    if kind is bool:
+        low = text.lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name}: expected true or false, got {text!r}")
+    if kind is int:
+        try:
+            return int(text.replace("_", ""))
+        except ValueError:
+            raise ConfigError(f"{name}: expected an integer, got {text!r}") from None
+    if kind is list:
+        return [p.strip() for p in text.split(",") if p.strip()]
+    return text

@@ -1,0 +1,50 @@
+"""The one error type Conch raises for tool-level failures, with the codes of SPEC §6."""
+
+from __future__ import annotations
+
+# code -> retryable
+ERROR_CODES: dict[str, bool] = {
+    "invalid_argument": False,
+    "not_found": False,
+    "busy": True,
+    "capacity": True,
+    "shell_busy": True,
+    "cwd_not_found": False,
+    "spawn_failed": False,
+    "syntax_error": False,
+    "stdin_closed": False,
+    "not_running": False,
+    "rg_not_found": False,
+    "search_failed": False,
+    "closed": False,
+    "internal": False,
+}
+
+
+class ConchError(Exception):
+    """A tool could not do what was asked. Becomes the ``{"error": ...}`` envelope."""
+
+    def __init__(self, code: str, message: str, retryable: bool | None = None) -> None:
+        if code not in ERROR_CODES:
+            raise ValueError(f"unknown error code {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retryable = ERROR_CODES[code] if retryable is None else retryable
+
+    def envelope(self) -> dict[str, dict[str, object]]:
+        return {"error": {"code": self.code, "message": self.message, "retryable": self.retryable}}
+
+    def __repr__(self) -> str:
+        return f"ConchError({self.code!r}, {self.message!r})"
+
+
+class ConfigError(ValueError):
+    """An invalid setting; the message names the setting."""
+
+
+class RuntimeClosedError(RuntimeError):
+    """Raised by every Runtime call after ``aclose()``."""
+
+    def __init__(self) -> None:
+        super().__init__("conch Runtime is closed")
