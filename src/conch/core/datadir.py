@@ -1,0 +1,77 @@
+"""The data directory: 0700, owned by us, never followed through symlinks; logs are 0600."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+LOG_NAME = re.compile(r"^\d{8}-\d{6}-[js]_[0-9a-f]{10}\.(log|sh)$")
+
+
+class DataDir:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.logs = root / "logs"
+        self.tmp = root / "tmp"
+
+    def prepare(self) -> None:
+        for d in (self.root, self.logs, self.tmp):
+            _ensure_private_dir(d)
+
+    def new_file(self, subdir: Path, object_id: str, suffix: str) -> tuple[str, int]:
+        """Create a fresh 0600 file (O_EXCL, O_NOFOLLOW); returns (path, write fd)."""
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        path = str(subdir / f"{stamp}-{object_id}.{suffix}")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(path, flags, 0o600)
+        return path, fd
+
+    def remove_expired(self, ttl_s: int) -> int:
+        """Remove Conch's own files older than ttl_s; never other names, never symlinks."""
+        cutoff = time.time() - ttl_s
+        removed = 0
+        for d in (self.logs, self.tmp):
+            try:
+                entries = list(os.scandir(d))
+            except OSError:
+                continue
+            for e in entries:
+                if not LOG_NAME.match(e.name):
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                # tmp files (scripts) outlive their job only if a server died: a day is plenty
+                limit = min(cutoff, time.time() - 86400) if d == self.tmp else cutoff
+                if st.st_mtime < limit:
+                    try:
+                        os.unlink(e.path)
+                        removed += 1
+                    except OSError:
+                        pass
+        return removed
+
+
+def _ensure_private_dir(path: Path) -> None:
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(path.parent, mode=0o700, exist_ok=True)
+        os.mkdir(path, 0o700)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise OSError(f"{path} is not a directory (symlinks are not followed)")
+    if st.st_uid != os.getuid():
+        raise OSError(f"{path} is owned by another user")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)

@@ -1,0 +1,54 @@
+"""The environment a job's processes get (SPEC §2 "Environment")."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+from conch.errors import ConchError
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CALLER_SESSION_VAR = "AI_ASSISTANT_CALLER_SESSION_ID"
+# never inherited: they change how bash starts, or they are Conch's own secrets
+_DROPPED = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "CONCH_AUTH_TOKEN",
+            "CONCH_CALLER_CONTEXT_TOKEN")
+
+
+def check_env(env: Mapping[str, object] | None, what: str = "env") -> dict[str, str]:
+    """Validate names and values of an environment mapping given by a caller."""
+    if env is None:
+        return {}
+    if not isinstance(env, Mapping):
+        raise ConchError("invalid_argument", f"{what} must be an object of strings")
+    out: dict[str, str] = {}
+    for k, v in env.items():
+        if not isinstance(k, str) or not ENV_NAME.match(k):
+            raise ConchError("invalid_argument", f"{what}: invalid variable name {k!r}")
+        if not isinstance(v, str) or "\x00" in v:
+            raise ConchError("invalid_argument", f"{what}: value of {k} must be a string without NUL")
+        out[k] = v
+    return out
+
+
+def build_env(*, base: Mapping[str, str] | None = None, agent_env: bool, pty: bool,
+              secrets: tuple[str, ...] = (), env: Mapping[str, str] | None = None,
+              shell_env: Mapping[str, str] | None = None, caller_session_id: str = "",
+              tag: tuple[str, str] | None = None) -> dict[str, str]:
+    out = dict(os.environ if base is None else base)
+    for k in _DROPPED:
+        out.pop(k, None)
+    for k, v in list(out.items()):
+        if secrets and v in secrets and v:
+            del out[k]
+    if agent_env:
+        out.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0",
+                   TERM="xterm-256color" if pty else "dumb")
+    if env:
+        out.update(env)
+    if shell_env:
+        out.update(shell_env)
+    out[CALLER_SESSION_VAR] = caller_session_id
+    if tag:
+        out[tag[0]] = tag[1]
+    return out

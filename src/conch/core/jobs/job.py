@@ -1,0 +1,151 @@
+"""A job: its identity, its state machine, its log, and the driver that runs it."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import signal as _signal
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from conch.core.output.log import JobLog
+
+RUNNING = "running"
+TERMINAL = frozenset({"exited", "timed_out", "cancelled", "output_limit"})
+MODES = ("command", "argv", "script", "pty", "shell")
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(5)}"
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return _signal.Signals(signum).name
+    except ValueError:
+        return f"SIG{signum}"
+
+
+class JobDriver(Protocol):
+    """What runs a job: a pipe process, a PTY program, or a command in a persistent shell."""
+
+    pid: int | None
+
+    async def write(self, data: bytes) -> None: ...
+
+    async def close_stdin(self) -> None: ...
+
+    def send_signal(self, signum: int) -> None: ...
+
+    async def stop(self, reason: str, grace_s: float) -> None:
+        """Stop the job's whole tree; the job ends in state ``reason``."""
+
+    async def kill_lingering(self) -> None:
+        """Kill what is left of a finished job's tree."""
+
+    def input_state(self) -> tuple[bool, bool]:
+        """(awaiting_input, awaiting_secret) from the OS's view of the job."""
+
+    def lingering(self) -> list[int]: ...
+
+    @property
+    def stdin_open(self) -> bool: ...
+
+
+class Job:
+    def __init__(self, *, job_id: str, mode: str, cwd: str, log: JobLog, name: str | None = None,
+                 shell_id: str | None = None, output_format: str = "text",
+                 on_change: Callable[[Job], None] | None = None) -> None:
+        self.job_id = job_id
+        self.name = name
+        self.mode = mode
+        self.shell_id = shell_id
+        self.cwd = cwd
+        self.log = log
+        self.output_format = output_format
+        self.state = RUNNING
+        self.exit_code: int | None = None
+        self.signal: str | None = None
+        self.started_at = datetime.now(timezone.utc)
+        self._t0 = time.monotonic()
+        self.finished_at: float | None = None
+        self._duration_ms: int | None = None
+        self.ready: bool | None = None
+        self.restarted = False
+        self.lingering_pids: list[int] = []
+        self.driver: JobDriver | None = None
+        self.kill_reason: str | None = None
+        self.sent_signals: set[int] = set()  # signals Conch delivered on request
+        # where the next read without a cursor starts, per stream (None = combined)
+        self.read_cursor: dict[str | None, int] = {}
+        self.version = 0
+        self._changed = asyncio.Event()
+        self._on_change = on_change
+        self.parsed: tuple[Any, str | None] | None = None  # cached (data, parse_error)
+
+    # -- state -----------------------------------------------------------------------------
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    @property
+    def pid(self) -> int | None:
+        return self.driver.pid if self.driver else None
+
+    @property
+    def duration_ms(self) -> int:
+        if self._duration_ms is not None:
+            return self._duration_ms
+        return int((time.monotonic() - self._t0) * 1000)
+
+    def finish(self, state: str, *, exit_code: int | None = None, signum: int | None = None,
+               lingering: list[int] | None = None) -> bool:
+        """Move to a terminal state; the first call wins and nothing changes afterwards."""
+        if self.terminal:
+            return False
+        assert state in TERMINAL
+        self._duration_ms = int((time.monotonic() - self._t0) * 1000)
+        self.finished_at = time.monotonic()
+        self.state = state
+        self.exit_code = exit_code
+        self.signal = signal_name(signum) if signum else None
+        self.lingering_pids = sorted(lingering or [])
+        self.notify()
+        return True
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "exited" and self.exit_code == 0
+
+    # -- change notification -----------------------------------------------------------------
+
+    def notify(self) -> None:
+        self.version += 1
+        ev, self._changed = self._changed, asyncio.Event()
+        ev.set()
+        if self._on_change:
+            self._on_change(self)
+
+    async def wait_change(self, since: int, timeout_s: float) -> bool:
+        """Wait until version > since; returns False on timeout."""
+        if self.version > since:
+            return True
+        if timeout_s <= 0:
+            return False
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            return self.version > since
+        return True
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            await self.wait_change(self.version, remaining)
+        return True

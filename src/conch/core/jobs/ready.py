@@ -1,0 +1,80 @@
+"""`ready` probes: return from `exec` once a daemon is up (output pattern, TCP port, URL)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+from conch.core.jobs.job import Job
+from conch.core.output.normalize import normalize
+
+_POLL_S = 0.1
+_CARRY = 4096
+
+
+@dataclass(frozen=True)
+class ReadySpec:
+    pattern: re.Pattern[str] | None = None
+    port: int | None = None
+    url: str | None = None
+
+
+async def _port_open(port: int) -> bool:
+    try:
+        _, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 0.5)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    w.close()
+    with contextlib.suppress(Exception):
+        await w.wait_closed()
+    return True
+
+
+def _url_ok(url: str) -> bool:
+    req = urllib.request.Request(url, method="GET")
+    try:
+        with urllib.request.urlopen(req, timeout=1.0) as r:  # noqa: S310 (scheme checked)
+            return 200 <= r.status < 400
+    except urllib.error.HTTPError as e:
+        return 300 <= e.code < 400
+    except Exception:
+        return False
+
+
+async def wait_ready(job: Job, spec: ReadySpec, timeout_s: float) -> bool | None:
+    """True once ready, False if the job ended first, None if timeout_s passed."""
+    deadline = time.monotonic() + timeout_s
+    scanned = 0
+    carry = ""
+    next_probe = 0.0
+    while True:
+        if spec.pattern is not None:
+            size = job.log.size()
+            if size > scanned:
+                chunk = job.log.read(scanned, min(size, scanned + (1 << 20)))
+                scanned += len(chunk)
+                text = carry + normalize(chunk)
+                if spec.pattern.search(text):
+                    return True
+                carry = text[-_CARRY:]
+        now = time.monotonic()
+        if now >= next_probe and (spec.port is not None or spec.url is not None):
+            next_probe = now + _POLL_S
+            if spec.port is not None and await _port_open(spec.port):
+                return True
+            if spec.url is not None and await asyncio.to_thread(_url_ok, spec.url):
+                return True
+        if job.terminal:
+            return False
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        if spec.pattern is not None and job.log.size() > scanned:
+            continue
+        wait = remaining if spec.port is None and spec.url is None else min(remaining, _POLL_S)
+        await job.wait_change(job.version, wait)

@@ -1,0 +1,81 @@
+"""The job snapshot: the one result shape of exec, read, write and signal (SPEC §6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conch.core.jobs.job import Job
+from conch.core.jobs.outparse import PARSE_LIMIT, parse_output
+from conch.core.output.log import STDOUT
+from conch.core.output.window import Window
+
+STREAMS = {None: None, "stdout": 0, "stderr": 1}
+
+
+def parsed(job: Job) -> tuple[Any, str | None]:
+    if job.output_format == "text" or not job.terminal:
+        return None, None
+    if job.parsed is None:
+        size = job.log.size(STDOUT)
+        cut = job.state == "output_limit" or size > PARSE_LIMIT
+        data = None if cut else job.log.read(0, size, STDOUT)
+        job.parsed = parse_output(job.output_format, data, cut=cut)
+    return job.parsed
+
+
+def snapshot(job: Job, window: Window, *, stream: str | None = None) -> dict[str, Any]:
+    awaiting_input = awaiting_secret = False
+    if not job.terminal and job.driver is not None:
+        awaiting_input, awaiting_secret = job.driver.input_state()
+    total = job.log.size(STREAMS[stream])
+    data, parse_error = parsed(job)
+    return {
+        "job_id": job.job_id,
+        "name": job.name,
+        "mode": job.mode,
+        "shell_id": job.shell_id,
+        "state": job.state,
+        "exit_code": job.exit_code,
+        "signal": job.signal,
+        "ok": job.ok,
+        "started_at": job.started_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "duration_ms": job.duration_ms,
+        "pid": job.pid,
+        "awaiting_input": awaiting_input,
+        "awaiting_secret": awaiting_secret,
+        "ready": job.ready,
+        "output": window.text,
+        "cursor": window.cursor,
+        "next_cursor": window.next_cursor,
+        "total_bytes": total,
+        "stdout_bytes": job.log.stream_bytes[0],
+        "stderr_bytes": job.log.stream_bytes[1],
+        "truncated": window.truncated,
+        "omitted_bytes": window.omitted_bytes,
+        "eof": job.terminal and window.next_cursor >= total and job.log.closed,
+        "log_path": job.log.path,
+        "cwd": job.cwd,
+        "data": data,
+        "parse_error": parse_error,
+        "lingering_pids": list(job.lingering_pids),
+        "restarted": job.restarted,
+    }
+
+
+def summary(job: Job) -> dict[str, Any]:
+    """The short form used by `list`."""
+    return {
+        "job_id": job.job_id,
+        "name": job.name,
+        "mode": job.mode,
+        "shell_id": job.shell_id,
+        "state": job.state,
+        "exit_code": job.exit_code,
+        "signal": job.signal,
+        "ok": job.ok,
+        "started_at": job.started_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "duration_ms": job.duration_ms,
+        "pid": job.pid,
+        "total_bytes": job.log.size(),
+        "cwd": job.cwd,
+    }

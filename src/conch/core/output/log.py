@@ -1,0 +1,126 @@
+"""A job's full output log: raw bytes on disk, streams kept apart and in arrival order.
+
+The file holds the combined stream exactly as it arrived. Which bytes came from which stream is
+kept as a list of switch points (one entry each time the stream changes), so memory stays flat
+however much a job prints, and either stream can still be read on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from array import array
+from bisect import bisect_right
+
+STDOUT, STDERR = 0, 1
+_SPLICE = hasattr(os, "splice") and sys.platform.startswith("linux")
+
+
+class JobLog:
+    def __init__(self, path: str, write_fd: int, cap: int) -> None:
+        self.path = path
+        self.cap = cap
+        self.total = 0
+        self.stream_bytes = [0, 0]
+        self._wfd: int | None = write_fd
+        self._rfd: int | None = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self._last_stream = -1
+        # per stream: segment start in stream coordinates, and in combined coordinates
+        self._seg_s: tuple[array[int], array[int]] = (array("q"), array("q"))
+        self._seg_c: tuple[array[int], array[int]] = (array("q"), array("q"))
+
+    @property
+    def full(self) -> bool:
+        return self.total >= self.cap
+
+    @property
+    def closed(self) -> bool:
+        return self._wfd is None
+
+    def _note(self, n: int, stream: int) -> None:
+        if stream != self._last_stream:
+            self._seg_s[stream].append(self.stream_bytes[stream])
+            self._seg_c[stream].append(self.total)
+            self._last_stream = stream
+        self.total += n
+        self.stream_bytes[stream] += n
+
+    def append(self, data: bytes, stream: int = STDOUT) -> int:
+        """Append bytes (up to the cap); returns how many were kept."""
+        if self._wfd is None:
+            return 0
+        data = data[: max(0, self.cap - self.total)]
+        view = memoryview(data)
+        while view:
+            n = os.write(self._wfd, view)
+            self._note(n, stream)
+            view = view[n:]
+        return len(data)
+
+    def append_from_fd(self, fd: int, stream: int, chunk: int = 1 << 20) -> int:
+        """Move whatever can be read from fd right now into the log.
+
+        Returns bytes moved, 0 at EOF; raises BlockingIOError when nothing is ready.
+        """
+        if self._wfd is None:
+            return 0
+        room = self.cap - self.total
+        if room <= 0:
+            return 0
+        want = min(chunk, room)
+        if _SPLICE:
+            try:
+                n = os.splice(fd, self._wfd, want)
+            except OSError as e:
+                if isinstance(e, BlockingIOError):
+                    raise
+                n = self.append(os.read(fd, want), stream)
+                return n
+            if n:
+                self._note(n, stream)
+            return n
+        data = os.read(fd, want)
+        if data:
+            self.append(data, stream)
+        return len(data)
+
+    def size(self, stream: int | None = None) -> int:
+        return self.total if stream is None else self.stream_bytes[stream]
+
+    def read(self, start: int, end: int, stream: int | None = None) -> bytes:
+        """Bytes [start, end) of the combined log, or of one stream."""
+        if self._rfd is None or end <= start:
+            return b""
+        if stream is None:
+            return os.pread(self._rfd, end - start, start)
+        parts = []
+        seg_s, seg_c = self._seg_s[stream], self._seg_c[stream]
+        i = max(0, bisect_right(seg_s, start) - 1)
+        pos = start
+        while pos < end and i < len(seg_s):
+            seg_end = seg_s[i + 1] if i + 1 < len(seg_s) else self.stream_bytes[stream]
+            take_end = min(end, seg_end)
+            if take_end > pos:
+                c = seg_c[i] + (pos - seg_s[i])
+                parts.append(os.pread(self._rfd, take_end - pos, c))
+                pos = take_end
+            i += 1
+        return b"".join(parts)
+
+    def close_writer(self) -> None:
+        if self._wfd is not None:
+            os.close(self._wfd)
+            self._wfd = None
+
+    def close(self) -> None:
+        self.close_writer()
+        if self._rfd is not None:
+            os.close(self._rfd)
+            self._rfd = None
+
+    def unlink(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass

@@ -1,0 +1,92 @@
+"""Turning byte ranges of a log into text for a model: windows and head+tail previews.
+
+Budgets count bytes of the returned (normalized) text, which is always valid UTF-8. A window
+that had to be cut reports the exact raw cursor where it stopped, so nothing is ever lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from conch.core.output.log import JobLog
+from conch.core.output.normalize import normalize, safe_window_end
+from conch.core.output.utf8 import (
+    boundary_at_or_after,
+    decode,
+    utf8_len,
+)
+
+
+@dataclass(frozen=True)
+class Window:
+    text: str
+    cursor: int  # raw offset where the window starts
+    next_cursor: int  # raw offset just after what the window covers
+    truncated: bool = False
+    omitted_bytes: int = 0
+
+
+def render(data: bytes, raw: bool) -> str:
+    return decode(data) if raw else normalize(data)
+
+
+def forward(log: JobLog, start: int, limit: int, budget: int, *, stream: int | None,
+            raw: bool, final: bool) -> Window:
+    """Text of [start, x) with x <= limit as large as fits the budget."""
+    if budget <= 0 or start >= limit:
+        return Window("", start, start, truncated=start < limit, omitted_bytes=0)
+    data = log.read(start, min(limit, start + budget), stream)
+    end = len(data)
+    if start + end < limit or not final:
+        end = safe_window_end(data, end)
+    text = render(data[:end], raw)
+    while end > 0 and utf8_len(text) > budget:
+        end = safe_window_end(data, max(0, end * budget // utf8_len(text) - 1))
+        text = render(data[:end], raw)
+    return Window(text, start, start + end, truncated=start + end < limit)
+
+
+def backward(log: JobLog, floor: int, end: int, budget: int, *, stream: int | None,
+             raw: bool) -> Window:
+    """Text of [x, end) with x >= floor as large as fits the budget."""
+    if budget <= 0 or end <= floor:
+        return Window("", end, end)
+    base = max(floor, end - budget)
+    data = log.read(base, end, stream)
+    begin = 0 if base == floor else boundary_at_or_after(data, 0)
+    text = render(data[begin:], raw)
+    while begin < len(data) and utf8_len(text) > budget:
+        over = utf8_len(text) - budget
+        begin = boundary_at_or_after(data, begin + max(1, over))
+        text = render(data[begin:], raw)
+    return Window(text, base + begin, end)
+
+
+def _marker(omitted: int, a: int, b: int) -> str:
+    return f"[... {omitted} bytes omitted; read cursor={a} to see bytes {a}-{b} ...]\n"
+
+
+def preview(log: JobLog, budget: int, *, stream: int | None = None, raw: bool = False,
+            final: bool = True, start: int = 0) -> Window:
+    """All output from ``start`` if it fits, else head + one marker line + tail."""
+    total = log.size(stream)
+    if start >= total:
+        return Window("", start, total)
+    if total - start <= budget:
+        whole = forward(log, start, total, budget, stream=stream, raw=raw, final=final)
+        if whole.next_cursor == total:
+            return whole
+    worst = len(_marker(total, total, total)) + 1
+    room = budget - worst
+    if room < 2:
+        head = forward(log, start, total, budget, stream=stream, raw=raw, final=final)
+        end = head.next_cursor
+        return Window(head.text, start, total, truncated=True, omitted_bytes=total - end)
+    head = forward(log, start, total, room - room // 2, stream=stream, raw=raw, final=final)
+    tail = backward(log, head.next_cursor, total, room // 2, stream=stream, raw=raw)
+    omitted = tail.cursor - head.next_cursor
+    if omitted <= 0:
+        return Window(head.text + tail.text, start, total)
+    sep = "" if not head.text or head.text.endswith("\n") else "\n"
+    text = head.text + sep + _marker(omitted, head.next_cursor, tail.cursor) + tail.text
+    return Window(text, start, total, truncated=True, omitted_bytes=omitted)

@@ -1,0 +1,1 @@
+"""Process spawning, tagging and tree hygiene (SPEC §2 "Process hygiene")."""

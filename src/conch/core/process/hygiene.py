@@ -1,0 +1,198 @@
+"""Process tags, the child subreaper, tree kill and zombie reaping.
+
+Every process a job starts carries ``CONCH_TAG=<instance>/<job_id>`` in its environment, so
+``setsid`` and double-forked escapees stay findable; on Linux the runtime is also a child
+subreaper, so orphans come back to it instead of init.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable
+
+from conch.core.process import procfs
+
+TAG_VAR = "CONCH_TAG"
+_TAG_KEY = TAG_VAR.encode()
+_PR_SET_CHILD_SUBREAPER = 36
+
+_subreaper_enabled = False
+
+
+def instance_id() -> str:
+    """Identifies this server process across pid reuse: ``<pid>.<start time>``."""
+    return f"{os.getpid()}.{procfs.start_time(os.getpid())}"
+
+
+def enable_subreaper() -> bool:
+    """Make this process a child subreaper (Linux). Returns whether it is one."""
+    global _subreaper_enabled
+    if _subreaper_enabled:
+        return True
+    if not procfs.LINUX:
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0:
+            _subreaper_enabled = True
+    except (OSError, AttributeError):
+        pass
+    return _subreaper_enabled
+
+
+def containment_level() -> str:
+    return "subreaper" if _subreaper_enabled else "process_group"
+
+
+def signal_pids(pids: Iterable[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def tagged(tag_prefix: str) -> set[int]:
+    return set(procfs.scan_environ(_TAG_KEY, tag_prefix.encode()))
+
+
+class Reaper:
+    """Reaps zombie children that belong to Conch jobs.
+
+    Leaders are reaped by their own waiters (``awaited``); other zombie children are reaped if
+    they are known Conch processes, or always when ``reap_all`` (the server owns the process).
+    """
+
+    def __init__(self, reap_all: bool = False) -> None:
+        self.reap_all = reap_all
+        self.awaited: set[int] = set()
+        self.known: set[int] = set()
+        self.known_sids: set[str] = set()
+
+    def note(self, pids: Iterable[int]) -> None:
+        self.known.update(pids)
+
+    def sweep(self) -> int:
+        """Reap what can be reaped now; returns how many."""
+        n = 0
+        for pid in procfs.children(os.getpid()):
+            if pid in self.awaited:
+                continue
+            fields = procfs.stat_fields(pid)
+            if not fields or fields[0] != "Z":
+                continue
+            if not (self.reap_all or pid in self.known or fields[3] in self.known_sids):
+                continue
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    n += 1
+            except ChildProcessError:
+                pass
+            self.known.discard(pid)
+        return n
+
+
+async def terminate_tree(collect: Callable[[], set[int]], pgids: Iterable[int], grace_s: float,
+                         reaper: Reaper | None, *, poll_s: float = 0.02) -> None:
+    """SIGCONT+SIGTERM the tree, wait up to grace_s, then SIGKILL what is left (and reap it).
+
+    ``collect`` is re-run while waiting, so processes forked during the grace period are caught.
+    """
+    pgids = list(pgids)
+    pids = collect()
+    if reaper:
+        reaper.note(pids)
+    for g in pgids:
+        signal_group(g, signal.SIGCONT)
+        signal_group(g, signal.SIGTERM)
+    signal_pids(pids, signal.SIGCONT)
+    signal_pids(pids, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    signalled = set(pids)
+    while True:
+        if reaper:
+            reaper.sweep()
+        alive = {p for p in signalled if procfs.is_alive(p)}
+        fresh = collect() - signalled
+        if fresh:
+            if reaper:
+                reaper.note(fresh)
+            signal_pids(fresh, signal.SIGCONT)
+            signal_pids(fresh, signal.SIGTERM)
+            signalled |= fresh
+            alive |= fresh
+        if not alive or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(poll_s)
+    await kill_tree_now(collect, pgids, reaper, known=signalled)
+
+
+async def kill_tree_now(collect: Callable[[], set[int]], pgids: Iterable[int],
+                        reaper: Reaper | None, *, known: set[int] | None = None,
+                        limit_s: float = 1.0, poll_s: float = 0.01) -> None:
+    """SIGKILL the tree until nothing is left (bounded by limit_s), reaping our zombies."""
+    pgids = list(pgids)
+    victims = set(known or ()) | collect()
+    deadline = time.monotonic() + limit_s
+    while True:
+        if reaper:
+            reaper.note(victims)
+        for g in pgids:
+            signal_group(g, signal.SIGKILL)
+        signal_pids(victims, signal.SIGCONT)
+        signal_pids(victims, signal.SIGKILL)
+        if reaper:
+            reaper.sweep()
+        fresh = collect() - victims
+        victims |= fresh
+        alive = {p for p in victims if procfs.is_alive(p)}
+        if not alive and not fresh:
+            break
+        if time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(poll_s)
+    if reaper:
+        # zombies of ours that the kill produced: reap them so kill(pid, 0) says ESRCH
+        for _ in range(50):
+            reaper.sweep()
+            if not any(_is_our_zombie(p) for p in victims):
+                break
+            await asyncio.sleep(poll_s)
+
+
+def _is_our_zombie(pid: int) -> bool:
+    fields = procfs.stat_fields(pid)
+    return bool(fields) and fields[0] == "Z" and fields[1] == str(os.getpid())  # type: ignore[index]
+
+
+def kill_orphans_of_dead_servers() -> list[int]:
+    """Kill processes tagged by a Conch server that no longer exists (it died by SIGKILL)."""
+    me = instance_id()
+    victims: list[int] = []
+    for pid, value in procfs.scan_environ(_TAG_KEY, b"").items():
+        inst = value.decode("ascii", "replace").split("/", 1)[0]
+        if inst == me:
+            continue
+        owner_pid_text, _, owner_start = inst.partition(".")
+        try:
+            owner_pid = int(owner_pid_text)
+        except ValueError:
+            continue
+        if owner_pid != os.getpid() and procfs.start_time(owner_pid) == owner_start:
+            continue  # that server is alive: not ours to touch
+        victims.append(pid)
+    signal_pids(victims, signal.SIGCONT)
+    signal_pids(victims, signal.SIGKILL)
+    return victims

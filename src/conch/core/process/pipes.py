@@ -1,0 +1,363 @@
+"""A one-shot job on pipes: spawn, stream stdout/stderr into the log, detect leader exit.
+
+The job is finished when its leader exits, even if descendants still hold the pipes: readers stay
+attached and whatever the descendants print later still reaches the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import subprocess
+import threading
+from collections.abc import Callable
+
+from conch.core.jobs.job import Job
+from conch.core.output.log import STDERR, STDOUT
+from conch.core.process import procfs
+from conch.core.process.hygiene import (
+    TAG_VAR,
+    Reaper,
+    containment_level,
+    kill_tree_now,
+    terminate_tree,
+)
+from conch.errors import ConchError
+
+_F_SETPIPE_SZ = 1031
+_DRAIN_LIMIT_S = 0.02
+
+
+def _pipe() -> tuple[int, int]:
+    r, w = os.pipe()
+    for fd in (r, w):
+        os.set_inheritable(fd, False)
+    if procfs.LINUX:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(r, _F_SETPIPE_SZ, 1 << 20)
+    return r, w
+
+
+class PipeProcess:
+    """Driver of a job whose process talks through pipes."""
+
+    def __init__(self, job: Job, reaper: Reaper, *, on_output_limit: Callable[[Job], None]) -> None:
+        self.job = job
+        self.reaper = reaper
+        self.pid: int | None = None
+        self._tag = b""
+        self._stdin_w: int | None = None
+        self._stdin_ino = 0
+        self._out_fds: dict[int, int] = {}  # fd -> stream
+        self._loop = asyncio.get_running_loop()
+        self._exit_status: asyncio.Future[int] = self._loop.create_future()
+        self._pidfd: int | None = None
+        self._stop_task: asyncio.Task[None] | None = None
+        self._pending_stdin: bytes = b""
+        self._on_output_limit = on_output_limit
+
+    # -- start -------------------------------------------------------------------------------
+
+    def start(self, argv: list[str], *, cwd: str, env: dict[str, str], stdin: bytes | None,
+              stdin_open: bool) -> None:
+        self._tag = env[TAG_VAR].encode()
+        out_r, out_w = _pipe()
+        err_r, err_w = _pipe()
+        in_r: int | None = None
+        if stdin is not None or stdin_open:
+            in_r, self._stdin_w = os.pipe()
+            os.set_inheritable(self._stdin_w, False)
+            os.set_blocking(self._stdin_w, False)
+            self._stdin_ino = os.fstat(self._stdin_w).st_ino
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=in_r if in_r is not None else subprocess.DEVNULL, stdout=out_w,
+                stderr=err_w, cwd=cwd, env=env, start_new_session=True, close_fds=True,
+            )
+        except BaseException as e:
+            for fd in (out_r, out_w, err_r, err_w, in_r, self._stdin_w):
+                if fd is not None:
+                    os.close(fd)
+            self._stdin_w = None
+            if isinstance(e, FileNotFoundError):
+                raise ConchError("spawn_failed", f"program not found: {argv[0]}") from None
+            if isinstance(e, PermissionError):
+                raise ConchError("spawn_failed", f"permission denied: {argv[0]}") from None
+            if isinstance(e, OSError):
+                raise ConchError("spawn_failed", f"could not start {argv[0]}: {e.strerror}") from None
+            raise
+        # Popen must never reap this pid itself: we own waiting (see _on_exit)
+        proc.returncode = 0
+        self.pid = proc.pid
+        self.reaper.awaited.add(proc.pid)
+        self.reaper.known_sids.add(str(proc.pid))
+        for fd in (out_w, err_w, in_r):
+            if fd is not None:
+                os.close(fd)
+        for fd, stream in ((out_r, STDOUT), (err_r, STDERR)):
+            os.set_blocking(fd, False)
+            self._out_fds[fd] = stream
+            self._loop.add_reader(fd, self._on_readable, fd)
+        self._watch_exit(proc.pid)
+        if stdin:
+            self._pending_stdin = stdin
+            self._flush_stdin()
+        if stdin is not None and not stdin_open and not self._pending_stdin:
+            self._close_stdin_now()
+
+    def _watch_exit(self, pid: int) -> None:
+        if hasattr(os, "pidfd_open"):
+            try:
+                self._pidfd = os.pidfd_open(pid)
+            except OSError:
+                self._pidfd = None
+        if self._pidfd is not None:
+            self._loop.add_reader(self._pidfd, self._on_pidfd)
+            return
+
+        def wait() -> None:
+            _, status = os.waitpid(pid, 0)
+            self._loop.call_soon_threadsafe(self._on_exit, status)
+
+        threading.Thread(target=wait, name=f"conch-wait-{pid}", daemon=True).start()
+
+    def _on_pidfd(self) -> None:
+        assert self._pidfd is not None and self.pid is not None
+        try:
+            got, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            got, status = self.pid, 0
+        if got == 0:
+            return
+        self._loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        self._pidfd = None
+        self._on_exit(status)
+
+    # -- output ------------------------------------------------------------------------------
+
+    def _on_readable(self, fd: int) -> None:
+        log = self.job.log
+        try:
+            n = log.append_from_fd(fd, self._out_fds[fd])
+        except BlockingIOError:
+            return
+        except OSError:
+            n = 0
+        if n == 0:
+            if log.full:
+                self._close_output(fd)
+                self._on_output_limit(self.job)
+            else:
+                self._close_output(fd)
+            self.job.notify()
+            return
+        self.job.notify()
+        if log.full:
+            self._on_output_limit(self.job)
+
+    def _drain(self) -> None:
+        """Take what is already in the pipes (bounded in time: a writer may never stop)."""
+        deadline = self._loop.time() + _DRAIN_LIMIT_S
+        for fd in list(self._out_fds):
+            while fd in self._out_fds and self._loop.time() < deadline:
+                try:
+                    n = self.job.log.append_from_fd(fd, self._out_fds[fd])
+                except BlockingIOError:
+                    break
+                except OSError:
+                    n = 0
+                if n == 0:
+                    self._close_output(fd)
+                    break
+
+    def _close_output(self, fd: int) -> None:
+        if self._out_fds.pop(fd, None) is None:
+            return
+        self._loop.remove_reader(fd)
+        os.close(fd)
+        if not self._out_fds and self._exit_status.done():
+            self.job.log.close_writer()
+
+    @property
+    def pipes_open(self) -> bool:
+        return bool(self._out_fds)
+
+    # -- stdin -------------------------------------------------------------------------------
+
+    @property
+    def stdin_open(self) -> bool:
+        return self._stdin_w is not None
+
+    def _flush_stdin(self) -> None:
+        if self._stdin_w is None:
+            return
+        while self._pending_stdin:
+            try:
+                n = os.write(self._stdin_w, self._pending_stdin)
+            except BlockingIOError:
+                self._loop.add_writer(self._stdin_w, self._on_stdin_writable)
+                return
+            except (BrokenPipeError, OSError):
+                self._pending_stdin = b""
+                self._close_stdin_now()
+                return
+            self._pending_stdin = self._pending_stdin[n:]
+        with contextlib.suppress(ValueError, OSError):
+            self._loop.remove_writer(self._stdin_w)
+        if getattr(self, "_close_when_flushed", False):
+            self._close_stdin_now()
+
+    def _on_stdin_writable(self) -> None:
+        self._flush_stdin()
+
+    def _close_stdin_now(self) -> None:
+        if self._stdin_w is not None:
+            with contextlib.suppress(ValueError, OSError):
+                self._loop.remove_writer(self._stdin_w)
+            os.close(self._stdin_w)
+            self._stdin_w = None
+
+    async def write(self, data: bytes) -> None:
+        if self._stdin_w is None:
+            raise ConchError("stdin_closed", "the job's stdin is closed (or was never opened)")
+        self._pending_stdin += data
+        self._flush_stdin()
+
+    async def close_stdin(self) -> None:
+        if self._pending_stdin:
+            self._close_when_flushed = True
+        else:
+            self._close_stdin_now()
+
+    def input_state(self) -> tuple[bool, bool]:
+        if self._stdin_w is None or self.job.terminal or not procfs.LINUX or self.pid is None:
+            return False, False
+        target = f"pipe:[{self._stdin_ino}]"
+        for pid in {self.pid} | procfs.descendants([self.pid]):
+            if procfs.fd_target(pid, 0) == target and "pipe_read" in procfs.wchan(pid):
+                return True, False
+        return False, False
+
+    # -- signals and stopping ----------------------------------------------------------------
+
+    def _collect(self) -> set[int]:
+        assert self.pid is not None
+        pids = procfs.scan_job(self.pid, self.pid, TAG_VAR.encode(), self._tag)
+        if not self._exit_status.done():
+            pids.add(self.pid)
+        return pids
+
+    def send_signal(self, signum: int) -> None:
+        if self.pid is None:
+            return
+        self.job.sent_signals.add(signum)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signum)
+        for pid in self._collect():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+
+    def lingering(self) -> list[int]:
+        """Processes of the job still alive after its leader exited."""
+        if self.pid is None:
+            return []
+        if containment_level() == "subreaper":
+            # orphans come back to us, so the job's survivors are among our own children
+            found: set[int] = set()
+            sid = str(self.pid)
+            for c in procfs.children(os.getpid()):
+                if c in self.reaper.awaited:
+                    continue
+                fields = procfs.stat_fields(c)
+                if not fields or fields[0] in ("Z", "X"):
+                    continue
+                if fields[3] == sid or procfs.environ_value(c, TAG_VAR.encode()) == self._tag:
+                    found.add(c)
+            pids = found | procfs.descendants(found)
+        else:
+            pids = self._collect()
+        pids.discard(self.pid)
+        return sorted(pids)
+
+    async def stop(self, reason: str, grace_s: float) -> None:
+        """Kill the tree (TERM, grace, KILL); the job ends as ``reason`` once the leader is gone."""
+        if self._stop_task is None:
+            if self.job.terminal:
+                await self.kill_lingering(grace_s)
+                return
+            self.job.kill_reason = reason
+            self._stop_task = asyncio.ensure_future(self._stop(reason, grace_s))
+        await asyncio.shield(self._stop_task)
+
+    async def _stop(self, reason: str, grace_s: float) -> None:
+        assert self.pid is not None
+        await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
+        try:
+            status = await asyncio.wait_for(asyncio.shield(self._exit_status), 2.0)
+        except asyncio.TimeoutError:
+            status = None
+        self._drain()
+        code, signum = _decode_status(status)
+        self.job.finish(reason, exit_code=code, signum=signum)
+        self._release()
+
+    async def kill_lingering(self, grace_s: float = 0.0) -> None:
+        if self.pid is None:
+            return
+        if grace_s > 0:
+            await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
+        else:
+            await kill_tree_now(self._collect, [self.pid], self.reaper)
+        self._release()
+
+    # -- exit --------------------------------------------------------------------------------
+
+    def _on_exit(self, status: int) -> None:
+        assert self.pid is not None
+        self.reaper.awaited.discard(self.pid)
+        if not self._exit_status.done():
+            self._exit_status.set_result(status)
+        if self.job.kill_reason:
+            return  # _stop() finishes the job once the tree is gone
+        self._drain()
+        code, signum = _decode_status(status)
+        lingering = self.lingering()
+        self.reaper.note(lingering)
+        # killed by a signal Conch sent on request: that is a cancellation, not an exit
+        state = "cancelled" if signum is not None and signum in self.job.sent_signals else "exited"
+        self.job.finish(state, exit_code=code, signum=signum, lingering=lingering)
+        if not lingering:
+            self._release()
+
+    def _release(self) -> None:
+        """Close what the finished job no longer needs (pipes only once nobody holds them)."""
+        self._close_stdin_now()
+        if self._stop_task is not None or not self._out_fds:
+            for fd in list(self._out_fds):
+                self._close_output(fd)
+            self.job.log.close_writer()
+
+    async def aclose(self, grace_s: float) -> None:
+        """Shutdown: stop a running job, kill what is left of a finished one, close files."""
+        if not self.job.terminal:
+            await self.stop("cancelled", grace_s)
+        else:
+            await self.kill_lingering()
+        for fd in list(self._out_fds):
+            self._close_output(fd)
+        self._close_stdin_now()
+        self.job.log.close_writer()
+
+
+def _decode_status(status: int | None) -> tuple[int | None, int | None]:
+    if status is None:
+        return None, None
+    if os.WIFSIGNALED(status):
+        return None, os.WTERMSIG(status)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status), None
+    return None, None
+

@@ -1,0 +1,185 @@
+"""Small, fast reads of the process table: Linux /proc first, psutil elsewhere."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+LINUX = sys.platform.startswith("linux")
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name: [state, ppid, pgrp, session, ...]."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rfind(b")") + 2 :].decode("ascii", "replace").split()
+
+
+def is_alive(pid: int) -> bool:
+    """True if the process exists and is not a zombie."""
+    if LINUX:
+        fields = stat_fields(pid)
+        return fields is not None and fields[0] not in ("Z", "X")
+    try:
+        import psutil
+
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except Exception:
+        return False
+
+
+def start_time(pid: int) -> str | None:
+    """An opaque start-time token, so a reused pid is not mistaken for the original."""
+    if LINUX:
+        fields = stat_fields(pid)
+        return fields[19] if fields else None
+    try:
+        import psutil
+
+        return f"{psutil.Process(pid).create_time():.3f}"
+    except Exception:
+        return None
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of pid."""
+    if LINUX:
+        out: list[int] = []
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return out
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    out.extend(int(x) for x in f.read().split())
+            except OSError:
+                continue
+        return out
+    try:
+        import psutil
+
+        return [c.pid for c in psutil.Process(pid).children()]
+    except Exception:
+        return []
+
+
+def descendants(roots: set[int] | list[int]) -> set[int]:
+    """All descendants of the given pids (not including the roots)."""
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        for c in children(stack.pop()):
+            if c not in seen:
+                seen.add(c)
+                stack.append(c)
+    return seen
+
+
+def group_members(pgid: int) -> list[int]:
+    """Processes whose process group is pgid (Linux only; [] elsewhere)."""
+    if not LINUX:
+        return []
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = stat_fields(int(name))
+            if fields and fields[2] == str(pgid):
+                out.append(int(name))
+    return out
+
+
+def environ_value(pid: int, key: bytes) -> bytes | None:
+    """The value of one environment variable of a process (as it was at exec)."""
+    if LINUX:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        needle = key + b"="
+        if data.startswith(needle):
+            i = 0
+        else:
+            i = data.find(b"\0" + needle)
+            if i < 0:
+                return None
+            i += 1
+        j = data.find(b"\0", i)
+        return data[i + len(needle) : j if j >= 0 else len(data)]
+    try:
+        import psutil
+
+        v = psutil.Process(pid).environ().get(key.decode())
+        return v.encode() if v is not None else None
+    except Exception:
+        return None
+
+
+def all_pids() -> list[int]:
+    if LINUX:
+        return [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    import psutil
+
+    return psutil.pids()
+
+
+def scan_environ(key: bytes, prefix: bytes) -> dict[int, bytes]:
+    """Every process whose environment has key=<value starting with prefix>."""
+    me = os.getpid()
+    out: dict[int, bytes] = {}
+    for pid in all_pids():
+        if pid == me:
+            continue
+        v = environ_value(pid, key)
+        if v is not None and v.startswith(prefix):
+            out[pid] = v
+    return out
+
+
+def wchan(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def fd_target(pid: int, fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return ""
+
+
+def scan_job(pgid: int, sid: int, tag_key: bytes, tag: bytes) -> set[int]:
+    """One pass over the process table: members of the job's group or session, or tagged."""
+    me = os.getpid()
+    out: set[int] = set()
+    pg, sd = str(pgid), str(sid)
+    if LINUX:
+        for pid in all_pids():
+            if pid == me:
+                continue
+            fields = stat_fields(pid)
+            if not fields or fields[0] in ("Z", "X"):
+                continue
+            if fields[2] == pg or fields[3] == sd or environ_value(pid, tag_key) == tag:
+                out.add(pid)
+        return out
+    import psutil
+
+    for p in psutil.process_iter():
+        try:
+            if p.pid == me:
+                continue
+            if os.getpgid(p.pid) == pgid or os.getsid(p.pid) == sid:
+                out.add(p.pid)
+            elif p.environ().get(tag_key.decode()) == tag.decode():
+                out.add(p.pid)
+        except Exception:
+            continue
+    return out

@@ -1,0 +1,128 @@
+"""A small, strict JSON Schema validator for tool inputs (no third-party dependency).
+
+Supports what the catalogue uses: type, properties, required, additionalProperties,
+patternProperties, propertyNames, enum, const, minimum, maximum, minLength, maxLength, pattern,
+items, minItems, maxItems, anyOf. Booleans are never integers; no string may contain NUL.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from conch.errors import ConchError
+
+_TYPES: dict[str, Any] = {
+    "object": dict, "array": list, "string": str, "boolean": bool, "null": type(None),
+}
+
+
+@lru_cache(maxsize=256)
+def _regex(p: str) -> re.Pattern[str]:
+    return re.compile(p)
+
+
+def _type_ok(value: Any, t: str) -> bool:
+    if t == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if t == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, _TYPES[t])
+
+
+def _fail(path: str, msg: str) -> ConchError:
+    return ConchError("invalid_argument", f"{path or 'arguments'}: {msg}")
+
+
+def validate(schema: dict[str, Any], value: Any, path: str = "") -> None:
+    """Raise ConchError("invalid_argument") naming the first problem found."""
+    if "anyOf" in schema:
+        errors = []
+        for sub in schema["anyOf"]:
+            try:
+                validate(sub, value, path)
+                break
+            except ConchError as e:
+                errors.append(e.message)
+        else:
+            raise _fail(path, "does not match any allowed form: " + " | ".join(errors))
+    t = schema.get("type")
+    if t is not None:
+        types = t if isinstance(t, list) else [t]
+        if not any(_type_ok(value, x) for x in types):
+            raise _fail(path, f"expected {' or '.join(types)}, got {_json_type(value)}")
+    if "enum" in schema and value not in schema["enum"]:
+        raise _fail(path, f"must be one of {', '.join(map(repr, schema['enum']))}")
+    if "const" in schema and value != schema["const"]:
+        raise _fail(path, f"must be {schema['const']!r}")
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise _fail(path, "must not contain NUL characters")
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            raise _fail(path, f"must be at least {schema['minLength']} characters")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            raise _fail(path, f"must be at most {schema['maxLength']} characters")
+        if "pattern" in schema and not _regex(schema["pattern"]).search(value):
+            raise _fail(path, f"must match {schema['pattern']}")
+    elif _type_ok(value, "number"):
+        if "minimum" in schema and value < schema["minimum"]:
+            raise _fail(path, f"must be >= {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            raise _fail(path, f"must be <= {schema['maximum']}")
+    elif isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            raise _fail(path, f"must have at least {schema['minItems']} items")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            raise _fail(path, f"must have at most {schema['maxItems']} items")
+        if "items" in schema:
+            for i, item in enumerate(value):
+                validate(schema["items"], item, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        props = schema.get("properties", {})
+        for key in schema.get("required", ()):
+            if key not in value:
+                raise _fail(f"{path}.{key}" if path else key, "is required")
+        pattern_props = schema.get("patternProperties", {})
+        names = schema.get("propertyNames")
+        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+            raise _fail(path, f"must have at most {schema['maxProperties']} entries")
+        for key, item in value.items():
+            sub_path = f"{path}.{key}" if path else str(key)
+            if not isinstance(key, str) or "\x00" in key:
+                raise _fail(path, "keys must be strings without NUL")
+            if names is not None:
+                validate(names, key, sub_path)
+            if key in props:
+                validate(props[key], item, sub_path)
+                continue
+            matched = False
+            for pat, sub in pattern_props.items():
+                if _regex(pat).search(key):
+                    validate(sub, item, sub_path)
+                    matched = True
+            if matched:
+                continue
+            extra = schema.get("additionalProperties", True)
+            if extra is False:
+                raise _fail(sub_path, "is not a known argument")
+            if isinstance(extra, dict):
+                validate(extra, item, sub_path)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
