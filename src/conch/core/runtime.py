@@ -145,7 +145,7 @@ class Runtime:
         for job in self.jobs:
             job.log.close()
         for _ in range(20):
-            if not self.reaper.sweep():
+            if not self.reaper.sweep(final=True):
                 break
         self._drivers.clear()
 

@@ -36,6 +36,7 @@ def header(s: dict[str, Any]) -> str:
             parts.append("awaiting input")
     else:
         parts.append(state + (f" ({s['signal']})" if s.get("signal") else ""))
+    parts[0] += " " + parts.pop(1)
     parts.append(f"{s['duration_ms']} ms")
     if s.get("ready") is not None:
         parts.append("ready" if s["ready"] else "not ready")

@@ -30,8 +30,9 @@ def render(data: bytes, raw: bool) -> str:
     return decode(data) if raw else normalize(data)
 
 
-def forward(log: JobLog, start: int, limit: int, budget: int, *, stream: int | None,
-            raw: bool, final: bool) -> Window:
+def forward(
+    log: JobLog, start: int, limit: int, budget: int, *, stream: int | None, raw: bool, final: bool
+) -> Window:
     """Text of [start, x) with x <= limit as large as fits the budget."""
     if budget <= 0 or start >= limit:
         return Window("", start, start, truncated=start < limit, omitted_bytes=0)
@@ -46,28 +47,39 @@ def forward(log: JobLog, start: int, limit: int, budget: int, *, stream: int | N
     return Window(text, start, start + end, truncated=start + end < limit)
 
 
-def backward(log: JobLog, floor: int, end: int, budget: int, *, stream: int | None,
-             raw: bool) -> Window:
+def backward(
+    log: JobLog, floor: int, end: int, budget: int, *, stream: int | None, raw: bool
+) -> Window:
     """Text of [x, end) with x >= floor as large as fits the budget."""
     if budget <= 0 or end <= floor:
         return Window("", end, end)
     base = max(floor, end - budget)
-    data = log.read(base, end, stream)
-    begin = 0 if base == floor else boundary_at_or_after(data, 0)
+    # read a little earlier too, so a character cut at `base` can be recognised and skipped
+    lead = max(floor, base - 3)
+    data = log.read(lead, end, stream)
+    begin = 0 if base == floor else boundary_at_or_after(data, base - lead)
     text = render(data[begin:], raw)
     while begin < len(data) and utf8_len(text) > budget:
         over = utf8_len(text) - budget
         begin = boundary_at_or_after(data, begin + max(1, over))
         text = render(data[begin:], raw)
-    return Window(text, base + begin, end)
+    return Window(text, lead + begin, end)
 
 
 def _marker(omitted: int, a: int, b: int) -> str:
-    return f"[... {omitted} bytes omitted; read cursor={a} to see bytes {a}-{b} ...]\n"
+    # short on purpose: it must fit small budgets; `read {cursor: a}` continues from the gap
+    return f"[... {omitted} bytes omitted: read cursor {a}-{b} ...]\n"
 
 
-def preview(log: JobLog, budget: int, *, stream: int | None = None, raw: bool = False,
-            final: bool = True, start: int = 0) -> Window:
+def preview(
+    log: JobLog,
+    budget: int,
+    *,
+    stream: int | None = None,
+    raw: bool = False,
+    final: bool = True,
+    start: int = 0,
+) -> Window:
     """All output from ``start`` if it fits, else head + one marker line + tail."""
     total = log.size(stream)
     if start >= total:

@@ -71,29 +71,41 @@ def tagged(tag_prefix: str) -> set[int]:
 class Reaper:
     """Reaps zombie children that belong to Conch jobs.
 
-    Leaders are reaped by their own waiters (``awaited``); other zombie children are reaped if
-    they are known Conch processes, or always when ``reap_all`` (the server owns the process).
+    Leaders are reaped by their own waiters (``awaited``). Other zombie children are reaped when
+    they are known Conch processes, or belong to a known job session; orphans we never saw
+    alive (a double fork that exited at once) are recognised by living in another session than
+    ours and staying unreaped for ``grace_s`` — a host program reaps its own children at once.
+    With ``reap_all`` (the server owns the whole process) every zombie child is reaped.
     """
 
-    def __init__(self, reap_all: bool = False) -> None:
+    def __init__(self, reap_all: bool = False, grace_s: float = 0.5) -> None:
         self.reap_all = reap_all
+        self.grace_s = grace_s
         self.awaited: set[int] = set()
         self.known: set[int] = set()
         self.known_sids: set[str] = set()
+        self._seen: dict[int, float] = {}
+        self._my_sid = str(os.getsid(0))
 
     def note(self, pids: Iterable[int]) -> None:
         self.known.update(pids)
 
-    def sweep(self) -> int:
+    def sweep(self, *, final: bool = False) -> int:
         """Reap what can be reaped now; returns how many."""
         n = 0
+        now = time.monotonic()
+        zombies = set()
         for pid in procfs.children(os.getpid()):
             if pid in self.awaited:
                 continue
             fields = procfs.stat_fields(pid)
             if not fields or fields[0] != "Z":
                 continue
-            if not (self.reap_all or pid in self.known or fields[3] in self.known_sids):
+            zombies.add(pid)
+            first = self._seen.setdefault(pid, now)
+            foreign_session = fields[3] != self._my_sid
+            if not (self.reap_all or pid in self.known or fields[3] in self.known_sids
+                    or (foreign_session and (final or now - first >= self.grace_s))):
                 continue
             try:
                 if os.waitpid(pid, os.WNOHANG)[0] == pid:
@@ -101,6 +113,10 @@ class Reaper:
             except ChildProcessError:
                 pass
             self.known.discard(pid)
+            zombies.discard(pid)
+        for pid in list(self._seen):
+            if pid not in zombies:
+                del self._seen[pid]
         return n
 
 

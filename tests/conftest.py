@@ -1,0 +1,46 @@
+"""Suite-wide rules: asyncio for async tests, and no test may leave a process behind."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _leftovers() -> list[psutil.Process]:
+    # zombies count: a zombie child nobody reaped is a leak as well
+    return list(psutil.Process().children(recursive=True))
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind():
+    """Every test cleans up what it starts: after it, this process has no children left."""
+    yield
+    deadline = time.monotonic() + 3.0
+    left = _leftovers()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = _leftovers()
+    if left:
+        desc = []
+        for p in left:
+            try:
+                status = p.status()
+                desc.append(f"{p.pid} {status} {' '.join(p.cmdline())[:120]}")
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        time.sleep(0.1)
+        for p in left:  # reap, so one leak does not fail every later test
+            try:
+                os.waitpid(p.pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        pytest.fail("processes left behind by this test:\n" + "\n".join(desc))
