@@ -1,0 +1,1 @@
+"""Persistent shells and terminal (PTY) jobs (SPEC §3 `pty`, §4)."""
