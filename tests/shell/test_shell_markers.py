@@ -13,8 +13,9 @@ def marker(nonce: str = NONCE, status: int = 0, token: str = TOKEN) -> bytes:
     return b"\x1e" + f"{token}:{nonce}:{status}".encode() + b"\x1f"
 
 
-def run(chunks: list[bytes], *, echo: bytes | None = ECHO,
-        old: tuple[str, ...] = ()) -> tuple[bytes, list[Done]]:
+def run(
+    chunks: list[bytes], *, echo: bytes | None = ECHO, old: tuple[str, ...] = ()
+) -> tuple[bytes, list[Done]]:
     p = MarkerParser(TOKEN)
     for o in old:
         p.expect(o, None)
@@ -68,8 +69,17 @@ def test_fake_marker_with_wrong_token_is_output() -> None:
 
 
 def test_marker_lookalikes_that_break_off_are_output() -> None:
-    broken = (b"\x1e" + TOKEN.encode() + b":" + NONCE.encode() + b":x\x1f"
-              + b"\x1e" + TOKEN[:5].encode() + b"\n" + b"\x1e\x1e")
+    broken = (
+        b"\x1e"
+        + TOKEN.encode()
+        + b":"
+        + NONCE.encode()
+        + b":x\x1f"
+        + b"\x1e"
+        + TOKEN[:5].encode()
+        + b"\n"
+        + b"\x1e\x1e"
+    )
     out, done = every_split(ECHO + broken + marker(status=0))
     assert out == broken
     assert done == [Done(NONCE, 0)]
@@ -93,7 +103,7 @@ def test_echo_is_stripped_once_only() -> None:
 
 
 def test_partial_echo_lookalike_is_output() -> None:
-    out, done = every_split(ECHO[:10] + b"X" + ECHO + b"ok" + marker())
+    out, _ = every_split(ECHO[:10] + b"X" + ECHO + b"ok" + marker())
     assert out == ECHO[:10] + b"X" + b"ok"
 
 
@@ -108,8 +118,9 @@ def test_missing_echo_does_not_block_completion() -> None:
 
 
 def test_stale_marker_of_an_earlier_command_is_dropped() -> None:
-    out, done = every_split(ECHO + marker(nonce="0dd0dd", status=0) + b"new" + marker(status=4),
-                            old=("0dd0dd",))
+    out, done = every_split(
+        ECHO + marker(nonce="0dd0dd", status=0) + b"new" + marker(status=4), old=("0dd0dd",)
+    )
     assert out == b"new" and done == [Done(NONCE, 4)]
 
 
