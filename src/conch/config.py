@@ -17,8 +17,15 @@ from conch.errors import ConfigError
 MiB = 1024 * 1024
 
 
-def _setting(default: Any, help: str, *, lo: int | None = None, hi: int | None = None,
-             secret: bool = False, choices: tuple[str, ...] | None = None) -> Any:
+def _setting(
+    default: Any,
+    help: str,
+    *,
+    lo: int | None = None,
+    hi: int | None = None,
+    secret: bool = False,
+    choices: tuple[str, ...] | None = None,
+) -> Any:
     meta = {"help": help, "lo": lo, "hi": hi, "secret": secret, "choices": choices}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
@@ -26,7 +33,9 @@ def _setting(default: Any, help: str, *, lo: int | None = None, hi: int | None =
 
 
 def default_data_dir() -> str:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
     return os.path.join(base, "conch")
 
 
@@ -107,9 +116,12 @@ class Config:
         return list(dataclasses.fields(Config))
 
     @classmethod
-    def from_sources(cls, flags: Mapping[str, Any] | None = None,
-                     environ: Mapping[str, str] | None = None,
-                     env_file: str | None = None) -> Config:
+    def from_sources(
+        cls,
+        flags: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+        env_file: str | None = None,
+    ) -> Config:
         """Build a Config from flags (typed), ``CONCH_*`` variables and an env file."""
         values: dict[str, Any] = {}
         if env_file:

@@ -9,6 +9,7 @@ import conch
 
 @pytest.fixture
 async def rt(tmp_path) -> AsyncIterator[conch.Runtime]:
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "data"),
-                                          default_cwd=str(tmp_path))) as runtime:
+    async with conch.Runtime(
+        conch.Config(data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path))
+    ) as runtime:
         yield runtime

@@ -86,13 +86,14 @@ async def test_absent_stdin_reads_eof_at_once(rt):
 
 
 async def test_stdin_is_never_spliced_into_a_script(rt):
-    r = await rt.exec(script="read -r line\necho \"got:$line\"\n", stdin="$(echo injected)\n")
+    r = await rt.exec(script='read -r line\necho "got:$line"\n', stdin="$(echo injected)\n")
     assert r["output"] == "got:$(echo injected)\n"
 
 
 async def test_stdin_open_then_write_and_eof(rt):
-    r = await rt.exec(command="while read -r l; do echo \"<$l>\"; done; echo end",
-                      stdin_open=True, yield_ms=100)
+    r = await rt.exec(
+        command='while read -r l; do echo "<$l>"; done; echo end', stdin_open=True, yield_ms=100
+    )
     assert r["state"] == "running"
     w = await rt.write(r["job_id"], text="a\nb\n", yield_ms=2000)
     assert w["output"] == "<a>\n<b>\n"
@@ -137,9 +138,11 @@ async def test_env_rules(rt, monkeypatch):
     monkeypatch.setenv("BASH_ENV", "/tmp/evil")
     monkeypatch.setenv("CONCH_AUTH_TOKEN", "sekrit")
     monkeypatch.setenv("KEEP_ME", "yes")
-    r = await rt.exec(command='echo "$PAGER|$GIT_PAGER|$GIT_TERMINAL_PROMPT|$TERM|${BASH_ENV-unset}'
-                              '|${CONCH_AUTH_TOKEN-unset}|$KEEP_ME|$X|$AI_ASSISTANT_CALLER_SESSION_ID"',
-                      env={"X": "1"})
+    r = await rt.exec(
+        command='echo "$PAGER|$GIT_PAGER|$GIT_TERMINAL_PROMPT|$TERM|${BASH_ENV-unset}'
+        '|${CONCH_AUTH_TOKEN-unset}|$KEEP_ME|$X|$AI_ASSISTANT_CALLER_SESSION_ID"',
+        env={"X": "1"},
+    )
     assert r["output"] == "cat|cat|0|dumb|unset|unset|yes|1|\n"
 
 
@@ -151,9 +154,9 @@ async def test_bad_env_is_rejected(rt, env):
 
 
 async def test_output_format_json_and_jsonl(rt):
-    r = await rt.exec(command='echo \'{"a": [1, 2]}\'', output_format="json")
+    r = await rt.exec(command="echo '{\"a\": [1, 2]}'", output_format="json")
     assert r["data"] == {"a": [1, 2]} and r["parse_error"] is None
-    r = await rt.exec(command="printf '{\"a\":1}\\n\\n{\"b\":2}\\n'", output_format="jsonl")
+    r = await rt.exec(command='printf \'{"a":1}\\n\\n{"b":2}\\n\'', output_format="jsonl")
     assert r["data"] == [{"a": 1}, {"b": 2}]
     r = await rt.exec(command="echo not-json; exit 4", output_format="json")
     assert r["data"] is None and r["parse_error"] and r["exit_code"] == 4
@@ -174,8 +177,11 @@ async def test_cut_output_is_never_parsed(tmp_path):
 
 
 async def test_ready_pattern_returns_while_running(rt):
-    r = await rt.exec(command="echo booting; sleep 0.2; echo 'Listening on 8080'; sleep 30",
-                      ready={"pattern": r"Listening on \d+"}, yield_ms=10000)
+    r = await rt.exec(
+        command="echo booting; sleep 0.2; echo 'Listening on 8080'; sleep 30",
+        ready={"pattern": r"Listening on \d+"},
+        yield_ms=10000,
+    )
     assert r["state"] == "running" and r["ready"] is True
     assert "Listening on 8080" in r["output"]
     await rt.signal(r["job_id"], "kill")
@@ -193,9 +199,11 @@ async def test_ready_port(rt):
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    code = (f"import socket,time; time.sleep(0.3); s=socket.socket(); "
-            f"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
-            f"s.bind(('127.0.0.1',{port})); s.listen(); time.sleep(30)")
+    code = (
+        f"import socket,time; time.sleep(0.3); s=socket.socket(); "
+        f"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+        f"s.bind(('127.0.0.1',{port})); s.listen(); time.sleep(30)"
+    )
     r = await rt.exec(argv=[sys.executable, "-c", code], ready={"port": port}, yield_ms=10000)
     assert r["state"] == "running" and r["ready"] is True
     await rt.signal(r["job_id"], "kill")

@@ -83,7 +83,9 @@ async def test_yield_and_deadline_are_independent(rt):
 async def test_term_ignoring_grandchild_gone_after_deadline(rt):
     r = await rt.exec(
         command="trap 'exit 0' TERM; bash -c 'trap \"\" TERM; echo $$; sleep 30' & wait",
-        timeout_ms=300, yield_ms=10000)
+        timeout_ms=300,
+        yield_ms=10000,
+    )
     assert r["state"] == "timed_out"
     gpid = int(r["output"].split()[0])
     # TERM-ignoring: gone within kill_grace_ms (2 s) + 1 s, reaped (ESRCH)
@@ -91,8 +93,10 @@ async def test_term_ignoring_grandchild_gone_after_deadline(rt):
 
 
 async def test_setsid_daemon_gone_after_signal(rt):
-    r = await rt.exec(command="setsid bash -c 'trap \"\" TERM HUP; echo $$; exec sleep 30' "
-                              "</dev/null & sleep 30", yield_ms=500)
+    r = await rt.exec(
+        command="setsid bash -c 'trap \"\" TERM HUP; echo $$; exec sleep 30' </dev/null & sleep 30",
+        yield_ms=500,
+    )
     pid = int(r["output"].split()[0])
     assert not gone(pid)
     s = await rt.signal(r["job_id"], "terminate", wait_ms=5000)
@@ -217,8 +221,12 @@ async def test_shutdown_with_running_jobs_leaves_nothing(tmp_path):
     rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
     await rt.start()
     pids = []
-    for cmd in ("sleep 30", "trap '' TERM; sleep 30", "setsid sleep 30 & sleep 30",
-                "(sleep 30 &) ; echo forked"):
+    for cmd in (
+        "sleep 30",
+        "trap '' TERM; sleep 30",
+        "setsid sleep 30 & sleep 30",
+        "(sleep 30 &) ; echo forked",
+    ):
         r = await rt.exec(command=cmd, yield_ms=200)
         pids.append(r["pid"])
     await rt.exec(command="(sleep 30; echo late) & echo early")
@@ -253,8 +261,10 @@ async def test_aclose_completes_when_cancelled(tmp_path):
 
 
 async def test_ids_from_one_runtime_are_unknown_to_another(tmp_path):
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "a"))) as a, \
-            conch.Runtime(conch.Config(data_dir=str(tmp_path / "b"))) as b:
+    async with (
+        conch.Runtime(conch.Config(data_dir=str(tmp_path / "a"))) as a,
+        conch.Runtime(conch.Config(data_dir=str(tmp_path / "b"))) as b,
+    ):
         r = await a.exec(command="true")
         with pytest.raises(ConchError):
             await b.read(r["job_id"])

@@ -40,8 +40,9 @@ async def test_seq_through_a_100_byte_budget(rt):
 
 @pytest.mark.parametrize("budget", [0, 1, 2, 3, 5, 7, 13, 61, 62, 63, 64, 65, 66, 67, 99, 101, 127])
 async def test_odd_budgets_over_multibyte_text_stay_valid(rt, budget):
-    r = await rt.exec(command="for i in $(seq 1 300); do printf '你好😀é'; done; echo",
-                      max_output_bytes=budget)
+    r = await rt.exec(
+        command="for i in $(seq 1 300); do printf '你好😀é'; done; echo", max_output_bytes=budget
+    )
     out = r["output"]
     assert len(out.encode("utf-8")) <= budget
     assert "\ufffd" not in out
@@ -61,7 +62,9 @@ async def test_invalid_utf8_becomes_replacement_char(rt):
 
 
 async def test_ansi_osc_and_carriage_returns_are_normalized(rt):
-    r = await rt.exec(command=r"printf '\033]0;title\007\033[1;31mred\033[0m\r\n10%%\r50%%\r100%%\ndone\n'")
+    r = await rt.exec(
+        command=r"printf '\033]0;title\007\033[1;31mred\033[0m\r\n10%%\r50%%\r100%%\ndone\n'"
+    )
     assert r["output"] == "red\n100%\ndone\n"
     raw = await rt.read(r["job_id"], cursor=0, raw=True)
     assert "\x1b[1;31m" in raw["output"] and "\r" in raw["output"]

@@ -10,8 +10,17 @@ from conch.tools.render import render
 
 pytestmark = pytest.mark.anyio
 
-EXPECTED = {"exec", "read", "write", "signal", "list", "shell_open", "shell_close", "search",
-            "info"}
+EXPECTED = {
+    "exec",
+    "read",
+    "write",
+    "signal",
+    "list",
+    "shell_open",
+    "shell_close",
+    "search",
+    "info",
+}
 
 
 async def test_catalogue_lists_every_tool_with_strict_schemas(rt):
@@ -34,29 +43,32 @@ async def test_call_tool_returns_the_structured_result(rt):
     assert r2["output"] == "hi\n"
 
 
-@pytest.mark.parametrize("args,code", [
-    ({}, "invalid_argument"),
-    ({"command": "true", "bogus": 1}, "invalid_argument"),
-    ({"command": "true", "host": "example.com"}, "invalid_argument"),
-    ({"command": "true", "host": None}, "invalid_argument"),
-    ({"command": "true", "yield_ms": True}, "invalid_argument"),
-    ({"command": "true", "yield_ms": 1.5}, "invalid_argument"),
-    ({"command": "true", "yield_ms": "10"}, "invalid_argument"),
-    ({"command": "true", "yield_ms": 120001}, "invalid_argument"),
-    ({"command": "true", "timeout_ms": -1}, "invalid_argument"),
-    ({"command": "ec\x00ho"}, "invalid_argument"),
-    ({"argv": []}, "invalid_argument"),
-    ({"argv": [""]}, "invalid_argument"),
-    ({"argv": ["echo", 1]}, "invalid_argument"),
-    ({"command": "true", "env": {"A=B": "x"}}, "invalid_argument"),
-    ({"command": "true", "max_output_bytes": 2_000_000}, "invalid_argument"),
-    ({"command": "true", "cwd": "/definitely/missing"}, "cwd_not_found"),
-    ({"argv": ["no-such-program-abc"]}, "spawn_failed"),
-    ({"script": "if then"}, "syntax_error"),
-    ({"command": "true", "purpose": "   "}, "invalid_argument"),
-    ({"command": "true", "purpose": "x" * 201}, "invalid_argument"),
-    ({"command": "true", "purpose": "a\x07b"}, "invalid_argument"),
-])
+@pytest.mark.parametrize(
+    "args,code",
+    [
+        ({}, "invalid_argument"),
+        ({"command": "true", "bogus": 1}, "invalid_argument"),
+        ({"command": "true", "host": "example.com"}, "invalid_argument"),
+        ({"command": "true", "host": None}, "invalid_argument"),
+        ({"command": "true", "yield_ms": True}, "invalid_argument"),
+        ({"command": "true", "yield_ms": 1.5}, "invalid_argument"),
+        ({"command": "true", "yield_ms": "10"}, "invalid_argument"),
+        ({"command": "true", "yield_ms": 120001}, "invalid_argument"),
+        ({"command": "true", "timeout_ms": -1}, "invalid_argument"),
+        ({"command": "ec\x00ho"}, "invalid_argument"),
+        ({"argv": []}, "invalid_argument"),
+        ({"argv": [""]}, "invalid_argument"),
+        ({"argv": ["echo", 1]}, "invalid_argument"),
+        ({"command": "true", "env": {"A=B": "x"}}, "invalid_argument"),
+        ({"command": "true", "max_output_bytes": 2_000_000}, "invalid_argument"),
+        ({"command": "true", "cwd": "/definitely/missing"}, "cwd_not_found"),
+        ({"argv": ["no-such-program-abc"]}, "spawn_failed"),
+        ({"script": "if then"}, "syntax_error"),
+        ({"command": "true", "purpose": "   "}, "invalid_argument"),
+        ({"command": "true", "purpose": "x" * 201}, "invalid_argument"),
+        ({"command": "true", "purpose": "a\x07b"}, "invalid_argument"),
+    ],
+)
 async def test_bad_input_gets_the_error_envelope_and_runs_nothing(rt, args, code):
     out = await call_tool_full(rt, "exec", args)
     assert out.is_error is True
@@ -84,11 +96,13 @@ async def test_purpose_is_echoed_in_meta_summary_only(rt):
 
 
 async def test_meta_shell_env_reaches_the_child_but_not_the_caller_session(rt):
-    ctx = CallContext(meta={"shell_env": {"TOKEN": "s3cret",
-                                          "AI_ASSISTANT_CALLER_SESSION_ID": "ses-9"}},
-                      trusted=False)
-    out = await call_tool_full(rt, "exec", {"command": 'echo "$TOKEN|$AI_ASSISTANT_CALLER_SESSION_ID"'},
-                               ctx)
+    ctx = CallContext(
+        meta={"shell_env": {"TOKEN": "s3cret", "AI_ASSISTANT_CALLER_SESSION_ID": "ses-9"}},
+        trusted=False,
+    )
+    out = await call_tool_full(
+        rt, "exec", {"command": 'echo "$TOKEN|$AI_ASSISTANT_CALLER_SESSION_ID"'}, ctx
+    )
     assert out.result["output"] == "s3cret|\n"
 
 
@@ -99,8 +113,9 @@ async def test_caller_session_projected_only_when_trusted(rt):
     assert ok.result["output"] == "[ses-42]\n"
     no = await call_tool_full(rt, "exec", cmd, CallContext(meta=meta, trusted=False))
     assert no.result["output"] == "[]\n"
-    bad = await call_tool_full(rt, "exec", cmd,
-                               CallContext(meta={"assistant": {"session_id": "x"}}))
+    bad = await call_tool_full(
+        rt, "exec", cmd, CallContext(meta={"assistant": {"session_id": "x"}})
+    )
     assert bad.result["output"] == "[]\n"
 
 
@@ -110,8 +125,9 @@ async def test_progress_messages_carry_the_latest_line(rt):
     async def progress(msg: str) -> None:
         messages.append(msg)
 
-    out = await call_tool_full(rt, "exec", {"command": "echo tick-1; sleep 2.3; echo tock"},
-                               CallContext(progress=progress))
+    out = await call_tool_full(
+        rt, "exec", {"command": "echo tick-1; sleep 2.3; echo tock"}, CallContext(progress=progress)
+    )
     assert out.result["state"] == "exited"
     assert len(messages) >= 2 and "tick-1" in messages[0]
 

@@ -11,8 +11,14 @@ from conch.errors import ConchError
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CALLER_SESSION_VAR = "AI_ASSISTANT_CALLER_SESSION_ID"
 # never inherited: they change how bash starts, or they are Conch's own secrets
-_DROPPED = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "CONCH_AUTH_TOKEN",
-            "CONCH_CALLER_CONTEXT_TOKEN")
+_DROPPED = (
+    "BASH_ENV",
+    "ENV",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "CONCH_AUTH_TOKEN",
+    "CONCH_CALLER_CONTEXT_TOKEN",
+)
 
 
 def check_env(env: Mapping[str, object] | None, what: str = "env") -> dict[str, str]:
@@ -26,15 +32,24 @@ def check_env(env: Mapping[str, object] | None, what: str = "env") -> dict[str, 
         if not isinstance(k, str) or not ENV_NAME.match(k):
             raise ConchError("invalid_argument", f"{what}: invalid variable name {k!r}")
         if not isinstance(v, str) or "\x00" in v:
-            raise ConchError("invalid_argument", f"{what}: value of {k} must be a string without NUL")
+            raise ConchError(
+                "invalid_argument", f"{what}: value of {k} must be a string without NUL"
+            )
         out[k] = v
     return out
 
 
-def build_env(*, base: Mapping[str, str] | None = None, agent_env: bool, pty: bool,
-              secrets: tuple[str, ...] = (), env: Mapping[str, str] | None = None,
-              shell_env: Mapping[str, str] | None = None, caller_session_id: str = "",
-              tag: tuple[str, str] | None = None) -> dict[str, str]:
+def build_env(
+    *,
+    base: Mapping[str, str] | None = None,
+    agent_env: bool,
+    pty: bool,
+    secrets: tuple[str, ...] = (),
+    env: Mapping[str, str] | None = None,
+    shell_env: Mapping[str, str] | None = None,
+    caller_session_id: str = "",
+    tag: tuple[str, str] | None = None,
+) -> dict[str, str]:
     out = dict(os.environ if base is None else base)
     for k in _DROPPED:
         out.pop(k, None)
@@ -42,8 +57,12 @@ def build_env(*, base: Mapping[str, str] | None = None, agent_env: bool, pty: bo
         if secrets and v in secrets and v:
             del out[k]
     if agent_env:
-        out.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0",
-                   TERM="xterm-256color" if pty else "dumb")
+        out.update(
+            PAGER="cat",
+            GIT_PAGER="cat",
+            GIT_TERMINAL_PROMPT="0",
+            TERM="xterm-256color" if pty else "dumb",
+        )
     if env:
         out.update(env)
     if shell_env:

@@ -5,16 +5,48 @@ from __future__ import annotations
 from conch.errors import ConchError
 
 _NAMED = {
-    "enter": b"\r", "return": b"\r", "tab": b"\t", "backspace": b"\x7f", "esc": b"\x1b",
-    "escape": b"\x1b", "space": b" ", "up": b"\x1b[A", "down": b"\x1b[B", "right": b"\x1b[C",
-    "left": b"\x1b[D", "home": b"\x1b[H", "end": b"\x1b[F", "pageup": b"\x1b[5~",
-    "pagedown": b"\x1b[6~", "delete": b"\x1b[3~", "insert": b"\x1b[2~",
-    "f1": b"\x1bOP", "f2": b"\x1bOQ", "f3": b"\x1bOR", "f4": b"\x1bOS", "f5": b"\x1b[15~",
-    "f6": b"\x1b[17~", "f7": b"\x1b[18~", "f8": b"\x1b[19~", "f9": b"\x1b[20~",
-    "f10": b"\x1b[21~", "f11": b"\x1b[23~", "f12": b"\x1b[24~",
+    "enter": b"\r",
+    "return": b"\r",
+    "tab": b"\t",
+    "backspace": b"\x7f",
+    "esc": b"\x1b",
+    "escape": b"\x1b",
+    "space": b" ",
+    "up": b"\x1b[A",
+    "down": b"\x1b[B",
+    "right": b"\x1b[C",
+    "left": b"\x1b[D",
+    "home": b"\x1b[H",
+    "end": b"\x1b[F",
+    "pageup": b"\x1b[5~",
+    "pagedown": b"\x1b[6~",
+    "delete": b"\x1b[3~",
+    "insert": b"\x1b[2~",
+    "f1": b"\x1bOP",
+    "f2": b"\x1bOQ",
+    "f3": b"\x1bOR",
+    "f4": b"\x1bOS",
+    "f5": b"\x1b[15~",
+    "f6": b"\x1b[17~",
+    "f7": b"\x1b[18~",
+    "f8": b"\x1b[19~",
+    "f9": b"\x1b[20~",
+    "f10": b"\x1b[21~",
+    "f11": b"\x1b[23~",
+    "f12": b"\x1b[24~",
 }
-KEY_NAMES = sorted([*_NAMED, *(f"ctrl-{c}" for c in "abcdefghijklmnopqrstuvwxyz"),
-                    "ctrl-[", "ctrl-\\", "ctrl-]", "ctrl-^", "ctrl-_", "ctrl-@"])
+KEY_NAMES = sorted(
+    [
+        *_NAMED,
+        *(f"ctrl-{c}" for c in "abcdefghijklmnopqrstuvwxyz"),
+        "ctrl-[",
+        "ctrl-\\",
+        "ctrl-]",
+        "ctrl-^",
+        "ctrl-_",
+        "ctrl-@",
+    ]
+)
 
 
 def encode_key(name: str) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import os
 import re
@@ -25,8 +26,14 @@ from conch.core.process.pipes import PipeProcess
 from conch.errors import ConchError, RuntimeClosedError
 
 SIGNALS = {
-    "interrupt": "SIGINT", "terminate": "SIGTERM", "kill": "SIGKILL", "hangup": "SIGHUP",
-    "quit": "SIGQUIT", "stop": "SIGSTOP", "continue": "SIGCONT", "usr1": "SIGUSR1",
+    "interrupt": "SIGINT",
+    "terminate": "SIGTERM",
+    "kill": "SIGKILL",
+    "hangup": "SIGHUP",
+    "quit": "SIGQUIT",
+    "stop": "SIGSTOP",
+    "continue": "SIGCONT",
+    "usr1": "SIGUSR1",
     "usr2": "SIGUSR2",
 }
 _HOUSEKEEPING_S = 0.5
@@ -55,8 +62,12 @@ class Runtime:
         self.instance = ""
         self.data = DataDir(self.config.resolved_data_dir)
         self.reaper = hygiene.Reaper(reap_all=owns_process)
-        self.jobs = JobTable(max_running=self.config.max_running, max_jobs=self.config.max_jobs,
-                             retention_s=self.config.retention_s, on_evict=self._evicted)
+        self.jobs = JobTable(
+            max_running=self.config.max_running,
+            max_jobs=self.config.max_jobs,
+            retention_s=self.config.retention_s,
+            on_evict=self._evicted,
+        )
         self._drivers: dict[str, PipeProcess] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._housekeeping: asyncio.Task[None] | None = None
@@ -190,23 +201,52 @@ class Runtime:
         path, fd = self.data.new_file(self.data.logs, job_id, "log")
         return JobLog(path, fd, self.config.max_log_bytes)
 
-    def child_env(self, *, env: Mapping[str, str] | None, shell_env: Mapping[str, str] | None,
-                  caller_session_id: str, pty: bool, job_id: str) -> dict[str, str]:
+    def child_env(
+        self,
+        *,
+        env: Mapping[str, str] | None,
+        shell_env: Mapping[str, str] | None,
+        caller_session_id: str,
+        pty: bool,
+        job_id: str,
+    ) -> dict[str, str]:
         secrets = tuple(s for s in (self.config.auth_token, self.config.caller_context_token) if s)
-        return build_env(agent_env=self.config.agent_env, pty=pty, secrets=secrets, env=env,
-                         shell_env=shell_env, caller_session_id=caller_session_id,
-                         tag=(hygiene.TAG_VAR, f"{self.instance}/{job_id}"))
+        return build_env(
+            agent_env=self.config.agent_env,
+            pty=pty,
+            secrets=secrets,
+            env=env,
+            shell_env=shell_env,
+            caller_session_id=caller_session_id,
+            tag=(hygiene.TAG_VAR, f"{self.instance}/{job_id}"),
+        )
 
-    def new_job(self, *, mode: str, cwd: str, name: str | None, shell_id: str | None = None,
-                output_format: str = "text") -> Job:
+    def new_job(
+        self,
+        *,
+        mode: str,
+        cwd: str,
+        name: str | None,
+        shell_id: str | None = None,
+        output_format: str = "text",
+    ) -> Job:
         """Admit and register a job (used by every execution mode, shells included)."""
         if name is not None and not _NAME.match(name):
-            raise ConchError("invalid_argument",
-                             "name must start with a letter and use letters, digits, . _ -")
+            raise ConchError(
+                "invalid_argument", "name must start with a letter and use letters, digits, . _ -"
+            )
         self.jobs.admit(name)
         job_id = new_id("j")
-        job = Job(job_id=job_id, mode=mode, cwd=cwd, log=self.new_log(job_id), name=name,
-                  shell_id=shell_id, output_format=output_format, on_change=self._changed)
+        job = Job(
+            job_id=job_id,
+            mode=mode,
+            cwd=cwd,
+            log=self.new_log(job_id),
+            name=name,
+            shell_id=shell_id,
+            output_format=output_format,
+            on_change=self._changed,
+        )
         self.jobs.add(job)
         return job
 
@@ -240,20 +280,35 @@ class Runtime:
 
     # -- exec ----------------------------------------------------------------------------------
 
-    async def exec(self, *, command: str | None = None, argv: list[str] | None = None,
-                   script: str | None = None, shell_id: str | None = None,
-                   stdin: str | None = None, stdin_open: bool = False, pty: bool = False,
-                   cwd: str | None = None, env: Mapping[str, str] | None = None,
-                   timeout_ms: int | None = None, yield_ms: int | None = None,
-                   max_output_bytes: int | None = None, output_format: str = "text",
-                   ready: Mapping[str, Any] | None = None, name: str | None = None,
-                   shell_env: Mapping[str, str] | None = None,
-                   caller_session_id: str = "") -> dict[str, Any]:
+    async def exec(
+        self,
+        *,
+        command: str | None = None,
+        argv: list[str] | None = None,
+        script: str | None = None,
+        shell_id: str | None = None,
+        stdin: str | None = None,
+        stdin_open: bool = False,
+        pty: bool = False,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+        yield_ms: int | None = None,
+        max_output_bytes: int | None = None,
+        output_format: str = "text",
+        ready: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        shell_env: Mapping[str, str] | None = None,
+        caller_session_id: str = "",
+    ) -> dict[str, Any]:
         """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3."""
         self._check_open()
         cfg = self.config
-        given = [k for k, v in (("command", command), ("argv", argv), ("script", script))
-                 if v is not None]
+        given = [
+            k
+            for k, v in (("command", command), ("argv", argv), ("script", script))
+            if v is not None
+        ]
         if len(given) != 1:
             raise ConchError("invalid_argument", "give exactly one of command, argv or script")
         yield_ms = cfg.default_yield_ms if yield_ms is None else yield_ms
@@ -276,13 +331,23 @@ class Runtime:
             if command is None:
                 raise ConchError("invalid_argument", "a shell runs `command` (not argv or script)")
             if stdin is not None or stdin_open or pty:
-                raise ConchError("invalid_argument",
-                                 "stdin, stdin_open and pty do not apply to shell jobs; use write")
-            return await self.shells.exec(shell_id, command=command, env=env,
-                                          timeout_ms=timeout_ms, yield_ms=yield_ms,
-                                          budget=budget, output_format=output_format,
-                                          ready=ready_spec, name=name, shell_env=shell_env,
-                                          caller_session_id=caller_session_id)
+                raise ConchError(
+                    "invalid_argument",
+                    "stdin, stdin_open and pty do not apply to shell jobs; use write",
+                )
+            return await self.shells.exec(
+                shell_id,
+                command=command,
+                env=env,
+                timeout_ms=timeout_ms,
+                yield_ms=yield_ms,
+                budget=budget,
+                output_format=output_format,
+                ready=ready_spec,
+                name=name,
+                shell_env=shell_env,
+                caller_session_id=caller_session_id,
+            )
         if stdin is not None and "\x00" in stdin:
             pass  # stdin is data: NUL is allowed
         run_cwd = self.resolve_cwd(cwd)
@@ -290,24 +355,41 @@ class Runtime:
         if pty:
             if self.shells is None:
                 raise ConchError("invalid_argument", "pty jobs are not available")
-            return await self.shells.exec_pty(args, mode=mode, cwd=run_cwd, env=env,
-                                              stdin=stdin, timeout_ms=timeout_ms,
-                                              yield_ms=yield_ms, budget=budget,
-                                              output_format=output_format, ready=ready_spec,
-                                              name=name, shell_env=shell_env,
-                                              caller_session_id=caller_session_id,
-                                              script_text=script_text)
+            return await self.shells.exec_pty(
+                args,
+                mode=mode,
+                cwd=run_cwd,
+                env=env,
+                stdin=stdin,
+                timeout_ms=timeout_ms,
+                yield_ms=yield_ms,
+                budget=budget,
+                output_format=output_format,
+                ready=ready_spec,
+                name=name,
+                shell_env=shell_env,
+                caller_session_id=caller_session_id,
+                script_text=script_text,
+            )
         job = self.new_job(mode=mode, cwd=run_cwd, name=name, output_format=output_format)
         try:
             if script_text is not None:
                 args = await self._prepare_script(job, script_text, run_cwd)
-            child_env = self.child_env(env=env, shell_env=shell_env,
-                                       caller_session_id=caller_session_id, pty=False,
-                                       job_id=job.job_id)
+            child_env = self.child_env(
+                env=env,
+                shell_env=shell_env,
+                caller_session_id=caller_session_id,
+                pty=False,
+                job_id=job.job_id,
+            )
             driver = PipeProcess(job, self.reaper, on_output_limit=self._output_limit)
-            driver.start(args, cwd=run_cwd, env=child_env,
-                         stdin=stdin.encode("utf-8") if stdin is not None else None,
-                         stdin_open=stdin_open)
+            driver.start(
+                args,
+                cwd=run_cwd,
+                env=child_env,
+                stdin=stdin.encode("utf-8") if stdin is not None else None,
+                stdin_open=stdin_open,
+            )
         except BaseException:
             self.jobs._drop(job)
             raise
@@ -316,8 +398,9 @@ class Runtime:
         self._deadline(job, timeout_ms)
         return await self.settle(job, yield_ms=yield_ms, budget=budget, ready=ready_spec)
 
-    def _argv_for(self, command: str | None, argv: list[str] | None,
-                  script: str | None) -> tuple[str, list[str], str | None]:
+    def _argv_for(
+        self, command: str | None, argv: list[str] | None, script: str | None
+    ) -> tuple[str, list[str], str | None]:
         if argv is not None:
             if not isinstance(argv, list) or not argv:
                 raise ConchError("invalid_argument", "argv must be a non-empty list of strings")
@@ -358,10 +441,17 @@ class Runtime:
         flags = ["--noprofile", "--norc"] if self.bash else []
         if job.mode == "script":
             proc = await asyncio.create_subprocess_exec(
-                shell, *flags, "-n", path, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, cwd=cwd,
+                shell,
+                *flags,
+                "-n",
+                path,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=cwd,
                 env={k: v for k, v in os.environ.items() if k not in ("BASH_ENV", "ENV")},
-                start_new_session=True)
+                start_new_session=True,
+            )
             _, err = await proc.communicate()
             if proc.returncode != 0:
                 diag = err.decode("utf-8", "replace").replace(path, "script").strip()
@@ -386,8 +476,9 @@ class Runtime:
 
         job.log.unlink = unlink  # type: ignore[method-assign]
 
-    async def settle(self, job: Job, *, yield_ms: int, budget: int,
-                     ready: ReadySpec | None) -> dict[str, Any]:
+    async def settle(
+        self, job: Job, *, yield_ms: int, budget: int, ready: ReadySpec | None
+    ) -> dict[str, Any]:
         """Wait up to yield_ms for the job to end (or become ready); the exec result."""
         try:
             if ready is not None:
@@ -399,8 +490,9 @@ class Runtime:
         except asyncio.CancelledError:
             # the caller gave up on the exec (e.g. MCP cancellation): the job goes with it
             if not job.terminal and job.driver is not None:
-                await asyncio.shield(self._spawn_task(
-                    job.driver.stop("cancelled", self.config.kill_grace_ms / 1000)))
+                await asyncio.shield(
+                    self._spawn_task(job.driver.stop("cancelled", self.config.kill_grace_ms / 1000))
+                )
             raise
         w = win.preview(job.log, budget, final=job.terminal)
         job.read_cursor[None] = w.next_cursor
@@ -408,10 +500,18 @@ class Runtime:
 
     # -- read / write / signal -------------------------------------------------------------------
 
-    async def read(self, job_id: str, *, cursor: int | None = None, max_bytes: int | None = None,
-                   wait_ms: int = 0, until: str | Mapping[str, str] = "change",
-                   stream: str | None = None, raw: bool = False,
-                   tail: bool = False) -> dict[str, Any]:
+    async def read(
+        self,
+        job_id: str,
+        *,
+        cursor: int | None = None,
+        max_bytes: int | None = None,
+        wait_ms: int = 0,
+        until: str | Mapping[str, str] = "change",
+        stream: str | None = None,
+        raw: bool = False,
+        tail: bool = False,
+    ) -> dict[str, Any]:
         job = self.job(job_id)
         budget = self.config.default_max_output_bytes if max_bytes is None else max_bytes
         if not 1 <= budget <= 1024 * 1024:
@@ -430,7 +530,9 @@ class Runtime:
             try:
                 pattern = re.compile(str(until.get("pattern", "")))
             except re.error as e:
-                raise ConchError("invalid_argument", f"until.pattern is not a valid regex: {e}")
+                raise ConchError(
+                    "invalid_argument", f"until.pattern is not a valid regex: {e}"
+                ) from None
         elif until not in ("change", "exit"):
             raise ConchError("invalid_argument", "until must be change, exit or {pattern}")
         start = job.read_cursor.get(stream, 0) if cursor is None else cursor
@@ -446,23 +548,37 @@ class Runtime:
                 # a finished job may still get output from processes it left running
                 await job.wait_until(
                     lambda: job.log.size(sidx) > start or (job.terminal and job.log.closed),
-                    wait_ms / 1000)
+                    wait_ms / 1000,
+                )
         total = job.log.size(sidx)
         if tail:
-            w = win.backward(job.log, start if cursor is not None else 0, total, budget,
-                             stream=sidx, raw=raw)
-            w = win.Window(w.text, w.cursor, w.next_cursor, truncated=w.cursor > 0,
-                           omitted_bytes=w.cursor)
+            w = win.backward(
+                job.log, start if cursor is not None else 0, total, budget, stream=sidx, raw=raw
+            )
+            w = win.Window(
+                w.text, w.cursor, w.next_cursor, truncated=w.cursor > 0, omitted_bytes=w.cursor
+            )
         else:
-            w = win.forward(job.log, start, total, budget, stream=sidx, raw=raw,
-                            final=job.terminal)
-            w = win.Window(w.text, w.cursor, w.next_cursor, truncated=w.truncated,
-                           omitted_bytes=total - w.next_cursor)
+            w = win.forward(job.log, start, total, budget, stream=sidx, raw=raw, final=job.terminal)
+            w = win.Window(
+                w.text,
+                w.cursor,
+                w.next_cursor,
+                truncated=w.truncated,
+                omitted_bytes=total - w.next_cursor,
+            )
         job.read_cursor[stream] = w.next_cursor
         return snapshot(job, w, stream=stream)
 
-    async def write(self, job_id: str, *, text: str | None = None, keys: list[str] | None = None,
-                    eof: bool = False, yield_ms: int = 1000) -> dict[str, Any]:
+    async def write(
+        self,
+        job_id: str,
+        *,
+        text: str | None = None,
+        keys: list[str] | None = None,
+        eof: bool = False,
+        yield_ms: int = 1000,
+    ) -> dict[str, Any]:
         job = self.job(job_id)
         if not 0 <= yield_ms <= 120_000:
             raise ConchError("invalid_argument", "yield_ms must be between 0 and 120000")
@@ -483,15 +599,27 @@ class Runtime:
         if eof:
             await job.driver.close_stdin()
         await self._settle_output(job, yield_ms / 1000)
-        w = win.forward(job.log, before, job.log.size(), self.config.default_max_output_bytes,
-                        stream=None, raw=False, final=job.terminal)
-        w = win.Window(w.text, w.cursor, w.next_cursor, truncated=w.truncated,
-                       omitted_bytes=job.log.size() - w.next_cursor)
+        w = win.forward(
+            job.log,
+            before,
+            job.log.size(),
+            self.config.default_max_output_bytes,
+            stream=None,
+            raw=False,
+            final=job.terminal,
+        )
+        w = win.Window(
+            w.text,
+            w.cursor,
+            w.next_cursor,
+            truncated=w.truncated,
+            omitted_bytes=job.log.size() - w.next_cursor,
+        )
         job.read_cursor[None] = w.next_cursor
         return snapshot(job, w)
 
     async def _settle_output(self, job: Job, limit_s: float, quiet_s: float = 0.05) -> None:
-        """Wait until output has been quiet for quiet_s after some arrived, the job ends, or limit."""
+        """Wait until output went quiet for quiet_s after some arrived, the job ended, or limit."""
         deadline = time.monotonic() + limit_s
         start_size = job.log.size()
         while not job.terminal:
@@ -505,8 +633,9 @@ class Runtime:
             else:
                 await job.wait_change(job.version, remaining)
 
-    async def signal(self, job_id: str, signal: str = "terminate", *,
-                     wait_ms: int = 2000) -> dict[str, Any]:
+    async def signal(
+        self, job_id: str, signal: str = "terminate", *, wait_ms: int = 2000
+    ) -> dict[str, Any]:
         import signal as sigmod
 
         job = self.job(job_id)
@@ -535,8 +664,15 @@ class Runtime:
             if signal not in ("stop", "continue"):
                 await job.wait_until(lambda: job.terminal, wait_ms / 1000)
         start = job.read_cursor.get(None, 0)
-        w = win.forward(job.log, start, job.log.size(), self.config.default_max_output_bytes,
-                        stream=None, raw=False, final=job.terminal)
+        w = win.forward(
+            job.log,
+            start,
+            job.log.size(),
+            self.config.default_max_output_bytes,
+            stream=None,
+            raw=False,
+            final=job.terminal,
+        )
         job.read_cursor[None] = w.next_cursor
         return snapshot(job, w)
 
@@ -570,13 +706,17 @@ class Runtime:
             "data_dir": str(self.data.root),
             "bash": self.bash,
             "shells": shells,
-            "rg": self.searcher.info() if self.searcher is not None else
-            {"path": None, "version": None},
+            "rg": self.searcher.info()
+            if self.searcher is not None
+            else {"path": None, "version": None},
             "containment": hygiene.containment_level(),
             "limits": {
-                "max_running": cfg.max_running, "max_jobs": cfg.max_jobs,
-                "retention_s": cfg.retention_s, "max_log_bytes": cfg.max_log_bytes,
-                "kill_grace_ms": cfg.kill_grace_ms, "max_shells": cfg.max_shells,
+                "max_running": cfg.max_running,
+                "max_jobs": cfg.max_jobs,
+                "retention_s": cfg.retention_s,
+                "max_log_bytes": cfg.max_log_bytes,
+                "kill_grace_ms": cfg.kill_grace_ms,
+                "max_shells": cfg.max_shells,
                 "close_timeout_ms": cfg.close_timeout_ms,
                 "default_yield_ms": cfg.default_yield_ms,
                 "default_timeout_ms": cfg.default_timeout_ms,
@@ -613,13 +753,14 @@ class Runtime:
 
     # -- the tool catalogue ------------------------------------------------------------------------
 
-    def tools(self) -> list[dict[str, Any]]:
+    def tools(self) -> builtins.list[dict[str, Any]]:
         from conch.tools.catalogue import catalogue
 
         return [t.describe() for t in catalogue(self.config.profiles)]
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
-                        context: Any = None) -> dict[str, Any]:
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, context: Any = None
+    ) -> dict[str, Any]:
         """Call a tool by name; returns its structured result or ``{"error": {...}}``."""
         from conch.tools.dispatch import call_tool
 
@@ -639,10 +780,13 @@ def _ready_spec(ready: Mapping[str, Any] | None) -> ReadySpec | None:
         try:
             pattern = re.compile(ready["pattern"])
         except (re.error, TypeError) as e:
-            raise ConchError("invalid_argument", f"ready.pattern is not a valid regex: {e}")
+            raise ConchError(
+                "invalid_argument", f"ready.pattern is not a valid regex: {e}"
+            ) from None
     port = ready.get("port")
-    if port is not None and (isinstance(port, bool) or not isinstance(port, int)
-                             or not 1 <= port <= 65535):
+    if port is not None and (
+        isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535
+    ):
         raise ConchError("invalid_argument", "ready.port must be an integer 1..65535")
     url = ready.get("url")
     if url is not None and (not isinstance(url, str) or not re.match(r"^https?://", url)):

@@ -36,15 +36,24 @@ class Tool:
 
     @property
     def annotations(self) -> dict[str, Any]:
-        return {"title": self.title, "readOnlyHint": self.read_only,
-                "destructiveHint": self.destructive, "idempotentHint": self.idempotent,
-                "openWorldHint": True}
+        return {
+            "title": self.title,
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": True,
+        }
 
     def describe(self) -> dict[str, Any]:
         """The tool as MCP `tools/list` shows it."""
-        out = {"name": self.name, "title": self.title, "description": self.description,
-               "inputSchema": self.input_schema, "outputSchema": self.output_schema,
-               "annotations": self.annotations}
+        out = {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "outputSchema": self.output_schema,
+            "annotations": self.annotations,
+        }
         if self.meta:
             out["_meta"] = self.meta
         return out
@@ -55,8 +64,11 @@ def _without(args: dict[str, Any], *names: str) -> dict[str, Any]:
 
 
 async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return await rt.exec(**_without(args, "purpose"), shell_env=ctx.shell_env(),
-                         caller_session_id=ctx.caller_session_id())
+    return await rt.exec(
+        **_without(args, "purpose"),
+        shell_env=ctx.shell_env(),
+        caller_session_id=ctx.caller_session_id(),
+    )
 
 
 async def _read(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -91,10 +103,29 @@ async def _info(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
     return await rt.info()
 
 
-EXEC_DESCRIPTION = """Run a command on this machine as a job and return its result.
-Give exactly one of `command` (a bash command line), `argv` (program + literal arguments, no shell) or `script` (multi-line bash, syntax-checked first); or `command` with `shell_id` to run it in a persistent shell (cwd, env and functions persist).
-Waits up to `yield_ms` (default 10 s): if the job is still running you get `state: running` with the output so far, and it keeps running in the background — use `read` to follow it, `write` to type into it, `signal` to stop it. It is killed at `timeout_ms` (default 30 min).
-Output is normalized text (ANSI stripped, progress bars collapsed); long output shows head and tail with a marker saying which cursor range to `read`. A non-zero exit is a normal result (`ok: false`), not an error. For servers, pass `ready` ({pattern|port|url}) to return once they are up."""
+EXEC_DESCRIPTION = "\n".join(
+    [
+        "Run a command on this machine as a job and return its result.",
+        (
+            "Give exactly one of `command` (a bash command line), `argv` (program + literal "
+            "arguments, no shell) or `script` (multi-line bash, syntax-checked first); or "
+            "`command` with `shell_id` to run it in a persistent shell (cwd, env and functions "
+            "persist)."
+        ),
+        (
+            "Waits up to `yield_ms` (default 10 s): if the job is still running you get `state: "
+            "running` with the output so far, and it keeps running in the background — use "
+            "`read` to follow it, `write` to type into it, `signal` to stop it. It is killed at "
+            "`timeout_ms` (default 30 min)."
+        ),
+        (
+            "Output is normalized text (ANSI stripped, progress bars collapsed); long output shows "
+            "head and tail with a marker saying which cursor range to `read`. A non-zero exit is a "
+            "normal result (`ok: false`), not an error. For servers, pass `ready` "
+            "({pattern|port|url}) to return once they are up."
+        ),
+    ]
+)
 
 
 @lru_cache(maxsize=1)
@@ -106,43 +137,102 @@ def conch_tools() -> tuple[Tool, ...]:
     )
 
     return (
-        Tool("exec", "Run a command", EXEC_DESCRIPTION, S.EXEC_INPUT, S.SNAPSHOT_OUTPUT, _exec,
-             destructive=True, summary_arg="purpose"),
-        Tool("read", "Read a job's output",
-             "Read a job's output from where the last read stopped (or from `cursor`), "
-             "optionally waiting up to `wait_ms` for new output, the end (`until: exit`) or a "
-             "regex. Returns the job snapshot; `next_cursor`, `eof`, `total_bytes` tell what is "
-             "left. `tail: true` gives the last `max_bytes`; `stream` picks stdout or stderr.",
-             S.READ_INPUT, S.SNAPSHOT_OUTPUT, _read, read_only=True),
-        Tool("write", "Send input to a job",
-             "Send text and/or keys (enter, ctrl-c, up, tab, ...) to a running job's stdin or "
-             "terminal; `eof: true` closes stdin. Returns the output produced since, once it "
-             "settles (up to `yield_ms`).",
-             S.WRITE_INPUT, S.SNAPSHOT_OUTPUT, _write, summary_arg="purpose"),
-        Tool("signal", "Signal or stop a job",
-             "Send a signal to a job's whole process tree. `terminate` (default) sends TERM "
-             "then KILL after the grace period; `interrupt` is ctrl-c. On a finished job it "
-             "kills processes the job left running (`lingering_pids`).",
-             S.SIGNAL_INPUT, S.SNAPSHOT_OUTPUT, _signal, destructive=True,
-             summary_arg="purpose"),
-        Tool("list", "List jobs and shells",
-             "List jobs (running and recent) and open persistent shells.",
-             S.LIST_INPUT, S.LIST_OUTPUT, _list, read_only=True, idempotent=True),
-        Tool("shell_open", "Open a persistent shell",
-             "Start a persistent interactive shell (bash, or zsh) on a terminal. Run commands "
-             "in it with `exec {shell_id, command}`: cwd, variables, functions, aliases and "
-             "activated virtualenvs persist between commands.",
-             S.SHELL_OPEN_INPUT, S.SHELL_OPEN_OUTPUT, _shell_open),
-        Tool("shell_close", "Close a persistent shell",
-             "Close a shell and kill every process in it.",
-             S.SHELL_CLOSE_INPUT, S.SHELL_CLOSE_OUTPUT, _shell_close, destructive=True,
-             idempotent=True),
-        Tool("search", "Search files", SEARCH_DESCRIPTION, SEARCH_INPUT_SCHEMA,
-             SEARCH_OUTPUT_SCHEMA, _search, read_only=True, idempotent=True),
-        Tool("info", "About this Conch server",
-             "Version, platform, available shells, ripgrep, process containment level, "
-             "limits, profiles and transports.",
-             S.INFO_INPUT, S.INFO_OUTPUT, _info, read_only=True, idempotent=True),
+        Tool(
+            "exec",
+            "Run a command",
+            EXEC_DESCRIPTION,
+            S.EXEC_INPUT,
+            S.SNAPSHOT_OUTPUT,
+            _exec,
+            destructive=True,
+            summary_arg="purpose",
+        ),
+        Tool(
+            "read",
+            "Read a job's output",
+            "Read a job's output from where the last read stopped (or from `cursor`), "
+            "optionally waiting up to `wait_ms` for new output, the end (`until: exit`) or a "
+            "regex. Returns the job snapshot; `next_cursor`, `eof`, `total_bytes` tell what is "
+            "left. `tail: true` gives the last `max_bytes`; `stream` picks stdout or stderr.",
+            S.READ_INPUT,
+            S.SNAPSHOT_OUTPUT,
+            _read,
+            read_only=True,
+        ),
+        Tool(
+            "write",
+            "Send input to a job",
+            "Send text and/or keys (enter, ctrl-c, up, tab, ...) to a running job's stdin or "
+            "terminal; `eof: true` closes stdin. Returns the output produced since, once it "
+            "settles (up to `yield_ms`).",
+            S.WRITE_INPUT,
+            S.SNAPSHOT_OUTPUT,
+            _write,
+            summary_arg="purpose",
+        ),
+        Tool(
+            "signal",
+            "Signal or stop a job",
+            "Send a signal to a job's whole process tree. `terminate` (default) sends TERM "
+            "then KILL after the grace period; `interrupt` is ctrl-c. On a finished job it "
+            "kills processes the job left running (`lingering_pids`).",
+            S.SIGNAL_INPUT,
+            S.SNAPSHOT_OUTPUT,
+            _signal,
+            destructive=True,
+            summary_arg="purpose",
+        ),
+        Tool(
+            "list",
+            "List jobs and shells",
+            "List jobs (running and recent) and open persistent shells.",
+            S.LIST_INPUT,
+            S.LIST_OUTPUT,
+            _list,
+            read_only=True,
+            idempotent=True,
+        ),
+        Tool(
+            "shell_open",
+            "Open a persistent shell",
+            "Start a persistent interactive shell (bash, or zsh) on a terminal. Run commands "
+            "in it with `exec {shell_id, command}`: cwd, variables, functions, aliases and "
+            "activated virtualenvs persist between commands.",
+            S.SHELL_OPEN_INPUT,
+            S.SHELL_OPEN_OUTPUT,
+            _shell_open,
+        ),
+        Tool(
+            "shell_close",
+            "Close a persistent shell",
+            "Close a shell and kill every process in it.",
+            S.SHELL_CLOSE_INPUT,
+            S.SHELL_CLOSE_OUTPUT,
+            _shell_close,
+            destructive=True,
+            idempotent=True,
+        ),
+        Tool(
+            "search",
+            "Search files",
+            SEARCH_DESCRIPTION,
+            SEARCH_INPUT_SCHEMA,
+            SEARCH_OUTPUT_SCHEMA,
+            _search,
+            read_only=True,
+            idempotent=True,
+        ),
+        Tool(
+            "info",
+            "About this Conch server",
+            "Version, platform, available shells, ripgrep, process containment level, "
+            "limits, profiles and transports.",
+            S.INFO_INPUT,
+            S.INFO_OUTPUT,
+            _info,
+            read_only=True,
+            idempotent=True,
+        ),
     )
 
 

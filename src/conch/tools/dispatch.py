@@ -36,8 +36,9 @@ def find_tool(rt: Runtime, name: str) -> Tool | None:
     return None
 
 
-async def call_tool_full(rt: Runtime, name: str, arguments: Mapping[str, Any] | None,
-                         context: CallContext | None = None) -> ToolOutcome:
+async def call_tool_full(
+    rt: Runtime, name: str, arguments: Mapping[str, Any] | None, context: CallContext | None = None
+) -> ToolOutcome:
     ctx = context or CallContext()
     tool = find_tool(rt, name)
     if tool is None:
@@ -45,8 +46,10 @@ async def call_tool_full(rt: Runtime, name: str, arguments: Mapping[str, Any] | 
     args = dict(arguments or {})
     try:
         if "host" in args and "host" not in tool.input_schema.get("properties", {}):
-            raise ConchError("invalid_argument",
-                             "`host` is not supported: Conch runs commands on this machine only")
+            raise ConchError(
+                "invalid_argument",
+                "`host` is not supported: Conch runs commands on this machine only",
+            )
         validate(tool.input_schema, args)
         meta = None
         if tool.summary_arg:
@@ -66,8 +69,9 @@ async def call_tool_full(rt: Runtime, name: str, arguments: Mapping[str, Any] | 
         return _error(ConchError("internal", f"internal error in {name}; see the server log"))
 
 
-async def call_tool(rt: Runtime, name: str, arguments: Mapping[str, Any] | None,
-                    context: CallContext | None = None) -> dict[str, Any]:
+async def call_tool(
+    rt: Runtime, name: str, arguments: Mapping[str, Any] | None, context: CallContext | None = None
+) -> dict[str, Any]:
     return (await call_tool_full(rt, name, arguments, context)).result
 
 
@@ -75,8 +79,9 @@ def _error(e: ConchError) -> ToolOutcome:
     return ToolOutcome(e.envelope(), True)
 
 
-async def _run_with_progress(rt: Runtime, tool: Tool, args: dict[str, Any],
-                             ctx: CallContext) -> dict[str, Any]:
+async def _run_with_progress(
+    rt: Runtime, tool: Tool, args: dict[str, Any], ctx: CallContext
+) -> dict[str, Any]:
     if ctx.progress is None or tool.name not in ("exec", "read", "write"):
         return await tool.handler(rt, args, ctx)
     job_hint = args.get("job_id")

@@ -24,5 +24,6 @@ def profile_tools(name: str) -> tuple[Tool, ...]:
     try:
         return PROFILES[name]()
     except KeyError:
-        raise ConfigError(f"profiles: unknown profile {name!r} (known: "
-                          f"{', '.join(sorted(PROFILES))})") from None
+        raise ConfigError(
+            f"profiles: unknown profile {name!r} (known: {', '.join(sorted(PROFILES))})"
+        ) from None

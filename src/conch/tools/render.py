@@ -26,8 +26,9 @@ def header(s: dict[str, Any]) -> str:
     parts = [s["job_id"] + (f" ({s['name']})" if s.get("name") else "")]
     state = s["state"]
     if state == "exited":
-        parts.append(f"exited {s['exit_code']}" if s.get("signal") is None
-                     else f"exited by {s['signal']}")
+        parts.append(
+            f"exited {s['exit_code']}" if s.get("signal") is None else f"exited by {s['signal']}"
+        )
     elif state == "running":
         parts.append("running")
         if s.get("awaiting_secret"):
@@ -68,11 +69,15 @@ def render_list(r: dict[str, Any]) -> str:
     lines = []
     for j in r.get("jobs", []):
         code = j["exit_code"] if j["state"] == "exited" else ""
-        lines.append(f"{j['job_id']} {j.get('name') or '-'} {j['mode']} {j['state']} {code} "
-                     f"{j['duration_ms']} ms".replace("  ", " "))
+        lines.append(
+            f"{j['job_id']} {j.get('name') or '-'} {j['mode']} {j['state']} {code} "
+            f"{j['duration_ms']} ms".replace("  ", " ")
+        )
     for sh in r.get("shells", []):
-        lines.append(f"{sh.get('shell_id')} {sh.get('name') or '-'} {sh.get('shell')} "
-                     f"{sh.get('state')} cwd {sh.get('cwd')}")
+        lines.append(
+            f"{sh.get('shell_id')} {sh.get('name') or '-'} {sh.get('shell')} "
+            f"{sh.get('state')} cwd {sh.get('cwd')}"
+        )
     return "\n".join(lines) if lines else "(no jobs or shells)"
 
 

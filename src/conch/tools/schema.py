@@ -14,7 +14,11 @@ from typing import Any
 from conch.errors import ConchError
 
 _TYPES: dict[str, Any] = {
-    "object": dict, "array": list, "string": str, "boolean": bool, "null": type(None),
+    "object": dict,
+    "array": list,
+    "string": str,
+    "boolean": bool,
+    "null": type(None),
 }
 
 

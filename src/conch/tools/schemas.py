@@ -7,18 +7,29 @@ from typing import Any
 from conch.core.keys import KEY_NAMES
 
 MiB = 1024 * 1024
-ID = {"type": "string", "minLength": 1, "maxLength": 128,
-      "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$"}
-NAME = {"type": "string", "pattern": r"^[A-Za-z][A-Za-z0-9._-]{0,63}$",
-        "description": "Your own name for it (e.g. `web`), usable wherever an id is."}
+ID = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 128,
+    "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+}
+NAME = {
+    "type": "string",
+    "pattern": r"^[A-Za-z][A-Za-z0-9._-]{0,63}$",
+    "description": "Your own name for it (e.g. `web`), usable wherever an id is.",
+}
 ENV = {
-    "type": "object", "maxProperties": 256,
+    "type": "object",
+    "maxProperties": 256,
     "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
     "additionalProperties": {"type": "string", "maxLength": 131072},
     "description": "Extra environment variables for the process.",
 }
-PURPOSE = {"type": "string", "maxLength": 1000,
-           "description": "Why you run this (<= 200 chars); echoed in _meta.summary only."}
+PURPOSE = {
+    "type": "string",
+    "maxLength": 1000,
+    "description": "Why you run this (<= 200 chars); echoed in _meta.summary only.",
+}
 YIELD = {"type": "integer", "minimum": 0, "maximum": 120000}
 
 
@@ -29,88 +40,173 @@ def obj(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]
     return schema
 
 
-EXEC_INPUT = obj({
-    "command": {"type": "string", "minLength": 1, "maxLength": 4 * MiB,
-                "description": "Shell command line, run by bash (`bash -c`)."},
-    "argv": {"type": "array", "minItems": 1, "maxItems": 4096,
-             "items": {"type": "string", "maxLength": 131072},
-             "description": "Program and arguments, executed directly: no shell, all literal."},
-    "script": {"type": "string", "minLength": 1, "maxLength": 4 * MiB,
-               "description": "Multi-line bash script; syntax-checked with `bash -n` first."},
-    "shell_id": {**ID, "description": "Run `command` in this persistent shell (shell_open)."},
-    "stdin": {"type": "string", "maxLength": 16 * MiB,
-              "description": "Exact text fed to stdin, then EOF. Absent: stdin is empty."},
-    "stdin_open": {"type": "boolean", "description": "Keep stdin open for `write`."},
-    "pty": {"type": "boolean", "description": "Run on a pseudo-terminal (REPLs, prompts, TUIs)."},
-    "cwd": {"type": "string", "maxLength": 4096,
-            "description": "Working directory: absolute, or relative to the default cwd."},
-    "env": ENV,
-    "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 7 * 86400 * 1000,
-                   "description": "Deadline; the whole process tree is killed. 0 = none. "
-                                  "Default 1800000."},
-    "yield_ms": {**YIELD, "description": "How long to wait before returning with the job still "
-                                         "running in the background. Default 10000."},
-    "max_output_bytes": {"type": "integer", "minimum": 0, "maximum": MiB,
-                         "description": "Inline output budget (head + tail). Default 16384."},
-    "output_format": {"enum": ["text", "json", "jsonl", "auto"],
-                      "description": "Parse stdout into `data`."},
-    "ready": {**obj({"pattern": {"type": "string", "minLength": 1, "maxLength": 4096},
-                     "port": {"type": "integer", "minimum": 1, "maximum": 65535},
-                     "url": {"type": "string", "pattern": "^https?://", "maxLength": 4096}}),
-              "description": "Return as soon as the output matches `pattern`, the TCP `port` "
-                             "accepts or the `url` answers 2xx/3xx."},
-    "name": NAME,
-    "purpose": PURPOSE,
-})
+EXEC_INPUT = obj(
+    {
+        "command": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 4 * MiB,
+            "description": "Shell command line, run by bash (`bash -c`).",
+        },
+        "argv": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 4096,
+            "items": {"type": "string", "maxLength": 131072},
+            "description": "Program and arguments, executed directly: no shell, all literal.",
+        },
+        "script": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 4 * MiB,
+            "description": "Multi-line bash script; syntax-checked with `bash -n` first.",
+        },
+        "shell_id": {**ID, "description": "Run `command` in this persistent shell (shell_open)."},
+        "stdin": {
+            "type": "string",
+            "maxLength": 16 * MiB,
+            "description": "Exact text fed to stdin, then EOF. Absent: stdin is empty.",
+        },
+        "stdin_open": {"type": "boolean", "description": "Keep stdin open for `write`."},
+        "pty": {
+            "type": "boolean",
+            "description": "Run on a pseudo-terminal (REPLs, prompts, TUIs).",
+        },
+        "cwd": {
+            "type": "string",
+            "maxLength": 4096,
+            "description": "Working directory: absolute, or relative to the default cwd.",
+        },
+        "env": ENV,
+        "timeout_ms": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 7 * 86400 * 1000,
+            "description": "Deadline; the whole process tree is killed. 0 = none. Default 1800000.",
+        },
+        "yield_ms": {
+            **YIELD,
+            "description": "How long to wait before returning with the job still "
+            "running in the background. Default 10000.",
+        },
+        "max_output_bytes": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MiB,
+            "description": "Inline output budget (head + tail). Default 16384.",
+        },
+        "output_format": {
+            "enum": ["text", "json", "jsonl", "auto"],
+            "description": "Parse stdout into `data`.",
+        },
+        "ready": {
+            **obj(
+                {
+                    "pattern": {"type": "string", "minLength": 1, "maxLength": 4096},
+                    "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                    "url": {"type": "string", "pattern": "^https?://", "maxLength": 4096},
+                }
+            ),
+            "description": "Return as soon as the output matches `pattern`, the TCP `port` "
+            "accepts or the `url` answers 2xx/3xx.",
+        },
+        "name": NAME,
+        "purpose": PURPOSE,
+    }
+)
 
-UNTIL = {"anyOf": [{"enum": ["change", "exit"]},
-                   obj({"pattern": {"type": "string", "minLength": 1, "maxLength": 4096}},
-                       ("pattern",))],
-         "description": "What to wait for: new output (`change`), the end (`exit`), or a regex."}
+UNTIL = {
+    "anyOf": [
+        {"enum": ["change", "exit"]},
+        obj({"pattern": {"type": "string", "minLength": 1, "maxLength": 4096}}, ("pattern",)),
+    ],
+    "description": "What to wait for: new output (`change`), the end (`exit`), or a regex.",
+}
 
-READ_INPUT = obj({
-    "job_id": {**ID, "description": "Job id or name."},
-    "cursor": {"type": "integer", "minimum": 0,
-               "description": "Byte offset to read from; default: where the last read stopped."},
-    "max_bytes": {"type": "integer", "minimum": 16, "maximum": MiB,
-                  "description": "Most bytes of text to return. Default 16384."},
-    "wait_ms": {**YIELD, "description": "Wait up to this long for `until`. Default 0."},
-    "until": UNTIL,
-    "stream": {"enum": ["stdout", "stderr"], "description": "Only one stream (pipe jobs)."},
-    "raw": {"type": "boolean", "description": "Bytes as printed (decoded, not normalized)."},
-    "tail": {"type": "boolean", "description": "The last `max_bytes` instead of from cursor."},
-}, ("job_id",))
+READ_INPUT = obj(
+    {
+        "job_id": {**ID, "description": "Job id or name."},
+        "cursor": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Byte offset to read from; default: where the last read stopped.",
+        },
+        "max_bytes": {
+            "type": "integer",
+            "minimum": 16,
+            "maximum": MiB,
+            "description": "Most bytes of text to return. Default 16384.",
+        },
+        "wait_ms": {**YIELD, "description": "Wait up to this long for `until`. Default 0."},
+        "until": UNTIL,
+        "stream": {"enum": ["stdout", "stderr"], "description": "Only one stream (pipe jobs)."},
+        "raw": {"type": "boolean", "description": "Bytes as printed (decoded, not normalized)."},
+        "tail": {"type": "boolean", "description": "The last `max_bytes` instead of from cursor."},
+    },
+    ("job_id",),
+)
 
-WRITE_INPUT = obj({
-    "job_id": ID,
-    "text": {"type": "string", "maxLength": 4 * MiB, "description": "Text to send."},
-    "keys": {"type": "array", "maxItems": 256, "items": {"enum": KEY_NAMES},
-             "description": "Keys to send after text, e.g. enter, ctrl-c, up, tab, esc."},
-    "eof": {"type": "boolean", "description": "Close stdin (pipes) / send ctrl-d (terminals)."},
-    "yield_ms": {**YIELD, "description": "Wait for output to settle. Default 1000."},
-    "purpose": PURPOSE,
-}, ("job_id",))
+WRITE_INPUT = obj(
+    {
+        "job_id": ID,
+        "text": {"type": "string", "maxLength": 4 * MiB, "description": "Text to send."},
+        "keys": {
+            "type": "array",
+            "maxItems": 256,
+            "items": {"enum": KEY_NAMES},
+            "description": "Keys to send after text, e.g. enter, ctrl-c, up, tab, esc.",
+        },
+        "eof": {"type": "boolean", "description": "Close stdin (pipes) / send ctrl-d (terminals)."},
+        "yield_ms": {**YIELD, "description": "Wait for output to settle. Default 1000."},
+        "purpose": PURPOSE,
+    },
+    ("job_id",),
+)
 
-SIGNAL_INPUT = obj({
-    "job_id": ID,
-    "signal": {"enum": ["interrupt", "terminate", "kill", "hangup", "quit", "stop", "continue",
-                        "usr1", "usr2"],
-               "description": "Default terminate (escalates to kill after the grace period)."},
-    "wait_ms": {**YIELD, "description": "Wait this long for the job to end. Default 2000."},
-    "purpose": PURPOSE,
-}, ("job_id",))
+SIGNAL_INPUT = obj(
+    {
+        "job_id": ID,
+        "signal": {
+            "enum": [
+                "interrupt",
+                "terminate",
+                "kill",
+                "hangup",
+                "quit",
+                "stop",
+                "continue",
+                "usr1",
+                "usr2",
+            ],
+            "description": "Default terminate (escalates to kill after the grace period).",
+        },
+        "wait_ms": {**YIELD, "description": "Wait this long for the job to end. Default 2000."},
+        "purpose": PURPOSE,
+    },
+    ("job_id",),
+)
 
 LIST_INPUT = obj({"state": {"enum": ["running", "all"]}})
 
-SHELL_OPEN_INPUT = obj({
-    "cwd": {"type": "string", "maxLength": 4096},
-    "env": ENV,
-    "shell": {"type": "string", "minLength": 1, "maxLength": 4096,
-              "description": "bash or zsh (or an absolute path to one)."},
-    "startup_command": {"type": "string", "minLength": 1, "maxLength": MiB,
-                        "description": "Run once when the shell starts (e.g. activate a venv)."},
-    "name": NAME,
-})
+SHELL_OPEN_INPUT = obj(
+    {
+        "cwd": {"type": "string", "maxLength": 4096},
+        "env": ENV,
+        "shell": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 4096,
+            "description": "bash or zsh (or an absolute path to one).",
+        },
+        "startup_command": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MiB,
+            "description": "Run once when the shell starts (e.g. activate a venv).",
+        },
+        "name": NAME,
+    }
+)
 
 SHELL_CLOSE_INPUT = obj({"shell_id": ID}, ("shell_id",))
 INFO_INPUT = obj({})
@@ -122,55 +218,142 @@ _NULLABLE_BOOL = {"type": ["boolean", "null"]}
 SNAPSHOT_OUTPUT = {
     "type": "object",
     "properties": {
-        "job_id": {"type": "string"}, "name": _NULLABLE_STR,
+        "job_id": {"type": "string"},
+        "name": _NULLABLE_STR,
         "mode": {"enum": ["command", "argv", "script", "pty", "shell"]},
         "shell_id": _NULLABLE_STR,
         "state": {"enum": ["running", "exited", "timed_out", "cancelled", "output_limit"]},
-        "exit_code": _NULLABLE_INT, "signal": _NULLABLE_STR, "ok": {"type": "boolean"},
-        "started_at": {"type": "string"}, "duration_ms": {"type": "integer"},
-        "pid": _NULLABLE_INT, "awaiting_input": {"type": "boolean"},
-        "awaiting_secret": {"type": "boolean"}, "ready": _NULLABLE_BOOL,
-        "output": {"type": "string"}, "cursor": {"type": "integer"},
-        "next_cursor": {"type": "integer"}, "total_bytes": {"type": "integer"},
-        "stdout_bytes": {"type": "integer"}, "stderr_bytes": {"type": "integer"},
-        "truncated": {"type": "boolean"}, "omitted_bytes": {"type": "integer"},
-        "eof": {"type": "boolean"}, "log_path": {"type": "string"}, "cwd": _NULLABLE_STR,
-        "data": {}, "parse_error": _NULLABLE_STR,
+        "exit_code": _NULLABLE_INT,
+        "signal": _NULLABLE_STR,
+        "ok": {"type": "boolean"},
+        "started_at": {"type": "string"},
+        "duration_ms": {"type": "integer"},
+        "pid": _NULLABLE_INT,
+        "awaiting_input": {"type": "boolean"},
+        "awaiting_secret": {"type": "boolean"},
+        "ready": _NULLABLE_BOOL,
+        "output": {"type": "string"},
+        "cursor": {"type": "integer"},
+        "next_cursor": {"type": "integer"},
+        "total_bytes": {"type": "integer"},
+        "stdout_bytes": {"type": "integer"},
+        "stderr_bytes": {"type": "integer"},
+        "truncated": {"type": "boolean"},
+        "omitted_bytes": {"type": "integer"},
+        "eof": {"type": "boolean"},
+        "log_path": {"type": "string"},
+        "cwd": _NULLABLE_STR,
+        "data": {},
+        "parse_error": _NULLABLE_STR,
         "lingering_pids": {"type": "array", "items": {"type": "integer"}},
         "restarted": {"type": "boolean"},
     },
-    "required": ["job_id", "state", "exit_code", "ok", "output", "cursor", "next_cursor",
-                 "total_bytes", "eof"],
+    "required": [
+        "job_id",
+        "state",
+        "exit_code",
+        "ok",
+        "output",
+        "cursor",
+        "next_cursor",
+        "total_bytes",
+        "eof",
+    ],
 }
 
-JOB_SUMMARY = {"type": "object", "properties": {
-    k: SNAPSHOT_OUTPUT["properties"][k]  # type: ignore[index]
-    for k in ("job_id", "name", "mode", "shell_id", "state", "exit_code", "signal", "ok",
-              "started_at", "duration_ms", "pid", "total_bytes", "cwd")}}
+JOB_SUMMARY = {
+    "type": "object",
+    "properties": {
+        k: SNAPSHOT_OUTPUT["properties"][k]  # type: ignore[index]
+        for k in (
+            "job_id",
+            "name",
+            "mode",
+            "shell_id",
+            "state",
+            "exit_code",
+            "signal",
+            "ok",
+            "started_at",
+            "duration_ms",
+            "pid",
+            "total_bytes",
+            "cwd",
+        )
+    },
+}
 
-SHELL_SUMMARY = {"type": "object", "properties": {
-    "shell_id": {"type": "string"}, "name": _NULLABLE_STR, "shell": {"type": "string"},
-    "state": {"type": "string"}, "cwd": _NULLABLE_STR, "job_id": _NULLABLE_STR}}
+SHELL_SUMMARY = {
+    "type": "object",
+    "properties": {
+        "shell_id": {"type": "string"},
+        "name": _NULLABLE_STR,
+        "shell": {"type": "string"},
+        "state": {"type": "string"},
+        "cwd": _NULLABLE_STR,
+        "job_id": _NULLABLE_STR,
+    },
+}
 
-LIST_OUTPUT = {"type": "object", "properties": {
-    "jobs": {"type": "array", "items": JOB_SUMMARY},
-    "shells": {"type": "array", "items": SHELL_SUMMARY}}, "required": ["jobs", "shells"]}
+LIST_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "jobs": {"type": "array", "items": JOB_SUMMARY},
+        "shells": {"type": "array", "items": SHELL_SUMMARY},
+    },
+    "required": ["jobs", "shells"],
+}
 
-SHELL_OPEN_OUTPUT = {"type": "object", "properties": {
-    "shell_id": {"type": "string"}, "name": _NULLABLE_STR, "shell": {"type": "string"},
-    "version": {"type": "string"}, "cwd": {"type": "string"}, "state": {"type": "string"}},
-    "required": ["shell_id", "shell", "cwd", "state"]}
+SHELL_OPEN_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "shell_id": {"type": "string"},
+        "name": _NULLABLE_STR,
+        "shell": {"type": "string"},
+        "version": {"type": "string"},
+        "cwd": {"type": "string"},
+        "state": {"type": "string"},
+    },
+    "required": ["shell_id", "shell", "cwd", "state"],
+}
 
-SHELL_CLOSE_OUTPUT = {"type": "object", "properties": {
-    "shell_id": {"type": "string"}, "state": {"const": "closed"},
-    "cleanup_complete": {"type": "boolean"}}, "required": ["shell_id", "state", "cleanup_complete"]}
+SHELL_CLOSE_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "shell_id": {"type": "string"},
+        "state": {"const": "closed"},
+        "cleanup_complete": {"type": "boolean"},
+    },
+    "required": ["shell_id", "state", "cleanup_complete"],
+}
 
-INFO_OUTPUT = {"type": "object", "properties": {
-    "version": {"type": "string"}, "platform": {"type": "string"},
-    "shells": {"type": "array"}, "rg": {"type": "object"}, "containment": {"type": "string"},
-    "limits": {"type": "object"}, "profiles": {"type": "array"},
-    "transports": {"type": "array"}}, "required": ["version", "containment", "limits"]}
+INFO_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "version": {"type": "string"},
+        "platform": {"type": "string"},
+        "shells": {"type": "array"},
+        "rg": {"type": "object"},
+        "containment": {"type": "string"},
+        "limits": {"type": "object"},
+        "profiles": {"type": "array"},
+        "transports": {"type": "array"},
+    },
+    "required": ["version", "containment", "limits"],
+}
 
-ERROR_OUTPUT = {"type": "object", "properties": {"error": {"type": "object", "properties": {
-    "code": {"type": "string"}, "message": {"type": "string"}, "retryable": {"type": "boolean"}},
-    "required": ["code", "message", "retryable"]}}, "required": ["error"]}
+ERROR_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "retryable": {"type": "boolean"},
+            },
+            "required": ["code", "message", "retryable"],
+        }
+    },
+    "required": ["error"],
+}

@@ -55,9 +55,18 @@ class JobDriver(Protocol):
 
 
 class Job:
-    def __init__(self, *, job_id: str, mode: str, cwd: str, log: JobLog, name: str | None = None,
-                 shell_id: str | None = None, output_format: str = "text",
-                 on_change: Callable[[Job], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        mode: str,
+        cwd: str,
+        log: JobLog,
+        name: str | None = None,
+        shell_id: str | None = None,
+        output_format: str = "text",
+        on_change: Callable[[Job], None] | None = None,
+    ) -> None:
         self.job_id = job_id
         self.name = name
         self.mode = mode
@@ -101,8 +110,14 @@ class Job:
             return self._duration_ms
         return int((time.monotonic() - self._t0) * 1000)
 
-    def finish(self, state: str, *, exit_code: int | None = None, signum: int | None = None,
-               lingering: list[int] | None = None) -> bool:
+    def finish(
+        self,
+        state: str,
+        *,
+        exit_code: int | None = None,
+        signum: int | None = None,
+        lingering: list[int] | None = None,
+    ) -> bool:
         """Move to a terminal state; the first call wins and nothing changes afterwards."""
         if self.terminal:
             return False

@@ -38,7 +38,7 @@ async def _port_open(port: int) -> bool:
 def _url_ok(url: str) -> bool:
     req = urllib.request.Request(url, method="GET")
     try:
-        with urllib.request.urlopen(req, timeout=1.0) as r:  # noqa: S310 (scheme checked)
+        with urllib.request.urlopen(req, timeout=1.0) as r:
             return 200 <= r.status < 400
     except urllib.error.HTTPError as e:
         return 300 <= e.code < 400

@@ -11,8 +11,9 @@ from conch.errors import ConchError
 
 
 class JobTable:
-    def __init__(self, *, max_running: int, max_jobs: int, retention_s: int,
-                 on_evict: Callable[[Job], None]) -> None:
+    def __init__(
+        self, *, max_running: int, max_jobs: int, retention_s: int, on_evict: Callable[[Job], None]
+    ) -> None:
         self.max_running = max_running
         self.max_jobs = max_jobs
         self.retention_s = retention_s
@@ -66,8 +67,9 @@ class JobTable:
             self._drop(j)
         excess = len(self._jobs) - self.max_jobs
         if excess > 0:
-            finished = sorted((j for j in self._jobs.values() if j.terminal),
-                              key=lambda j: j.finished_at or 0.0)
+            finished = sorted(
+                (j for j in self._jobs.values() if j.terminal), key=lambda j: j.finished_at or 0.0
+            )
             for j in finished[:excess]:
                 self._drop(j)
 

@@ -104,8 +104,12 @@ class Reaper:
             zombies.add(pid)
             first = self._seen.setdefault(pid, now)
             foreign_session = fields[3] != self._my_sid
-            if not (self.reap_all or pid in self.known or fields[3] in self.known_sids
-                    or (foreign_session and (final or now - first >= self.grace_s))):
+            if not (
+                self.reap_all
+                or pid in self.known
+                or fields[3] in self.known_sids
+                or (foreign_session and (final or now - first >= self.grace_s))
+            ):
                 continue
             try:
                 if os.waitpid(pid, os.WNOHANG)[0] == pid:
@@ -120,8 +124,14 @@ class Reaper:
         return n
 
 
-async def terminate_tree(collect: Callable[[], set[int]], pgids: Iterable[int], grace_s: float,
-                         reaper: Reaper | None, *, poll_s: float = 0.02) -> None:
+async def terminate_tree(
+    collect: Callable[[], set[int]],
+    pgids: Iterable[int],
+    grace_s: float,
+    reaper: Reaper | None,
+    *,
+    poll_s: float = 0.02,
+) -> None:
     """SIGCONT+SIGTERM the tree, wait up to grace_s, then SIGKILL what is left (and reap it).
 
     ``collect`` is re-run while waiting, so processes forked during the grace period are caught.
@@ -155,9 +165,15 @@ async def terminate_tree(collect: Callable[[], set[int]], pgids: Iterable[int], 
     await kill_tree_now(collect, pgids, reaper, known=signalled)
 
 
-async def kill_tree_now(collect: Callable[[], set[int]], pgids: Iterable[int],
-                        reaper: Reaper | None, *, known: set[int] | None = None,
-                        limit_s: float = 1.0, poll_s: float = 0.01) -> None:
+async def kill_tree_now(
+    collect: Callable[[], set[int]],
+    pgids: Iterable[int],
+    reaper: Reaper | None,
+    *,
+    known: set[int] | None = None,
+    limit_s: float = 1.0,
+    poll_s: float = 0.01,
+) -> None:
     """SIGKILL the tree until nothing is left (bounded by limit_s), reaping our zombies."""
     pgids = list(pgids)
     victims = set(known or ()) | collect()

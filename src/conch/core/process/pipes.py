@@ -60,8 +60,15 @@ class PipeProcess:
 
     # -- start -------------------------------------------------------------------------------
 
-    def start(self, argv: list[str], *, cwd: str, env: dict[str, str], stdin: bytes | None,
-              stdin_open: bool) -> None:
+    def start(
+        self,
+        argv: list[str],
+        *,
+        cwd: str,
+        env: dict[str, str],
+        stdin: bytes | None,
+        stdin_open: bool,
+    ) -> None:
         self._tag = env[TAG_VAR].encode()
         out_r, out_w = _pipe()
         err_r, err_w = _pipe()
@@ -73,8 +80,14 @@ class PipeProcess:
             self._stdin_ino = os.fstat(self._stdin_w).st_ino
         try:
             proc = subprocess.Popen(
-                argv, stdin=in_r if in_r is not None else subprocess.DEVNULL, stdout=out_w,
-                stderr=err_w, cwd=cwd, env=env, start_new_session=True, close_fds=True,
+                argv,
+                stdin=in_r if in_r is not None else subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
             )
         except BaseException as e:
             for fd in (out_r, out_w, err_r, err_w, in_r, self._stdin_w):
@@ -86,7 +99,9 @@ class PipeProcess:
             if isinstance(e, PermissionError):
                 raise ConchError("spawn_failed", f"permission denied: {argv[0]}") from None
             if isinstance(e, OSError):
-                raise ConchError("spawn_failed", f"could not start {argv[0]}: {e.strerror}") from None
+                raise ConchError(
+                    "spawn_failed", f"could not start {argv[0]}: {e.strerror}"
+                ) from None
             raise
         # Popen must never reap this pid itself: we own waiting (see _on_exit)
         proc.returncode = 0
@@ -360,4 +375,3 @@ def _decode_status(status: int | None) -> tuple[int | None, int | None]:
     if os.WIFEXITED(status):
         return os.WEXITSTATUS(status), None
     return None, None
-

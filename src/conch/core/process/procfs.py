@@ -176,9 +176,11 @@ def scan_job(pgid: int, sid: int, tag_key: bytes, tag: bytes) -> set[int]:
         try:
             if p.pid == me:
                 continue
-            if os.getpgid(p.pid) == pgid or os.getsid(p.pid) == sid:
-                out.add(p.pid)
-            elif p.environ().get(tag_key.decode()) == tag.decode():
+            if (
+                os.getpgid(p.pid) == pgid
+                or os.getsid(p.pid) == sid
+                or p.environ().get(tag_key.decode()) == tag.decode()
+            ):
                 out.add(p.pid)
         except Exception:
             continue
