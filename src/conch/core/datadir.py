@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import re
 import stat
+import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -24,6 +27,9 @@ class DataDir:
 
     def new_file(self, subdir: Path, object_id: str, suffix: str) -> tuple[str, int]:
         """Create a fresh 0600 file (O_EXCL, O_NOFOLLOW); returns (path, write fd)."""
+        return self._create(subdir, object_id, suffix)
+
+    def _create(self, subdir: Path, object_id: str, suffix: str) -> tuple[str, int]:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         path = str(subdir / f"{stamp}-{object_id}.{suffix}")
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
@@ -75,3 +81,71 @@ def _ensure_private_dir(path: Path) -> None:
         raise OSError(f"{path} is owned by another user")
     if stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(path, 0o700)
+
+
+class LogPool:
+    """Log files created ahead of need, each with the random job id it will belong to.
+
+    Creating a file costs a journal write (about a millisecond on a virtual disk), which would
+    otherwise sit on every exec's critical path; a background thread keeps a few ready.
+    """
+
+    def __init__(self, data: DataDir, new_id: Callable[[], str], spares: int = 8) -> None:
+        self._data = data
+        self._new_id = new_id
+        self._spares: deque[tuple[str, str, int]] = deque()
+        self._target = spares
+        self._lock = threading.Lock()
+        self._refilling = False
+        self._closed = False
+
+    def _make(self) -> tuple[str, str, int]:
+        job_id = self._new_id()
+        path, fd = self._data.new_file(self._data.logs, job_id, "log")
+        return job_id, path, fd
+
+    def take(self) -> tuple[str, str, int]:
+        """(job_id, path, write fd) — from the pool, or made now if it ran dry."""
+        with self._lock:
+            item = self._spares.popleft() if self._spares else None
+        return item or self._make()
+
+    def refill(self) -> None:
+        """Top the pool up (run in a worker thread)."""
+        with self._lock:
+            if self._refilling or self._closed:
+                return
+            self._refilling = True
+        try:
+            while True:
+                with self._lock:
+                    if self._closed or len(self._spares) >= self._target:
+                        return
+                item = self._make()
+                with self._lock:
+                    if self._closed:
+                        _discard(item)
+                        return
+                    self._spares.append(item)
+        finally:
+            with self._lock:
+                self._refilling = False
+
+    def needs_refill(self) -> bool:
+        return not self._closed and len(self._spares) < self._target // 2
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            spares, self._spares = list(self._spares), deque()
+        for item in spares:
+            _discard(item)
+
+
+def _discard(item: tuple[str, str, int]) -> None:
+    _, path, fd = item
+    os.close(fd)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

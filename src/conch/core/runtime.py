@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from conch.config import Config
-from conch.core.datadir import DataDir
+from conch.core.datadir import DataDir, LogPool
 from conch.core.env import build_env, check_env
 from conch.core.jobs.job import Job, new_id
 from conch.core.jobs.ready import ReadySpec, wait_ready
@@ -61,6 +61,7 @@ class Runtime:
         self._listeners: list[Callable[[str | None], None]] = []
         self.instance = ""
         self.data = DataDir(self.config.resolved_data_dir)
+        self.log_pool = LogPool(self.data, lambda: new_id("j"))
         self.reaper = hygiene.Reaper(reap_all=owns_process)
         self.jobs = JobTable(
             max_running=self.config.max_running,
@@ -98,6 +99,7 @@ class Runtime:
         self.orphans_killed = await asyncio.to_thread(hygiene.kill_orphans_of_dead_servers)
         self._attach_optional_parts()
         self._housekeeping = asyncio.ensure_future(self._housekeep())
+        self._refill_logs()
 
     def _attach_optional_parts(self) -> None:
         try:
@@ -153,6 +155,7 @@ class Runtime:
             del results
         for t in list(self._tasks):
             t.cancel()
+        self.log_pool.close()
         for job in self.jobs:
             job.log.close()
         for _ in range(20):
@@ -197,9 +200,15 @@ class Runtime:
             raise ConchError("cwd_not_found", f"working directory does not exist: {path}")
         return path
 
-    def new_log(self, job_id: str) -> JobLog:
-        path, fd = self.data.new_file(self.data.logs, job_id, "log")
-        return JobLog(path, fd, self.config.max_log_bytes)
+    def _refill_logs(self) -> None:
+        if self.log_pool.needs_refill():
+            self._spawn_task(asyncio.to_thread(self.log_pool.refill))
+
+    def new_log(self) -> tuple[str, JobLog]:
+        """A fresh job id and its log file."""
+        job_id, path, fd = self.log_pool.take()
+        self._refill_logs()
+        return job_id, JobLog(path, fd, self.config.max_log_bytes)
 
     def child_env(
         self,
@@ -236,16 +245,17 @@ class Runtime:
                 "invalid_argument", "name must start with a letter and use letters, digits, . _ -"
             )
         self.jobs.admit(name)
-        job_id = new_id("j")
+        job_id, log = self.new_log()
         job = Job(
             job_id=job_id,
             mode=mode,
             cwd=cwd,
-            log=self.new_log(job_id),
+            log=log,
             name=name,
             shell_id=shell_id,
             output_format=output_format,
             on_change=self._changed,
+            on_finish=self.jobs.finished,
         )
         self.jobs.add(job)
         return job

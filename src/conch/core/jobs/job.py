@@ -28,6 +28,11 @@ def signal_name(signum: int) -> str:
         return f"SIG{signum}"
 
 
+def _expire(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 class JobDriver(Protocol):
     """What runs a job: a pipe process, a PTY program, or a command in a persistent shell."""
 
@@ -66,6 +71,7 @@ class Job:
         shell_id: str | None = None,
         output_format: str = "text",
         on_change: Callable[[Job], None] | None = None,
+        on_finish: Callable[[Job], None] | None = None,
     ) -> None:
         self.job_id = job_id
         self.name = name
@@ -90,8 +96,9 @@ class Job:
         # where the next read without a cursor starts, per stream (None = combined)
         self.read_cursor: dict[str | None, int] = {}
         self.version = 0
-        self._changed = asyncio.Event()
+        self._waiters: list[asyncio.Future[None]] = []
         self._on_change = on_change
+        self._on_finish = on_finish
         self.parsed: tuple[Any, str | None] | None = None  # cached (data, parse_error)
 
     # -- state -----------------------------------------------------------------------------
@@ -128,6 +135,8 @@ class Job:
         self.exit_code = exit_code
         self.signal = signal_name(signum) if signum else None
         self.lingering_pids = sorted(lingering or [])
+        if self._on_finish:
+            self._on_finish(self)
         self.notify()
         return True
 
@@ -139,8 +148,10 @@ class Job:
 
     def notify(self) -> None:
         self.version += 1
-        ev, self._changed = self._changed, asyncio.Event()
-        ev.set()
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
         if self._on_change:
             self._on_change(self)
 
@@ -150,11 +161,15 @@ class Job:
             return True
         if timeout_s <= 0:
             return False
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(fut)
+        timer = loop.call_later(timeout_s, _expire, fut)
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            return self.version > since
-        return True
+            await fut
+        finally:
+            timer.cancel()
+        return self.version > since
 
     async def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 
 from conch.core.jobs.job import Job
@@ -18,6 +18,8 @@ class JobTable:
         self.max_jobs = max_jobs
         self.retention_s = retention_s
         self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._finished: deque[Job] = deque()
+        self._running: set[str] = set()
         self._on_evict = on_evict
 
     def __iter__(self) -> Iterator[Job]:
@@ -28,7 +30,7 @@ class JobTable:
 
     @property
     def running(self) -> int:
-        return sum(1 for j in self._jobs.values() if not j.terminal)
+        return len(self._running)
 
     def admit(self, name: str | None) -> None:
         """Check (synchronously, no await before add) that a new job may start."""
@@ -47,6 +49,8 @@ class JobTable:
                 if j.name == job.name:
                     j.name = None
         self._jobs[job.job_id] = job
+        if not job.terminal:
+            self._running.add(job.job_id)
         self.evict()
 
     def get(self, key: str) -> Job:
@@ -59,20 +63,26 @@ class JobTable:
             raise ConchError("not_found", f"no job {key!r} (unknown, or finished and evicted)")
         return job
 
+    def finished(self, job: Job) -> None:
+        """Called once when a job reaches a terminal state (jobs finish in time order)."""
+        self._finished.append(job)
+        self._running.discard(job.job_id)
+
     def evict(self) -> None:
+        """Drop finished jobs past retention, then the oldest finished beyond max_jobs."""
         now = time.monotonic()
-        finished = [j for j in self._jobs.values() if j.terminal and j.finished_at is not None]
-        expired = [j for j in finished if now - j.finished_at >= self.retention_s]  # type: ignore[operator]
-        for j in expired:
-            self._drop(j)
-        excess = len(self._jobs) - self.max_jobs
-        if excess > 0:
-            finished = sorted(
-                (j for j in self._jobs.values() if j.terminal), key=lambda j: j.finished_at or 0.0
-            )
-            for j in finished[:excess]:
-                self._drop(j)
+        while self._finished:
+            job = self._finished[0]
+            if job.job_id not in self._jobs:
+                self._finished.popleft()
+                continue
+            expired = job.finished_at is not None and now - job.finished_at >= self.retention_s
+            if not (expired or len(self._jobs) > self.max_jobs):
+                break
+            self._finished.popleft()
+            self._drop(job)
 
     def _drop(self, job: Job) -> None:
+        self._running.discard(job.job_id)
         if self._jobs.pop(job.job_id, None) is not None:
             self._on_evict(job)
