@@ -1,0 +1,125 @@
+"""SPEC §2 (orphans of a SIGKILLed server) and §10 (configuration)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import conch
+from conch.config import Config, parse_setting
+from conch.errors import ConfigError
+
+SERVER = r"""
+import asyncio, sys, conch
+async def main():
+    rt = conch.Runtime(conch.Config(data_dir=sys.argv[1]))
+    await rt.start()
+    r = await rt.exec(command="trap '' TERM; setsid sleep 60 & echo $!; sleep 60", yield_ms=500)
+    print(r["output"].split()[0], r["pid"], flush=True)
+    await asyncio.sleep(60)
+asyncio.run(main())
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.anyio
+async def test_orphans_of_a_sigkilled_server_are_killed_at_next_start(tmp_path):
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER, str(tmp_path / "a")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        line = server.stdout.readline()
+        daemon, leader = map(int, line.split())
+        assert alive(daemon) and alive(leader)
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+        assert alive(daemon)  # the server died without cleaning up
+        async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "b"))) as rt:
+            assert daemon in rt.orphans_killed and leader in rt.orphans_killed
+            deadline = time.monotonic() + 3
+            while (alive(daemon) or alive(leader)) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert not alive(daemon) and not alive(leader)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+@pytest.mark.anyio
+async def test_jobs_of_a_live_server_are_not_touched(tmp_path):
+    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "a"))) as a:
+        r = await a.exec(command="sleep 30", yield_ms=0)
+        async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "b"))) as b:
+            assert r["pid"] not in b.orphans_killed
+        assert (await a.read(r["job_id"]))["state"] == "running"
+        await a.signal(r["job_id"], "kill")
+
+
+def test_one_name_three_ways(tmp_path):
+    env_file = tmp_path / "conch.env"
+    env_file.write_text("# comment\nCONCH_MAX_RUNNING=5\nexport CONCH_KILL_GRACE_MS='300'\n")
+    cfg = Config.from_sources(
+        flags={"max_running": 7}, environ={"CONCH_MAX_RUNNING": "6"}, env_file=str(env_file)
+    )
+    assert cfg.max_running == 7 and cfg.kill_grace_ms == 300
+    cfg = Config.from_sources(environ={"CONCH_MAX_RUNNING": "6"}, env_file=str(env_file))
+    assert cfg.max_running == 6
+    cfg = Config.from_sources(environ={}, env_file=str(env_file))
+    assert cfg.max_running == 5
+    assert Config(max_running=4).max_running == 4
+    assert Config.from_sources(environ={"CONCH_PROFILES": "conch, tfbash"}).profiles == [
+        "conch",
+        "tfbash",
+    ]
+    assert Config.from_sources(environ={"CONCH_AGENT_ENV": "false"}).agent_env is False
+
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"max_running": 0}, "max_running"),
+        ({"max_running": True}, "max_running"),
+        ({"kill_grace_ms": -1}, "kill_grace_ms"),
+        ({"text_format": "xml"}, "text_format"),
+        ({"default_cwd": "/definitely/not/here"}, "default_cwd"),
+        ({"port": 70000}, "port"),
+    ],
+)
+def test_invalid_values_name_the_setting(kwargs, name):
+    with pytest.raises(ConfigError, match=name):
+        Config(**kwargs)
+
+
+def test_invalid_environment_value_names_the_setting():
+    with pytest.raises(ConfigError, match="max_jobs"):
+        Config.from_sources(environ={"CONCH_MAX_JOBS": "many"})
+    with pytest.raises(ConfigError, match="agent_env"):
+        parse_setting("agent_env", "maybe")
+
+
+def test_secrets_are_not_inherited(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOME_COPY", "tok-123")
+
+    async def main() -> str:
+        cfg = conch.Config(data_dir=str(tmp_path / "d"), auth_token="tok-123")
+        async with conch.Runtime(cfg) as rt:
+            r = await rt.exec(command="env")
+            return r["output"]
+
+    out = asyncio.run(main())
+    assert "tok-123" not in out
+    assert os.environ["SOME_COPY"] == "tok-123"
