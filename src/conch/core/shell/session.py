@@ -1,0 +1,600 @@
+"""One persistent shell (bash or zsh) on a PTY, and the driver of the job running in it.
+
+Design (why it is exact and quiet):
+
+* The shell runs without line editing (``bash --noediting``, zsh ``unsetopt zle``), so nothing
+  redraws the command line, there is no bracketed paste, and the only echo is the kernel's
+  echo of what we type — one short *trigger line* that the marker parser removes.
+* The command itself never crosses the terminal: it is written to a private file that the
+  trigger line sources (``. file``) in the shell itself, so heredocs, quotes, multi-line text and
+  any length are safe, and cwd/variables/functions persist as if typed.
+* The end of a command is printed by the prompt hook (``PROMPT_COMMAND`` / ``precmd``), which
+  runs however the command line ended — normally, by Ctrl-C in the middle of a list, by a syntax
+  error — with ``$?`` and a per-command nonce (see ``markers.py``).
+* Prompts are empty; job control is off (no ``[1]+ Done`` notices); before each command the
+  terminal is reset to sane modes (echo on, canonical input, ``\\n`` line ends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import shlex
+import signal
+import termios
+import time
+from typing import TYPE_CHECKING, Any
+
+from conch.core.jobs.job import Job
+from conch.core.output.normalize import normalize
+from conch.core.process import procfs
+from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree
+from conch.core.shell import terminal
+from conch.core.shell.markers import Done, MarkerParser, Output
+from conch.errors import ConchError
+
+if TYPE_CHECKING:
+    from conch.core.runtime import Runtime
+
+_BOOT_TIMEOUT_S = 10.0
+_STARTUP_TIMEOUT_S = 60.0
+_PENDING_CAP = 16 * 1024 * 1024
+_SIGINT_BIT = 1 << (signal.SIGINT - 1)
+_SIGQUIT_BIT = 1 << (signal.SIGQUIT - 1)
+
+_HOOK = (
+    "__conch_p(){ local __conch_s=$?;PS1='';PS2='';"
+    'if [ -n "$__conch_r" ];then eval "$__conch_r";__conch_r=;fi;'
+    'printf \'\\036%s:%s:%s\\037\' "$__conch_t" "$__conch_n" "$__conch_s";}'
+)
+BOOT = {
+    "bash": (
+        "PS1='';PS2='';PS3='';unset PROMPT_COMMAND HISTFILE;set +m;"
+        "__conch_t=@TOKEN@;__conch_n=@NONCE@;__conch_r=;" + _HOOK + ";"
+        'PROMPT_COMMAND=__conch_p;exit(){ builtin exit "$@" 2>/dev/null;}\n'
+    ),
+    "zsh": (
+        "unsetopt zle prompt_sp prompt_cr prompt_subst;"
+        "setopt no_monitor no_notify no_hup no_check_jobs no_beep;"
+        "PS1='';PS2='';RPS1='';RPS2='';PROMPT_EOL_MARK='';unset HISTFILE;"
+        "__conch_t=@TOKEN@;__conch_n=@NONCE@;__conch_r=;"
+        + _HOOK.replace("PS1='';", "PS1='';RPS1='';")
+        + ";precmd_functions=(__conch_p)\n"
+    ),
+}
+ARGV = {"bash": ["--noprofile", "--norc", "--noediting", "-i"], "zsh": ["-f", "-i"]}
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+def env_prelude(assign: dict[str, str]) -> str:
+    """Shell text exporting assign for one command; the prompt hook restores the old values."""
+    parts = []
+    for k, v in assign.items():
+        parts.append(
+            f'if [ -n "${{{k}+x}}" ];then __conch_o_{k}=${k};'
+            f'__conch_r="$__conch_r {k}=\\$__conch_o_{k};unset __conch_o_{k};";'
+            f'else __conch_r="$__conch_r unset {k};";fi;export {k}={_quote(v)}\n'
+        )
+    return "".join(parts)
+
+
+class Shell:
+    """A shell process and its terminal; restarted under the same id if it exits."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        *,
+        shell_id: str,
+        name: str | None,
+        kind: str,
+        path: str,
+        version: str,
+        cwd: str,
+        env: dict[str, str],
+        startup_command: str | None,
+    ) -> None:
+        self.rt = rt
+        self.shell_id = shell_id
+        self.name = name
+        self.kind = kind
+        self.path = path
+        self.version = version
+        self.cwd = cwd
+        self._env = env
+        self._startup = startup_command
+        self.state = "starting"
+        self.job: Job | None = None
+        self.generation = 0
+        self.pid: int | None = None
+        self._loop = asyncio.get_running_loop()
+        self._master: int | None = None
+        self._tty = ""
+        self._tag = b""
+        self._sane: list[Any] = []
+        self._watch: terminal.ExitWatch | None = None
+        self._parser = MarkerParser("0")
+        self._token = ""
+        self._cmd_path: str | None = None
+        self._cmd_fd: int | None = None
+        self._pending = bytearray()  # output while no job runs: it goes to the next job
+        self._capture: bytearray | None = None  # output of internal commands (startup)
+        self._internal: asyncio.Future[int] | None = None
+        self._stop_task: asyncio.Task[None] | None = None
+        self._reaped: asyncio.Event = asyncio.Event()
+        self._cleanup: asyncio.Task[Any] | None = None
+
+    # -- start -------------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self.job is not None or self.state in ("starting", "closing", "closed")
+
+    async def start(self) -> None:
+        """Spawn, bootstrap and run the startup command; on failure nothing is left running."""
+        self.state = "starting"
+        try:
+            await self._spawn()
+            if self._startup:
+                status, out = await self._run_internal(self._startup)
+                if status != 0:
+                    text = normalize(out).strip()[-4000:]
+                    raise ConchError(
+                        "spawn_failed",
+                        f"startup_command failed with exit status {status}"
+                        + (f": {text}" if text else ""),
+                    )
+        except BaseException:
+            await self._kill(0.0)
+            self.state = "exited"
+            raise
+        self.state = "ready"
+
+    async def _spawn(self) -> None:
+        self.generation += 1
+        tag_id = self.shell_id if self.generation == 1 else f"{self.shell_id}.{self.generation}"
+        env = self.rt.child_env(
+            env=self._env, shell_env=None, caller_session_id="", pty=True, job_id=tag_id
+        )
+        cwd = self.cwd if os.path.isdir(self.cwd) else self.rt.config.resolved_default_cwd
+        self.cwd = cwd
+        self._tag = env[TAG_VAR].encode()
+        self._token = secrets.token_hex(8)
+        self._parser = MarkerParser(self._token)
+        self._reaped = asyncio.Event()
+        if self._cmd_fd is None:
+            self._cmd_path, self._cmd_fd = self.rt.data.new_file(
+                self.rt.data.tmp, self.shell_id, "sh"
+            )
+        pid, master, self._tty, self._sane = terminal.spawn(
+            [self.path, *ARGV[self.kind]], cwd=cwd, env=env
+        )
+        self.pid, self._master = pid, master
+        self.rt.reaper.known_sids.add(str(pid))
+        self._loop.add_reader(master, self._on_readable)
+        self._watch = terminal.ExitWatch(pid, self._on_exit, self.rt.reaper.awaited)
+        nonce = secrets.token_hex(6)
+        self._capture = bytearray()
+        self._internal = self._loop.create_future()
+        self._parser.expect(nonce, None)
+        self._write(
+            BOOT[self.kind].replace("@TOKEN@", self._token).replace("@NONCE@", nonce).encode()
+        )
+        try:
+            await asyncio.wait_for(asyncio.shield(self._internal), _BOOT_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise ConchError("spawn_failed", f"{self.kind} did not start in time") from None
+        except ConchError:
+            raise
+        finally:
+            self._capture = None
+            self._internal = None
+
+    async def _run_internal(self, command: str) -> tuple[int, bytes]:
+        self._capture = bytearray()
+        self._internal = self._loop.create_future()
+        self._send(command, {})
+        try:
+            status = await asyncio.wait_for(asyncio.shield(self._internal), _STARTUP_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            status = -1
+        except ConchError:
+            status = -1
+        out = bytes(self._capture or b"")
+        self._capture = None
+        self._internal = None
+        return status, out
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        assert self._master is not None
+        view = memoryview(data)
+        deadline = time.monotonic() + 2.0
+        while view:
+            try:
+                n = os.write(self._master, view)
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ConchError(
+                        "internal", "the shell's terminal is not accepting input"
+                    ) from None
+                time.sleep(0.001)
+                continue
+            view = view[n:]
+
+    def _send(self, command: str, assign: dict[str, str]) -> None:
+        """Put the command in the command file and type the trigger line that sources it."""
+        assert self._cmd_fd is not None and self._cmd_path is not None
+        text = env_prelude(assign) + command
+        if not text.endswith("\n"):
+            text += "\n"
+        os.ftruncate(self._cmd_fd, 0)
+        data = text.encode("utf-8", "surrogateescape")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._cmd_fd, view) :]
+        nonce = secrets.token_hex(6)
+        line = f"__conch_n={nonce};. {shlex.quote(self._cmd_path)}\n".encode()
+        echo: bytes | None = line
+        assert self._master is not None
+        with contextlib.suppress(termios.error):
+            # reset what a previous program may have left (stty raw, -echo, onlcr)
+            termios.tcsetattr(self._master, termios.TCSANOW, self._sane)
+        try:
+            if not termios.tcgetattr(self._master)[3] & termios.ECHO:
+                echo = None
+        except termios.error:
+            pass
+        self._parser.expect(nonce, echo)
+        self._write(line)
+
+    def run(self, job: Job, command: str, assign: dict[str, str]) -> None:
+        """Start a job: the command runs in the shell; the job ends at its end marker."""
+        self.job = job
+        self.state = "busy"
+        self._stop_task = None
+        if self._pending:
+            self._append(bytes(self._pending))
+            self._pending.clear()
+        self._send(command, assign)
+
+    # -- terminal output ---------------------------------------------------------------------
+
+    def _on_readable(self) -> None:
+        if self._master is None:
+            return
+        data = terminal.read_master(self._master)
+        if data is None:
+            self._close_master()
+            return
+        if data:
+            self._handle(self._parser.feed(data))
+
+    def _handle(self, events: list[Output | Done]) -> None:
+        for ev in events:
+            if isinstance(ev, Output):
+                self._append(ev.data)
+            else:
+                self._done(ev.status)
+
+    def _append(self, data: bytes) -> None:
+        job = self.job
+        if self._capture is not None:
+            self._capture += data
+        elif job is not None and not job.terminal:
+            job.log.append(data, 0)
+            job.notify()
+            if job.log.full:
+                self.rt._output_limit(job)
+        elif len(self._pending) < _PENDING_CAP:
+            self._pending += data[: _PENDING_CAP - len(self._pending)]
+
+    def _current_cwd(self) -> str:
+        if self.pid is not None:
+            try:
+                if procfs.LINUX:
+                    return os.readlink(f"/proc/{self.pid}/cwd")
+                import psutil
+
+                return psutil.Process(self.pid).cwd()
+            except Exception:
+                pass
+        return self.cwd
+
+    def _done(self, status: int) -> None:
+        if self._internal is not None:
+            if not self._internal.done():
+                self._internal.set_result(status)
+            return
+        job = self.job
+        if job is None:
+            return
+        self.cwd = self._current_cwd()
+        job.cwd = self.cwd
+        self.job = None
+        if self.state == "busy":
+            self.state = "ready"
+        if job.kill_reason:
+            state = job.kill_reason
+        elif status > 128 and status - 128 in job.sent_signals:
+            state = "cancelled"
+        else:
+            state = "exited"
+        signum = status - 128 if state == "cancelled" and status > 128 else None
+        job.finish(state, exit_code=status, signum=signum)
+        job.log.close_writer()
+
+    # -- shell exit --------------------------------------------------------------------------
+
+    def _on_exit(self, status: int) -> None:
+        self._reaped.set()
+        self._drain()
+        self._handle(self._parser.flush())
+        code, signum = terminal.decode_status(status)
+        if self._internal is not None and not self._internal.done():
+            self._internal.set_exception(
+                ConchError(
+                    "spawn_failed", f"{self.kind} exited during startup (status {code or signum})"
+                )
+            )
+            self._internal.exception()  # mark retrieved
+        job = self.job
+        if self.state not in ("closing", "closed"):
+            self.state = "exited"
+        if job is not None:
+            self.job = None
+            job.cwd = self.cwd
+            state = job.kill_reason or "exited"
+            job.finish(state, exit_code=code, signum=signum)
+            job.log.close_writer()
+        if self.state == "exited" and self._cleanup is None:
+            # what the shell left behind (background jobs) goes with it, like a closed terminal
+            self._cleanup = self.rt._spawn_task(self._kill(0.0))
+
+    def _drain(self) -> None:
+        deadline = time.monotonic() + 0.05
+        while self._master is not None and time.monotonic() < deadline:
+            data = terminal.read_master(self._master)
+            if not data:
+                break
+            self._handle(self._parser.feed(data))
+
+    def _close_master(self) -> None:
+        if self._master is not None:
+            with contextlib.suppress(ValueError, OSError):
+                self._loop.remove_reader(self._master)
+            os.close(self._master)
+            self._master = None
+
+    # -- signals -----------------------------------------------------------------------------
+
+    def _collect(self) -> set[int]:
+        if self.pid is None:
+            return set()
+        pids = procfs.scan_job(self.pid, self.pid, TAG_VAR.encode(), self._tag)
+        if not self._reaped.is_set():
+            pids.add(self.pid)
+        return pids
+
+    def _foreground(self) -> set[int]:
+        """Processes of the running command: the shell's descendants minus background jobs."""
+        if self.pid is None:
+            return set()
+        shell_ignores_int = terminal.sig_ignored(self.pid) & _SIGINT_BIT
+        fg: set[int] = set()
+        for child in procfs.children(self.pid):
+            mask = terminal.sig_ignored(child)
+            if not shell_ignores_int and mask & _SIGINT_BIT and mask & _SIGQUIT_BIT:
+                continue  # started with `&`: job control is off, so it ignores INT and QUIT
+            fg.add(child)
+        return fg | procfs.descendants(fg)
+
+    def interrupt(self) -> None:
+        """What Ctrl-C does: SIGINT to the terminal's foreground group (the shell included)."""
+        if self.pid is None:
+            return
+        groups = {self.pid}
+        if self._master is not None:
+            with contextlib.suppress(OSError):
+                groups.add(os.tcgetpgrp(self._master))
+        for g in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(g, signal.SIGINT)
+
+    def signal_command(self, signum: int) -> None:
+        if signum == signal.SIGINT:
+            self.interrupt()
+        else:
+            signal_pids(self._foreground(), signum)
+
+    async def stop_job(self, job: Job, reason: str, grace_s: float) -> None:
+        if job.terminal or job is not self.job:
+            return
+        if job.kill_reason is None:
+            job.kill_reason = reason
+        if self._stop_task is None:
+            self._stop_task = asyncio.ensure_future(self._stop(job, grace_s))
+        await asyncio.shield(self._stop_task)
+
+    async def _stop(self, job: Job, grace_s: float) -> None:
+        """Stop the command and the rest of its command line; the shell survives if it can."""
+
+        async def ended(limit: float) -> bool:
+            return await job.wait_until(lambda: job.terminal, limit)
+
+        self.interrupt()  # aborts the whole command line, like Ctrl-C
+        if await ended(0.3):
+            return
+        self.interrupt()
+        fg = self._foreground()
+        signal_pids(fg, signal.SIGCONT)
+        signal_pids(fg, signal.SIGTERM)
+        if await ended(min(grace_s, 0.4)):
+            return
+        self.interrupt()
+        signal_pids(self._foreground(), signal.SIGKILL)
+        if await ended(0.5):
+            return
+        # the shell did not come back: start a fresh one in the same place
+        await self._kill(0.0)
+        if not job.terminal:
+            self.job = None
+            job.finish(job.kill_reason or "cancelled")
+            job.log.close_writer()
+        job.restarted = True
+        if self.state not in ("closing", "closed"):
+            with contextlib.suppress(Exception):
+                await self.restart()
+
+    async def restart(self) -> None:
+        if self._cleanup is not None:
+            with contextlib.suppress(Exception):
+                await self._cleanup
+            self._cleanup = None
+        await self._kill(0.0)
+        self._close_master()
+        await self.start()
+
+    # -- input (write) -----------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        if self._master is None:
+            raise ConchError("stdin_closed", "the shell's terminal is closed")
+        self._write(data)
+
+    def eof(self) -> None:
+        if self._master is not None:
+            self._write(terminal.eof_byte(self._master))
+
+    def input_state(self) -> tuple[bool, bool]:
+        if self._master is None or self.pid is None:
+            return False, False
+        pids = [self.pid, *procfs.descendants([self.pid])]
+        return terminal.input_state(self._master, self._tty, pids)
+
+    # -- close -------------------------------------------------------------------------------
+
+    async def _kill(self, grace_s: float, limit_s: float = 1.5) -> bool:
+        """Kill the shell and every process in it; True if all are gone and reaped."""
+        pid, tag, reaped = self.pid, self._tag, self._reaped
+        if pid is None:
+            return True
+
+        def collect() -> set[int]:  # bound to this incarnation, not to a restarted one
+            pids = procfs.scan_job(pid, pid, TAG_VAR.encode(), tag)
+            if not reaped.is_set():
+                pids.add(pid)
+            return pids
+
+        if not reaped.is_set():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)  # the shell ignores TERM: no point waiting
+        if grace_s > 0:
+            await terminate_tree(collect, [pid], grace_s, self.rt.reaper)
+        else:
+            await kill_tree_now(collect, [pid], self.rt.reaper, limit_s=limit_s)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(reaped.wait(), limit_s)
+        if self.pid == pid:
+            self._drain()
+            self._close_master()
+        return reaped.is_set() and not collect()
+
+    async def close(self, timeout_s: float) -> bool:
+        """End the shell and everything in it within timeout_s; True if cleanup completed."""
+        self.state = "closing"
+        job = self.job
+        if job is not None and job.kill_reason is None:
+            job.kill_reason = "cancelled"
+        t0 = time.monotonic()
+        grace = min(self.rt.config.kill_grace_ms / 1000, timeout_s * 0.4)
+        try:
+            ok = await asyncio.wait_for(self._kill(grace, limit_s=timeout_s * 0.4), timeout_s)
+        except asyncio.TimeoutError:
+            ok = False
+        if not ok:
+            remaining = max(0.1, timeout_s - (time.monotonic() - t0))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(
+                    kill_tree_now(
+                        self._collect, [self.pid or 0], self.rt.reaper, limit_s=remaining
+                    ),
+                    remaining,
+                )
+            ok = not self._collect()
+        if job is not None and not job.terminal:
+            self.job = None
+            job.cwd = self.cwd
+            job.finish("cancelled")
+            job.log.close_writer()
+        if self._watch is not None:
+            self._watch.close()
+        if self.pid is not None and not self._reaped.is_set():
+            self.rt.reaper.awaited.discard(self.pid)
+        self._close_master()
+        if self._cmd_fd is not None:
+            os.close(self._cmd_fd)
+            self._cmd_fd = None
+        if self._cmd_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._cmd_path)
+        self.state = "closed"
+        return ok
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "shell_id": self.shell_id,
+            "name": self.name,
+            "shell": self.kind,
+            "state": "busy" if self.job is not None else self.state,
+            "cwd": self.cwd,
+            "job_id": self.job.job_id if self.job is not None else None,
+        }
+
+
+class ShellJob:
+    """The JobDriver of one command running in a persistent shell."""
+
+    def __init__(self, shell: Shell, job: Job) -> None:
+        self.shell = shell
+        self.job = job
+        self.pid: int | None = shell.pid
+
+    @property
+    def stdin_open(self) -> bool:
+        return not self.job.terminal
+
+    async def write(self, data: bytes) -> None:
+        if self.job.terminal:
+            raise ConchError("not_running", f"job {self.job.job_id} is {self.job.state}")
+        self.shell.write(data)
+
+    async def close_stdin(self) -> None:
+        if not self.job.terminal:
+            self.shell.eof()
+
+    def send_signal(self, signum: int) -> None:
+        if self.job.terminal:
+            return
+        self.job.sent_signals.add(signum)
+        self.shell.signal_command(signum)
+
+    async def stop(self, reason: str, grace_s: float) -> None:
+        await self.shell.stop_job(self.job, reason, grace_s)
+
+    async def kill_lingering(self) -> None:
+        return None  # background processes belong to the shell until it closes
+
+    def input_state(self) -> tuple[bool, bool]:
+        if self.job.terminal:
+            return False, False
+        return self.shell.input_state()
+
+    def lingering(self) -> list[int]:
+        return []

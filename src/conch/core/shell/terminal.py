@@ -1,0 +1,234 @@
+"""Pseudo-terminals: spawn a program on one, watch its leader, ask the kernel whether it waits.
+
+``awaiting_input`` comes from the terminal's real state, never from prompt guessing: a process
+of the terminal's foreground process group is asleep in a read (or poll/select) on the terminal;
+``awaiting_secret`` additionally needs echo off with canonical input on (a password prompt —
+raw mode without echo is an editor or a line-editing REPL, which echoes by itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import platform
+import struct
+import subprocess
+import termios
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from conch.core.process import procfs
+from conch.errors import ConchError
+
+ROWS, COLS = 50, 200
+_READS = {
+    "x86_64": {0, 17, 19, 295},  # read, pread64, readv, preadv
+    "aarch64": {63, 65, 67, 69},
+}
+_WAITS = {
+    "x86_64": {7, 23, 232, 270, 271, 281, 441},  # poll, select, epoll_wait, pselect6, ppoll...
+    "aarch64": {22, 72, 73, 441},
+}
+_TTY_WCHAN = ("n_tty_read", "wait_woken")
+_POLL_WCHAN = ("do_select", "poll_schedule_timeout", "do_sys_poll", "ep_poll")
+
+
+def _take_terminal() -> None:  # runs in the child between fork and exec
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, str, list[Any]]:
+    """Start argv in its own session with a new PTY as controlling terminal.
+
+    Returns (pid, master fd (non-blocking), slave path, the terminal's initial attributes).
+    The caller owns reaping the pid.
+    """
+    master, slave = os.openpty()
+    try:
+        tty = os.ttyname(slave)
+        attrs = termios.tcgetattr(slave)
+        attrs[1] &= ~termios.ONLCR  # programs print \n, the log gets \n
+        termios.tcsetattr(slave, termios.TCSANOW, attrs)
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=_take_terminal,
+            )
+        except FileNotFoundError:
+            raise ConchError("spawn_failed", f"program not found: {argv[0]}") from None
+        except PermissionError:
+            raise ConchError("spawn_failed", f"permission denied: {argv[0]}") from None
+        except (OSError, subprocess.SubprocessError) as e:
+            raise ConchError("spawn_failed", f"could not start {argv[0]}: {e}") from None
+    except BaseException:
+        os.close(master)
+        raise
+    finally:
+        os.close(slave)
+    proc.returncode = 0  # Popen must never reap this pid: its owner does
+    os.set_blocking(master, False)
+    return proc.pid, master, tty, attrs
+
+
+def read_master(fd: int) -> bytes | None:
+    """What the terminal has for us now: bytes, b"" if nothing yet, None once it is closed."""
+    try:
+        return os.read(fd, 1 << 16) or None
+    except BlockingIOError:
+        return b""
+    except OSError:  # EIO: every slave end is closed
+        return None
+
+
+def write_master(fd: int, data: bytes) -> int:
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
+
+
+class ExitWatch:
+    """Calls on_exit(wait status) once pid exits; reaps it (pidfd on Linux, a thread elsewhere)."""
+
+    def __init__(
+        self, pid: int, on_exit: Callable[[int], None], awaited: set[int] | None = None
+    ) -> None:
+        self.pid = pid
+        self._loop = asyncio.get_running_loop()
+        self._on_exit = on_exit
+        self._awaited = awaited
+        self.status: asyncio.Future[int] = self._loop.create_future()
+        self._pidfd: int | None = None
+        if awaited is not None:
+            awaited.add(pid)
+        if hasattr(os, "pidfd_open"):
+            with contextlib.suppress(OSError):
+                self._pidfd = os.pidfd_open(pid)
+        if self._pidfd is not None:
+            self._loop.add_reader(self._pidfd, self._poll)
+        else:
+            threading.Thread(
+                target=self._wait_thread, name=f"conch-wait-{pid}", daemon=True
+            ).start()
+
+    def _wait_thread(self) -> None:
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            status = 0
+        self._loop.call_soon_threadsafe(self._exited, status)
+
+    def _poll(self) -> None:
+        try:
+            got, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            got, status = self.pid, 0
+        if got == 0:
+            return
+        self._exited(status)
+
+    def _exited(self, status: int) -> None:
+        if self.status.done():
+            return
+        self.close()
+        if self._awaited is not None:
+            self._awaited.discard(self.pid)
+        self.status.set_result(status)
+        self._on_exit(status)
+
+    def close(self) -> None:
+        if self._pidfd is not None:
+            self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+def decode_status(status: int | None) -> tuple[int | None, int | None]:
+    """(exit code, signal number) of a wait status."""
+    if status is None:
+        return None, None
+    if os.WIFSIGNALED(status):
+        return None, os.WTERMSIG(status)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status), None
+    return None, None
+
+
+def _syscall(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            return f.read().split()
+    except OSError:
+        return []
+
+
+def _blocked_on_terminal(pid: int, tty: str) -> bool:
+    fields = procfs.stat_fields(pid)
+    if not fields or fields[0] != "S":
+        return False
+    arch = platform.machine()
+    call = _syscall(pid)
+    if call and call[0].isdigit() and arch in _READS:
+        nr = int(call[0])
+        if nr in _READS[arch] and len(call) > 1:
+            return procfs.fd_target(pid, int(call[1], 16)) == tty
+        if nr in _WAITS[arch]:
+            return procfs.fd_target(pid, 0) == tty
+        return False
+    wchan = procfs.wchan(pid)
+    if wchan.startswith(_TTY_WCHAN) or wchan.startswith(_POLL_WCHAN):
+        return procfs.fd_target(pid, 0) == tty
+    return False
+
+
+def input_state(master: int, tty: str, pids: Iterable[int]) -> tuple[bool, bool]:
+    """(awaiting_input, awaiting_secret) of the terminal, looking at the given processes."""
+    if not procfs.LINUX:
+        return False, False
+    try:
+        fg = str(os.tcgetpgrp(master))
+    except OSError:
+        return False, False
+    for pid in pids:
+        fields = procfs.stat_fields(pid)
+        if not fields or fields[2] != fg:
+            continue
+        if _blocked_on_terminal(pid, tty):
+            try:
+                lflag = termios.tcgetattr(master)[3]
+            except termios.error:
+                return True, False
+            return True, not lflag & termios.ECHO and bool(lflag & termios.ICANON)
+    return False, False
+
+
+def eof_byte(master: int) -> bytes:
+    """The terminal's end-of-file character (VEOF, normally ctrl-d)."""
+    try:
+        c = termios.tcgetattr(master)[6][termios.VEOF]
+    except (termios.error, IndexError):
+        return b"\x04"
+    return c if isinstance(c, bytes) else bytes([c])
+
+
+def sig_ignored(pid: int) -> int:
+    """The process's ignored-signal mask (Linux), 0 if unknown."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigIgn:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
+    return 0
