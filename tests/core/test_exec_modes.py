@@ -207,3 +207,22 @@ async def test_ready_port(rt):
     r = await rt.exec(argv=[sys.executable, "-c", code], ready={"port": port}, yield_ms=10000)
     assert r["state"] == "running" and r["ready"] is True
     await rt.signal(r["job_id"], "kill")
+
+
+async def test_keys_on_a_pipe_job_mean_what_they_would_to_a_person(rt):
+    r = await rt.exec(command="read -r a; echo got:$a; cat", stdin_open=True, yield_ms=50)
+    w = await rt.write(r["job_id"], text="x", keys=["enter"], yield_ms=1000)
+    assert w["output"] == "got:x\n"
+    w = await rt.write(r["job_id"], keys=["ctrl-d"], yield_ms=2000)
+    assert w["state"] == "exited" and w["exit_code"] == 0
+    r = await rt.exec(command="sleep 30", stdin_open=True, yield_ms=50)
+    w = await rt.write(r["job_id"], keys=["ctrl-c"], yield_ms=2000)
+    assert w["state"] == "cancelled" and w["signal"] == "SIGINT"
+
+
+async def test_read_until_pattern_looks_at_new_output_only(rt):
+    r = await rt.exec(command="echo ready-1; sleep 0.3; echo ready-2; sleep 5", yield_ms=100)
+    assert r["output"] == "ready-1\n"
+    w = await rt.read(r["job_id"], wait_ms=5000, until={"pattern": "ready-"})
+    assert w["output"] == "ready-2\n"
+    await rt.signal(r["job_id"], "kill")

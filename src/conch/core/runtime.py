@@ -8,6 +8,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal as signal_mod
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -553,7 +554,8 @@ class Runtime:
             if until == "exit":
                 await job.wait_until(lambda: job.terminal, wait_ms / 1000)
             elif pattern is not None:
-                await wait_ready(job, ReadySpec(pattern=pattern), wait_ms / 1000)
+                since = start if stream is None else job.log.size()
+                await wait_ready(job, ReadySpec(pattern=pattern), wait_ms / 1000, since=since)
             else:
                 # a finished job may still get output from processes it left running
                 await job.wait_until(
@@ -595,14 +597,29 @@ class Runtime:
         if text is None and not keys and not eof:
             raise ConchError("invalid_argument", "give text, keys or eof")
         data = b""
+        if job.terminal or job.driver is None:
+            raise ConchError("not_running", f"job {job.job_id} is {job.state}; nothing to write to")
         if text is not None:
             data += text.encode("utf-8")
         if keys:
             from conch.core.keys import encode_keys
 
-            data += encode_keys(keys)
-        if job.terminal or job.driver is None:
-            raise ConchError("not_running", f"job {job.job_id} is {job.state}; nothing to write to")
+            if job.mode in ("pty", "shell"):
+                data += encode_keys(keys)
+            else:
+                # a pipe has no terminal: keys mean what they would mean to a person
+                for key in keys:
+                    k = key.strip().lower()
+                    if k in ("enter", "return"):
+                        data += b"\n"
+                    elif k in ("ctrl-c", "c-c"):
+                        job.driver.send_signal(signal_mod.SIGINT)
+                    elif k in ("ctrl-d", "c-d"):
+                        eof = True
+                    elif k in ("ctrl-\\",):
+                        job.driver.send_signal(signal_mod.SIGQUIT)
+                    else:
+                        data += encode_keys([key])
         before = job.log.size()
         if data:
             await job.driver.write(data)

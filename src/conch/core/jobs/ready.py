@@ -46,10 +46,12 @@ def _url_ok(url: str) -> bool:
         return False
 
 
-async def wait_ready(job: Job, spec: ReadySpec, timeout_s: float) -> bool | None:
-    """True once ready, False if the job ended first, None if timeout_s passed."""
+async def wait_ready(job: Job, spec: ReadySpec, timeout_s: float, *, since: int = 0) -> bool | None:
+    """True once ready, False if the job ended first, None if timeout_s passed.
+
+    A pattern is looked for in the combined output from byte ``since`` on."""
     deadline = time.monotonic() + timeout_s
-    scanned = 0
+    scanned = since
     carry = ""
     next_probe = 0.0
     while True:
