@@ -1,0 +1,196 @@
+"""The MCP server: the SDK's low-level ``Server`` over the tool catalogue and the resources.
+
+Conch validates arguments and shapes results itself (``conch.tools``), so the low-level server
+is all it needs; every transport (stdio, Streamable HTTP, SSE) serves the same instance.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import ListenHandler
+from mcp.shared.exceptions import MCPError
+
+from conch import __version__
+from conch.config import Config
+from conch.core.runtime import Runtime
+from conch.errors import ConchError
+from conch.mcp.notify import ResourceNotifier
+from conch.tools import resources
+from conch.tools.catalogue import catalogue
+from conch.tools.context import CallContext
+from conch.tools.dispatch import call_tool_full
+from conch.tools.render import render
+
+log = logging.getLogger("conch.mcp")
+CALLER_CONTEXT_HEADER = "x-ai-assistant-caller-context"
+RESOURCE_NOT_FOUND = -32002
+
+
+def instructions(cfg: Config, rt: Runtime) -> str:
+    shell = rt.bash or "/bin/sh"
+    return (
+        f"Conch runs commands on this machine ({shell}; default working directory "
+        f"{cfg.resolved_default_cwd}). Use `exec` for commands (long ones continue in the "
+        f"background after yield_ms={cfg.default_yield_ms}: follow them with `read`, type into "
+        f"them with `write`, stop them with `signal`), `shell_open` + `exec {{shell_id}}` for a "
+        f"persistent shell, `search` to find text in files. Limits: {cfg.max_running} running "
+        f"jobs, {cfg.max_shells} shells, deadline {cfg.default_timeout_ms} ms by default, "
+        f"{cfg.default_max_output_bytes} bytes of output inline (the rest stays readable), "
+        f"{cfg.max_log_bytes} bytes of log per job, finished jobs kept {cfg.retention_s} s. "
+        "Resources: conch://jobs (overview), conch://jobs/{job_id}/log."
+    )
+
+
+def _progress_token(ctx: ServerRequestContext[Any, Any]) -> Any:
+    meta = ctx.meta or {}
+    token = meta.get("progress_token", meta.get("progressToken"))
+    if token is None and isinstance(ctx.params, Mapping):
+        raw_meta = ctx.params.get("_meta")
+        if isinstance(raw_meta, Mapping):
+            token = raw_meta.get("progressToken")
+    return token
+
+
+class ConchMCP:
+    """One MCP server bound to one runtime. ``transport`` is ``stdio`` (trusted caller) or
+    ``http`` (trusted only with the caller-context header matching the configured token)."""
+
+    def __init__(self, rt: Runtime, *, transport: str = "stdio") -> None:
+        self.rt = rt
+        self.config = rt.config
+        self.transport = transport
+        self.notifier = ResourceNotifier()
+        self._unlisten: Callable[[], None] | None = None
+        self._tools = catalogue(self.config.profiles)
+        self._tool_list = types.ListToolsResult(
+            tools=[types.Tool.model_validate(t.describe()) for t in self._tools]
+        )
+        self.listen_handler = ListenHandler(self.notifier.bus)
+        self.server: Server[Any] = Server(
+            "conch",
+            version=__version__,
+            title="Conch",
+            description="A shell for AI agents: commands, background jobs, persistent shells, "
+            "search.",
+            instructions=instructions(self.config, rt),
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_templates,
+            on_read_resource=self._read_resource,
+            on_subscribe_resource=self._subscribe,
+            on_unsubscribe_resource=self._unsubscribe,
+            on_subscriptions_listen=self.listen_handler,
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start delivering resource notifications (call inside the running loop)."""
+        if self._unlisten is None:
+            self._unlisten = self.rt.add_listener(self.notifier.on_runtime_change)
+            self.notifier.start()
+
+    async def aclose(self) -> None:
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
+        self.listen_handler.close()
+        await self.notifier.aclose()
+
+    def initialization_options(self) -> InitializationOptions:
+        return self.server.create_initialization_options(
+            NotificationOptions(resources_changed=False, tools_changed=False)
+        )
+
+    # -- tools ---------------------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return self._tool_list
+
+    def _trusted(self, ctx: ServerRequestContext[Any, Any]) -> bool:
+        if self.transport == "stdio":
+            return True
+        token = self.config.caller_context_token
+        request = ctx.request
+        if not token or request is None:
+            return False
+        given = request.headers.get(CALLER_CONTEXT_HEADER)
+        return given is not None and hmac.compare_digest(given.encode(), token.encode())
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        progress: Callable[[str], Awaitable[None]] | None = None
+        if _progress_token(ctx) is not None:
+            step = 0
+
+            async def progress(message: str) -> None:
+                nonlocal step
+                step += 1
+                await ctx.session.report_progress(step, None, message)
+
+        meta = dict(params.meta) if params.meta else None
+        call = CallContext(meta=meta, trusted=self._trusted(ctx), progress=progress)
+        outcome = await call_tool_full(self.rt, params.name, params.arguments, call)
+        text = render(
+            params.name, outcome.result, is_error=outcome.is_error, fmt=self.config.text_format
+        )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=outcome.result,
+            is_error=outcome.is_error,
+            _meta=outcome.meta,
+        )
+
+    # -- resources -----------------------------------------------------------------------------
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(
+            resources=[types.Resource.model_validate(r) for r in resources.resource_list(self.rt)]
+        )
+
+    async def _list_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate.model_validate(t) for t in resources.resource_templates()
+            ]
+        )
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        try:
+            mime, text = resources.read_resource(self.rt, uri)
+        except ConchError as e:
+            raise MCPError(RESOURCE_NOT_FOUND, e.message, {"uri": uri}) from None
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)]
+        )
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        self.notifier.subscribe(ctx.session, str(params.uri))
+        return types.EmptyResult()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        self.notifier.unsubscribe(ctx.session, str(params.uri))
+        return types.EmptyResult()
