@@ -345,7 +345,7 @@ class Shell:
             )
             self._internal.exception()  # mark retrieved
         job = self.job
-        if self.state not in ("closing", "closed"):
+        if self.state in ("ready", "busy"):
             self.state = "exited"
         if job is not None:
             self.job = None
@@ -441,16 +441,19 @@ class Shell:
         signal_pids(self._foreground(), signal.SIGKILL)
         if await ended(0.5):
             return
-        # the shell did not come back: start a fresh one in the same place
+        # the shell did not come back: start a fresh one in the same place, then end the job
+        self.job = None
+        closing = self.state in ("closing", "closed")
+        if not closing:
+            self.state = "starting"
         await self._kill(0.0)
-        if not job.terminal:
-            self.job = None
-            job.finish(job.kill_reason or "cancelled")
-            job.log.close_writer()
         job.restarted = True
-        if self.state not in ("closing", "closed"):
+        if not closing:
             with contextlib.suppress(Exception):
                 await self.restart()
+        job.cwd = self.cwd
+        job.finish(job.kill_reason or "cancelled")
+        job.log.close_writer()
 
     async def restart(self) -> None:
         if self._cleanup is not None:

@@ -1,0 +1,336 @@
+"""Persistent shells (SPEC §4), through the tool layer, on real bash and zsh."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psutil
+import pytest
+
+import conch
+
+ZSH = pytest.param("zsh", marks=pytest.mark.skipif(not shutil.which("zsh"), reason="no zsh"))
+KINDS = ["bash", ZSH]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def rt(tmp_path: Any) -> AsyncIterator[conch.Runtime]:
+    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "data"))) as runtime:
+        yield runtime
+    assert psutil.Process().children(recursive=True) == []
+
+
+async def open_shell(rt: conch.Runtime, kind: str = "bash", **kw: Any) -> str:
+    r = await rt.call_tool("shell_open", {"shell": kind, **kw})
+    assert "error" not in r, r
+    assert r["shell"] == kind and r["state"] == "ready" and r["version"]
+    return str(r["shell_id"])
+
+
+async def run(rt: conch.Runtime, sid: str, command: str, **kw: Any) -> dict[str, Any]:
+    r = await rt.call_tool("exec", {"shell_id": sid, "command": command, **kw})
+    assert "error" not in r, r
+    return r
+
+
+def tagged(shell_id: str) -> list[int]:
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if shell_id in p.environ().get("CONCH_TAG", ""):
+                out.append(p.pid)
+        except psutil.Error:
+            continue
+    return out
+
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_cwd_env_and_functions_persist(rt: conch.Runtime, kind: str, tmp_path: Any) -> None:
+    sid = await open_shell(rt, kind)
+    r = await run(rt, sid, f"cd {tmp_path} && export X=42 && greet() {{ echo hi $1; }}")
+    assert r["state"] == "exited" and r["exit_code"] == 0 and r["mode"] == "shell"
+    assert r["shell_id"] == sid and r["cwd"] == str(tmp_path)
+    r = await run(rt, sid, "echo $X; pwd; greet you")
+    assert r["output"] == f"42\n{tmp_path}\nhi you\n"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_output_is_exactly_what_the_command_printed(rt: conch.Runtime, kind: str) -> None:
+    sid = await open_shell(rt, kind)
+    r = await run(rt, sid, "echo hi; printf 'no newline'")
+    assert r["output"] == "hi\nno newline"
+    raw = await rt.call_tool("read", {"job_id": r["job_id"], "cursor": 0, "raw": True})
+    assert raw["output"] == "hi\nno newline"  # no echo, prompt, marker, \r or paste noise
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_fake_marker_and_prompt_do_not_end_the_job(rt: conch.Runtime, kind: str) -> None:
+    sid = await open_shell(rt, kind)
+    fake = "printf '\\036%s:%s:0\\037' \"$__conch_t\" 0123456789ab; printf 'user@host:~$ '"
+    t0 = time.monotonic()
+    r = await run(rt, sid, f"{fake}; sleep 0.3; (exit 7)")
+    assert time.monotonic() - t0 >= 0.3
+    assert r["state"] == "exited" and r["exit_code"] == 7
+    assert r["output"].endswith("user@host:~$ ")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_interrupt_stops_the_rest_of_the_command_line(
+    rt: conch.Runtime, kind: str, tmp_path: Any
+) -> None:
+    sid = await open_shell(rt, kind, cwd=str(tmp_path))
+    await run(rt, sid, "export KEEP=yes")
+    r = await run(rt, sid, "echo a; sleep 30; echo b", yield_ms=200)
+    assert r["state"] == "running"
+    t0 = time.monotonic()
+    s = await rt.call_tool("signal", {"job_id": r["job_id"], "signal": "interrupt"})
+    assert time.monotonic() - t0 < 2
+    assert s["state"] == "cancelled"
+    await asyncio.sleep(0.1)
+    full = await rt.call_tool("read", {"job_id": r["job_id"], "cursor": 0})
+    assert "b" not in full["output"].replace("\n", "").replace("a", "", 1)
+    r = await run(rt, sid, "echo $KEEP; pwd")
+    assert r["output"] == f"yes\n{tmp_path}\n"
+
+
+@pytest.mark.parametrize("signal", ["terminate", "kill"])
+async def test_terminate_and_kill_stop_a_term_ignoring_command_line(
+    rt: conch.Runtime, signal: str
+) -> None:
+    sid = await open_shell(rt)
+    await run(rt, sid, "export KEEP=1")
+    r = await run(rt, sid, "trap '' TERM; echo a; sleep 30; echo b", yield_ms=200)
+    t0 = time.monotonic()
+    s = await rt.call_tool("signal", {"job_id": r["job_id"], "signal": signal})
+    assert s["state"] == "cancelled" and time.monotonic() - t0 < 2
+    full = await rt.call_tool("read", {"job_id": r["job_id"], "cursor": 0})
+    assert full["output"].strip() == "a"
+    assert (await run(rt, sid, "echo $KEEP"))["output"] == "1\n"
+
+
+async def test_kill_of_a_command_ignoring_int_and_term(rt: conch.Runtime) -> None:
+    sid = await open_shell(rt)
+    await run(rt, sid, "cd /tmp; export KEEP=1")
+    cmd = (
+        "python3 -c 'import signal,time; signal.signal(2, 1); signal.signal(15, 1); "
+        'print("up", flush=True); time.sleep(30)\'; echo after'
+    )
+    r = await run(rt, sid, cmd, yield_ms=3000, ready={"pattern": "up"})
+    t0 = time.monotonic()
+    s = await rt.call_tool("signal", {"job_id": r["job_id"], "signal": "terminate"})
+    assert s["state"] == "cancelled" and time.monotonic() - t0 < 2.5
+    r = await run(rt, sid, "pwd; echo ${KEEP-gone}")
+    assert r["output"] in ("/tmp\n1\n", "/tmp\ngone\n")  # restarted shells say so
+    assert r["restarted"] == (r["output"] == "/tmp\ngone\n") or s["restarted"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_heredoc_quotes_and_multiline(rt: conch.Runtime, kind: str) -> None:
+    sid = await open_shell(rt, kind)
+    cmd = "cat <<'EOF'\nline 'one' \"two\" $HOME\n\tthree\nEOF\nfor i in 1 2; do\n  echo $i\ndone"
+    r = await run(rt, sid, cmd)
+    assert r["output"] == "line 'one' \"two\" $HOME\n\tthree\n1\n2\n"
+    assert r["exit_code"] == 0
+
+
+async def test_syntax_error_exits_2(rt: conch.Runtime) -> None:
+    sid = await open_shell(rt)
+    r = await run(rt, sid, "if then fi")
+    assert r["state"] == "exited" and r["exit_code"] == 2 and "syntax error" in r["output"]
+    assert (await run(rt, sid, "echo ok"))["output"] == "ok\n"
+
+
+async def test_set_euo_pipefail_keeps_the_machinery(rt: conch.Runtime, tmp_path: Any) -> None:
+    sid = await open_shell(rt, cwd=str(tmp_path))
+    r = await run(rt, sid, "set -euo pipefail; echo ok")
+    assert r["output"] == "ok\n" and r["exit_code"] == 0
+    r = await run(rt, sid, "true | true; echo still")
+    assert r["output"] == "still\n"
+    r = await run(rt, sid, "false")  # set -e makes the interactive shell exit
+    assert r["state"] == "exited" and r["exit_code"] == 1
+    r = await run(rt, sid, "pwd")
+    assert r["restarted"] is True and r["output"] == f"{tmp_path}\n"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_command_reading_stdin_gets_written_text(rt: conch.Runtime, kind: str) -> None:
+    sid = await open_shell(rt, kind)
+    r = await run(rt, sid, "read -r v; echo got:$v", yield_ms=300)
+    assert r["state"] == "running" and r["awaiting_input"] and not r["awaiting_secret"]
+    w = await rt.call_tool("write", {"job_id": r["job_id"], "text": "héllo\n"})
+    assert w["state"] == "exited" and w["output"].endswith("got:héllo\n")
+
+
+async def test_read_s_reports_awaiting_secret(rt: conch.Runtime) -> None:
+    sid = await open_shell(rt)
+    r = await run(rt, sid, "read -s pw; echo got:$pw", yield_ms=300)
+    assert r["awaiting_input"] and r["awaiting_secret"]
+    w = await rt.call_tool("write", {"job_id": r["job_id"], "text": "hunter2\n"})
+    assert w["output"] == "got:hunter2\n"
+
+
+async def test_sleeping_command_is_not_awaiting_input(rt: conch.Runtime) -> None:
+    sid = await open_shell(rt)
+    r = await run(rt, sid, "sleep 5", yield_ms=200)
+    assert r["state"] == "running" and not r["awaiting_input"]
+    await rt.call_tool("signal", {"job_id": r["job_id"], "signal": "interrupt"})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_exit_n_reports_n_and_next_exec_restarts_in_last_cwd(
+    rt: conch.Runtime, kind: str, tmp_path: Any
+) -> None:
+    sid = await open_shell(rt, kind)
+    await run(rt, sid, f"cd {tmp_path}")
+    r = await run(rt, sid, "exit 3")
+    assert r["state"] == "exited" and r["exit_code"] == 3 and r["output"] == ""
+    listed = (await rt.call_tool("list", {}))["shells"]
+    assert [s["state"] for s in listed if s["shell_id"] == sid] == ["exited"]
+    r = await run(rt, sid, "pwd")
+    assert r["restarted"] is True and r["output"] == f"{tmp_path}\n"
+    assert (await run(rt, sid, "true"))["restarted"] is False
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_deadline_interrupts_and_keeps_the_shell(rt: conch.Runtime, kind: str) -> None:
+    sid = await open_shell(rt, kind)
+    await run(rt, sid, "cd /tmp && export X=7")
+    t0 = time.monotonic()
+    r = await run(rt, sid, "sleep 30; echo never", timeout_ms=300, yield_ms=5000)
+    assert r["state"] == "timed_out" and time.monotonic() - t0 < 2
+    assert "never" not in r["output"]
+    r = await run(rt, sid, "echo $X; pwd")
+    assert r["output"] == "7\n/tmp\n" and r["restarted"] is False
+
+
+async def test_deadline_on_an_unstoppable_shell_restarts_it(rt: conch.Runtime) -> None:
+    sid = await open_shell(rt, cwd="/tmp")
+    t0 = time.monotonic()
+    r = await run(rt, sid, "trap '' INT TERM; while :; do :; done", timeout_ms=300, yield_ms=5000)
+    assert r["state"] == "timed_out" and time.monotonic() - t0 < 3
+    r2 = await run(rt, sid, "pwd")
+    assert r2["output"] == "/tmp\n"
+
+
+async def test_busy_shell_is_shell_busy(rt: conch.Runtime) -> None:
+    sid = await open_shell(rt)
+    r = await run(rt, sid, "sleep 5", yield_ms=0)
+    busy = await rt.call_tool("exec", {"shell_id": sid, "command": "true"})
+    assert busy["error"]["code"] == "shell_busy" and busy["error"]["retryable"] is True
+    await rt.call_tool("signal", {"job_id": r["job_id"], "signal": "interrupt"})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_background_output_goes_to_the_next_job(rt: conch.Runtime, kind: str) -> None:
+    sid = await open_shell(rt, kind)
+    r = await run(rt, sid, "{ sleep 0.3; echo LATE; } &")
+    assert r["state"] == "exited" and r["output"] == "" and r["duration_ms"] < 250
+    await asyncio.sleep(0.5)
+    r = await run(rt, sid, "echo next")
+    assert r["output"] == "LATE\nnext\n"  # nothing dropped, no [1]+ Done notice
+
+
+async def test_background_process_keeps_running_until_close(rt: conch.Runtime) -> None:
+    sid = await open_shell(rt)
+    await run(rt, sid, "cd /tmp; sleep 60 & echo $! > bgpid")
+    r = await run(rt, sid, "kill -0 $(cat bgpid) && echo alive; rm bgpid")
+    assert r["output"] == "alive\n"
+    assert tagged(sid)
+    await rt.call_tool("shell_close", {"shell_id": sid})
+    assert tagged(sid) == []
+
+
+async def test_close_of_a_busy_term_ignoring_shell_is_quick(rt: conch.Runtime) -> None:
+    sid = await open_shell(rt)
+    await run(rt, sid, "(trap '' TERM HUP; sleep 60) & (sleep 61 & kill -STOP $!) ")
+    r = await run(rt, sid, "trap '' TERM; sleep 30", yield_ms=100)
+    t0 = time.monotonic()
+    c = await rt.call_tool("shell_close", {"shell_id": sid})
+    assert time.monotonic() - t0 < 2.0
+    assert c == {"shell_id": sid, "state": "closed", "cleanup_complete": True}
+    assert tagged(sid) == []
+    job = await rt.call_tool("read", {"job_id": r["job_id"]})
+    assert job["state"] == "cancelled"
+    again = await rt.call_tool("exec", {"shell_id": sid, "command": "true"})
+    assert again["error"]["code"] == "not_found"
+
+
+async def test_capacity(tmp_path: Any) -> None:
+    cfg = conch.Config(data_dir=str(tmp_path / "data"), max_shells=2)
+    async with conch.Runtime(cfg) as rt:
+        await open_shell(rt)
+        await open_shell(rt)
+        r = await rt.call_tool("shell_open", {})
+        assert r["error"]["code"] == "capacity" and r["error"]["retryable"] is True
+    assert psutil.Process().children(recursive=True) == []
+
+
+async def test_two_shells_are_isolated(rt: conch.Runtime) -> None:
+    a, b = await open_shell(rt), await open_shell(rt, name="other")
+    await run(rt, a, "cd /tmp; export ONLY_A=1")
+    r = await run(rt, "other", "echo ${ONLY_A-none}; pwd")
+    assert r["output"].startswith("none\n") and r["shell_id"] == b
+    assert r["output"] != "none\n/tmp\n" or os.getcwd() == "/tmp"
+
+
+async def test_per_call_env_is_set_for_that_command_only(rt: conch.Runtime) -> None:
+    sid = await open_shell(rt)
+    await run(rt, sid, "export KEPT=old")
+    r = await run(rt, sid, "echo $KEPT $NEW", env={"KEPT": "new'q", "NEW": "n"})
+    assert r["output"] == "new'q n\n"
+    r = await run(rt, sid, "echo $KEPT ${NEW-unset} ${AI_ASSISTANT_CALLER_SESSION_ID-x}")
+    assert r["output"] == "old unset\n"
+
+
+async def test_startup_command_runs_and_its_failure_is_spawn_failed(rt: conch.Runtime) -> None:
+    sid = await open_shell(rt, startup_command="export FROM_STARTUP=1; cd /tmp")
+    assert (await run(rt, sid, "echo $FROM_STARTUP; pwd"))["output"] == "1\n/tmp\n"
+    r = await rt.call_tool("shell_open", {"startup_command": "echo boom; false"})
+    assert r["error"]["code"] == "spawn_failed" and "boom" in r["error"]["message"]
+    assert len((await rt.call_tool("list", {}))["shells"]) == 1
+
+
+async def test_bad_cwd_and_unknown_ids(rt: conch.Runtime) -> None:
+    r = await rt.call_tool("shell_open", {"cwd": "/no/such/dir"})
+    assert r["error"]["code"] == "cwd_not_found"
+    r = await rt.call_tool("exec", {"shell_id": "s_0000000000", "command": "true"})
+    assert r["error"]["code"] == "not_found"
+    r = await rt.call_tool("shell_close", {"shell_id": "s_0000000000"})
+    assert r["error"]["code"] == "not_found"
+
+
+async def test_list_and_info_show_shells_without_secrets(rt: conch.Runtime) -> None:
+    sid = await open_shell(rt, env={"SECRET_VALUE": "xyzzy"}, startup_command="true # hidden")
+    listed = await rt.call_tool("list", {})
+    assert [s["shell_id"] for s in listed["shells"]] == [sid]
+    assert "xyzzy" not in repr(listed) and "hidden" not in repr(listed)
+    info = await rt.call_tool("info", {})
+    names = [s["name"] for s in info["shells"]]
+    assert "bash" in names and all(s["path"] and s["version"] for s in info["shells"])
+
+
+async def test_aclose_leaves_no_process(tmp_path: Any) -> None:
+    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "data"))) as rt:
+        sids = [await open_shell(rt) for _ in range(3)]
+        for sid in sids:
+            await run(rt, sid, "(trap '' TERM; sleep 60) & sleep 61 &")
+        await run(rt, sids[0], "trap '' TERM; sleep 30", yield_ms=0)
+        await rt.call_tool("exec", {"command": "sleep 30", "pty": True, "yield_ms": 0})
+        t0 = time.monotonic()
+    assert time.monotonic() - t0 < 3
+    assert psutil.Process().children(recursive=True) == []
+    assert all(tagged(s) == [] for s in sids)
+    assert os.listdir(tmp_path / "data" / "tmp") == []
