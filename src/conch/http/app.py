@@ -1,0 +1,169 @@
+"""The HTTP service: one Starlette app behind the security guard.
+
+/mcp             Streamable HTTP MCP (both protocol eras)
+/sse, /messages/ legacy SSE MCP
+POST /invoke     {"method", "params"} -> the tool's structured result (HTTP 200, errors too)
+GET /health      liveness and job counts
+GET /manifest    seed 3's service manifest
+GET /            the dashboard (+ /api/jobs, /api/jobs/{job_id}/log)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp.server.sse import SseServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.types import Receive, Scope, Send
+
+from conch import __version__
+from conch.config import Config
+from conch.core.runtime import Runtime
+from conch.http import dashboard
+from conch.http.security import MAX_BODY_BYTES, Guard
+from conch.mcp.server import CALLER_CONTEXT_HEADER, ConchMCP
+from conch.tools.context import CallContext
+from conch.tools.dispatch import call_tool_full
+from conch.tools.manifest import SERVICE_ID, manifest
+
+log = logging.getLogger("conch.http")
+IS_ERROR_HEADER = "X-Conch-Is-Error"
+# The guard checks Host/Origin on every route; the SDK's own check would only repeat it
+# (and rejects a port-less `Host: localhost`).
+_SDK_SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+def caller_trusted(cfg: Config, request: Request) -> bool:
+    token = cfg.caller_context_token
+    given = request.headers.get(CALLER_CONTEXT_HEADER)
+    return bool(token) and given is not None and hmac.compare_digest(given.encode(), token.encode())
+
+
+def _error(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "retryable": False}}
+
+
+class ConchHTTP:
+    """Builds the app; the runtime starts and stops with the app's lifespan."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.config = cfg
+        self.runtime = Runtime(cfg, owns_process=True)
+        self.mcp = ConchMCP(self.runtime, transport="http")
+        self.sessions = StreamableHTTPSessionManager(
+            app=self.mcp.server,
+            security_settings=_SDK_SECURITY,
+            max_request_body_size=MAX_BODY_BYTES,
+        )
+        self.sse = SseServerTransport(
+            "/messages/", security_settings=_SDK_SECURITY, max_request_body_size=MAX_BODY_BYTES
+        )
+        self.closing = False
+        self.started_at = time.time()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        async with self.runtime:
+            self.mcp.start()
+            try:
+                async with self.sessions.run():
+                    yield
+            finally:
+                self.closing = True
+                await self.mcp.aclose()
+
+    def app(self) -> Guard:
+        starlette = Starlette(
+            routes=[
+                Route("/", dashboard.page, methods=["GET"]),
+                Route("/api/jobs", dashboard.api_jobs, methods=["GET"]),
+                Route("/api/jobs/{job_id}/log", dashboard.api_log, methods=["GET"]),
+                Route("/health", self.health, methods=["GET"]),
+                Route("/manifest", self.manifest, methods=["GET"]),
+                Route("/invoke", self.invoke, methods=["POST"]),
+                Route("/mcp", StreamableHTTPASGIApp(self.sessions)),
+                Route("/sse", self.handle_sse, methods=["GET"]),
+                Mount("/messages/", app=self.sse.handle_post_message),
+            ],
+            lifespan=self.lifespan,
+        )
+        starlette.state.runtime = self.runtime
+        return Guard(starlette, bind_host=self.config.host, token=self.config.auth_token)
+
+    # -- routes ----------------------------------------------------------------------------------
+
+    async def health(self, request: Request) -> Response:
+        rt = self.runtime
+        body = {
+            "status": "closing" if self.closing else "ok",
+            "service": SERVICE_ID,
+            "version": __version__,
+            "cwd": self.config.resolved_default_cwd,
+            "shell": rt.bash,
+            "active_jobs": rt.jobs.running,
+            "retained_jobs": len(rt.jobs),
+            "shells": len(rt.shells.summaries()) if rt.shells is not None else 0,
+            "uptime_s": int(time.time() - self.started_at),
+            "profiles": list(self.config.profiles),
+            "registered": False,
+            "registration_error": None,
+        }
+        return JSONResponse(body, status_code=503 if self.closing else 200)
+
+    async def manifest(self, request: Request) -> Response:
+        return JSONResponse(manifest(self.config, str(request.base_url)))
+
+    async def invoke(self, request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError):
+            return JSONResponse(_error("invalid_argument", "the body is not valid JSON"), 400)
+        if not isinstance(body, dict):
+            return JSONResponse(_error("invalid_argument", "the body must be a JSON object"), 400)
+        method = body.get("method", body.get("capability"))
+        params = body.get("params", {})
+        if not isinstance(method, str) or not method:
+            outcome_result, is_error = (
+                _error("invalid_argument", "`method` must be a tool name"),
+                True,
+            )
+        elif not isinstance(params, dict):
+            outcome_result, is_error = (
+                _error("invalid_argument", "`params` must be an object"),
+                True,
+            )
+        else:
+            # request metadata (shell_env, assistant.session_id) rides in `_meta`, beside the
+            # params or inside them, as MCP clients send it
+            meta = params.pop("_meta", None) if isinstance(params.get("_meta"), dict) else None
+            if meta is None and isinstance(body.get("_meta"), dict):
+                meta = body["_meta"]
+            ctx = CallContext(meta=meta, trusted=caller_trusted(self.config, request))
+            outcome = await call_tool_full(self.runtime, method, params, ctx)
+            outcome_result, is_error = outcome.result, outcome.is_error
+        return JSONResponse(
+            outcome_result, headers={IS_ERROR_HEADER: "true" if is_error else "false"}
+        )
+
+    async def handle_sse(self, request: Request) -> Response:
+        scope: Scope = request.scope
+        receive: Receive = request.receive
+        send: Send = request._send
+        async with self.sse.connect_sse(scope, receive, send) as (read, write):
+            await self.mcp.server.run(read, write, self.mcp.initialization_options())
+        return Response()
+
+
+def build_app(cfg: Config) -> Guard:
+    return ConchHTTP(cfg).app()

@@ -1,0 +1,179 @@
+"""The guard in front of every HTTP route (SPEC §9): Host and Origin against DNS rebinding,
+the bearer token, and the request-body cap. Pure ASGI; nothing here logs header values."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import socket
+from collections import deque
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def is_loopback(host: str) -> bool:
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def split_host(value: str) -> str | None:
+    """The host name of a ``Host`` header value (``name``, ``name:port``, ``[v6]:port``)."""
+    try:
+        parts = urlsplit("//" + value)
+        name = parts.hostname
+        _ = parts.port  # raises on a malformed port
+    except ValueError:
+        return None
+    return name.lower() if name else None
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+class HostPolicy:
+    """Which ``Host`` names a request may carry. On loopback: the loopback names only. On another
+    bind address (only allowed with a token): also that address, this machine's host name, and
+    IP literals when bound to every interface — never an arbitrary DNS name, which is what a
+    rebinding attack needs."""
+
+    def __init__(self, bind_host: str) -> None:
+        self.names = set(LOOPBACK_NAMES)
+        self.any_ip = False
+        bind = bind_host.strip("[]").lower()
+        if not is_loopback(bind):
+            if bind in ("0.0.0.0", "::", ""):
+                self.any_ip = True
+            else:
+                self.names.add(bind)
+            for name in {socket.gethostname(), socket.getfqdn()}:
+                if name:
+                    self.names.add(name.lower())
+
+    def allows(self, name: str | None) -> bool:
+        if not name:
+            return False
+        return name in self.names or (self.any_ip and _is_ip(name))
+
+
+def _same_origin(origin: str, host_header: str, scheme: str) -> bool:
+    try:
+        o = urlsplit(origin)
+    except ValueError:
+        return False
+    if o.scheme not in ("http", "https") or not o.netloc:
+        return False
+    return o.netloc.lower() == host_header.lower() and o.scheme == scheme
+
+
+class Guard:
+    """ASGI middleware: 421 foreign Host, 403 foreign Origin, 401 missing/wrong token, 413 body
+    over the cap — in that order, on every route."""
+
+    def __init__(
+        self, app: ASGIApp, *, bind_host: str, token: str = "", max_body: int = MAX_BODY_BYTES
+    ) -> None:
+        self.app = app
+        self.hosts = HostPolicy(bind_host)
+        self._token = token.encode() if token else b""
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        host = headers.get("host", "")
+        if not self.hosts.allows(split_host(host)):
+            await _reject(421, "Misdirected request: unexpected Host header", scope, receive, send)
+            return
+        origin = headers.get("origin")
+        if origin is not None and not _same_origin(origin, host, scope.get("scheme", "http")):
+            await _reject(403, "Forbidden: cross-origin request", scope, receive, send)
+            return
+        if self._token and not self._authorized(headers.get("authorization", "")):
+            await _reject(
+                401,
+                "Unauthorized: send Authorization: Bearer <token>",
+                scope,
+                receive,
+                send,
+                {"WWW-Authenticate": 'Bearer realm="conch"'},
+            )
+            return
+        if scope["type"] == "http":
+            await self._limited(scope, receive, send, headers)
+        else:
+            await self.app(scope, receive, send)
+
+    def _authorized(self, value: str) -> bool:
+        scheme, _, given = value.partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(given.strip().encode(), self._token)
+
+    async def _limited(self, scope: Scope, receive: Receive, send: Send, headers: Headers) -> None:
+        declared = headers.get("content-length")
+        if declared is not None:
+            try:
+                too_big = int(declared) > self.max_body
+            except ValueError:
+                await _reject(400, "Bad Content-Length", scope, receive, send)
+                return
+            if too_big:
+                await _reject(413, "Request body too large (limit 4 MiB)", scope, receive, send)
+                return
+        # Read the body up front (it is small by construction) so a chunked upload over the
+        # cap is refused before any handler sees a byte of it.
+        body = bytearray()
+        pending: deque[Message] = deque()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                pending.append(message)
+                break
+            body.extend(message.get("body", b""))
+            if len(body) > self.max_body:
+                await _reject(413, "Request body too large (limit 4 MiB)", scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        pending.appendleft({"type": "http.request", "body": bytes(body), "more_body": False})
+
+        async def replay() -> Message:
+            if pending:
+                return pending.popleft()
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _reject(
+    status: int,
+    text: str,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    headers: dict[str, Any] | None = None,
+) -> None:
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    response = PlainTextResponse(text, status_code=status, headers=headers)
+    await response(scope, receive, send)
