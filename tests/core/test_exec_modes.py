@@ -226,3 +226,14 @@ async def test_read_until_pattern_looks_at_new_output_only(rt):
     w = await rt.read(r["job_id"], wait_ms=5000, until={"pattern": "ready-"})
     assert w["output"] == "ready-2\n"
     await rt.signal(r["job_id"], "kill")
+
+
+async def test_script_files_never_outlive_their_job(rt, tmp_path):
+    tmp = tmp_path / "data" / "tmp"
+    r = await rt.exec(script="echo ok\n")
+    assert r["output"] == "ok\n"
+    with pytest.raises(ConchError):
+        await rt.exec(script="if then\n")
+    with pytest.raises(ConchError):
+        await rt.exec(script="echo x\n", cwd="missing-dir")
+    assert os.listdir(tmp) == []

@@ -152,8 +152,7 @@ class Runtime:
         if self.shells is not None:
             work.append(self.shells.aclose())
         if work:
-            results = await asyncio.gather(*work, return_exceptions=True)
-            del results
+            await asyncio.gather(*work, return_exceptions=True)
         for t in list(self._tasks):
             t.cancel()
         self.log_pool.close()
@@ -178,6 +177,7 @@ class Runtime:
 
     def _evicted(self, job: Job) -> None:
         self._drivers.pop(job.job_id, None)
+        _remove_tmp_files(job)  # a job that never started (spawn failure, syntax error)
         job.log.unlink()
         self._changed(None)
 
@@ -277,13 +277,7 @@ class Runtime:
                 self._spawn_task(job.driver.stop("timed_out", self.config.kill_grace_ms / 1000))
 
         handle = loop.call_later(timeout_ms / 1000, fire)
-        job_finish = job.finish
-
-        def finish(*a: Any, **kw: Any) -> bool:
-            handle.cancel()
-            return job_finish(*a, **kw)
-
-        job.finish = finish  # type: ignore[method-assign]
+        job.on_finish(lambda _job: handle.cancel())
 
     def _output_limit(self, job: Job) -> None:
         if not job.terminal and job.driver is not None and job.kill_reason is None:
@@ -359,8 +353,6 @@ class Runtime:
                 shell_env=shell_env,
                 caller_session_id=caller_session_id,
             )
-        if stdin is not None and "\x00" in stdin:
-            pass  # stdin is data: NUL is allowed
         run_cwd = self.resolve_cwd(cwd)
         mode, args, script_text = self._argv_for(command, argv, script)
         if pty:
@@ -470,22 +462,8 @@ class Runtime:
         return [shell, *flags, path]
 
     def _on_finish_remove(self, job: Job, path: str) -> None:
-        original = job.finish
-
-        def finish(*a: Any, **kw: Any) -> bool:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-            return original(*a, **kw)
-
-        job.finish = finish  # type: ignore[method-assign]
-        job_log_unlink = job.log.unlink
-
-        def unlink() -> None:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-            job_log_unlink()
-
-        job.log.unlink = unlink  # type: ignore[method-assign]
+        job.tmp_files.append(path)
+        job.on_finish(_remove_tmp_files)
 
     async def settle(
         self, job: Job, *, yield_ms: int, budget: int, ready: ReadySpec | None
@@ -792,6 +770,13 @@ class Runtime:
         from conch.tools.dispatch import call_tool
 
         return await call_tool(self, name, arguments, context)
+
+
+def _remove_tmp_files(job: Job) -> None:
+    for path in job.tmp_files:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    job.tmp_files.clear()
 
 
 def _ready_spec(ready: Mapping[str, Any] | None) -> ReadySpec | None:

@@ -98,7 +98,8 @@ class Job:
         self.version = 0
         self._waiters: list[asyncio.Future[None]] = []
         self._on_change = on_change
-        self._on_finish = on_finish
+        self._finish_callbacks: list[Callable[[Job], None]] = [on_finish] if on_finish else []
+        self.tmp_files: list[str] = []  # removed when the job ends (its script file)
         self.parsed: tuple[Any, str | None] | None = None  # cached (data, parse_error)
 
     # -- state -----------------------------------------------------------------------------
@@ -135,10 +136,14 @@ class Job:
         self.exit_code = exit_code
         self.signal = signal_name(signum) if signum else None
         self.lingering_pids = sorted(lingering or [])
-        if self._on_finish:
-            self._on_finish(self)
+        for fn in self._finish_callbacks:
+            fn(self)
         self.notify()
         return True
+
+    def on_finish(self, fn: Callable[[Job], None]) -> None:
+        """Call fn(job) once, when the job reaches a terminal state."""
+        self._finish_callbacks.append(fn)
 
     @property
     def ok(self) -> bool:

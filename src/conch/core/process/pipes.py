@@ -338,6 +338,10 @@ class PipeProcess:
         if self.job.kill_reason:
             return  # _stop() finishes the job once the tree is gone
         self._drain()
+        if self.job.log.full:
+            # the cap wins even when the leader raced to exit: the job ends as output_limit
+            self._on_output_limit(self.job)
+            return
         code, signum = _decode_status(status)
         lingering = self.lingering()
         self.reaper.note(lingering)
