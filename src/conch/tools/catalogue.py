@@ -5,11 +5,12 @@ One catalogue serves every front end (MCP stdio/HTTP/SSE, HTTP invoke, CLI, embe
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from conch.errors import ConchError
 from conch.tools import schemas as S
 from conch.tools.context import CallContext
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from conch.core.runtime import Runtime
 
 Handler = Callable[["Runtime", dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
+ErrorResult = Callable[[ConchError, Mapping[str, Any]], tuple[dict[str, Any], bool]]
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,12 @@ class Tool:
     meta: dict[str, Any] = field(default_factory=dict)
     # argument names that never reach the handler (echoed into _meta instead)
     summary_arg: str | None = None
+    # seed-compatible profiles (conch.tools.compat) shape errors and isError their own way:
+    # error_result(error, args) -> (result, is_error) for every ConchError, validation included;
+    # result_is_error(result) -> isError of a normal result; summary(args) -> _meta.summary
+    error_result: ErrorResult | None = None
+    result_is_error: Callable[[dict[str, Any]], bool] | None = None
+    summary: Callable[[Mapping[str, Any]], str] | None = None
 
     @property
     def annotations(self) -> dict[str, Any]:

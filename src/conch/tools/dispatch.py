@@ -51,22 +51,25 @@ async def call_tool_full(
                 "`host` is not supported: Conch runs commands on this machine only",
             )
         validate(tool.input_schema, args)
-        meta = None
+        meta = {"summary": tool.summary(args)} if tool.summary else None
         if tool.summary_arg:
             summary = check_purpose(args.get(tool.summary_arg))
             if summary is not None:
                 meta = {"summary": summary}
         result = await _run_with_progress(rt, tool, args, ctx)
-        return ToolOutcome(result, False, meta)
+        is_error = tool.result_is_error(result) if tool.result_is_error else False
+        return ToolOutcome(result, is_error, meta)
     except ConchError as e:
-        return _error(e)
+        return _error(e, tool, args)
     except RuntimeClosedError:
-        return _error(ConchError("closed", "the Conch runtime is shutting down"))
+        return _error(ConchError("closed", "the Conch runtime is shutting down"), tool, args)
     except asyncio.CancelledError:
         raise
     except Exception:
         log.exception("tool %s failed", name)
-        return _error(ConchError("internal", f"internal error in {name}; see the server log"))
+        return _error(
+            ConchError("internal", f"internal error in {name}; see the server log"), tool, args
+        )
 
 
 async def call_tool(
@@ -75,7 +78,13 @@ async def call_tool(
     return (await call_tool_full(rt, name, arguments, context)).result
 
 
-def _error(e: ConchError) -> ToolOutcome:
+def _error(
+    e: ConchError, tool: Tool | None = None, args: Mapping[str, Any] | None = None
+) -> ToolOutcome:
+    if tool is not None and tool.error_result is not None:
+        result, is_error = tool.error_result(e, args or {})
+        meta = {"summary": tool.summary(args or {})} if tool.summary else None
+        return ToolOutcome(result, is_error, meta)
     return ToolOutcome(e.envelope(), True)
 
 

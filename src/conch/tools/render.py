@@ -10,7 +10,9 @@ def render(tool: str, result: dict[str, Any], *, is_error: bool, fmt: str = "tex
     if fmt == "json":
         return json.dumps(result, ensure_ascii=False)
     if is_error:
-        e = result.get("error", {})
+        e = result.get("error")
+        if not isinstance(e, dict):  # a seed profile's own error shape: show it as it is
+            return json.dumps(result, ensure_ascii=False)
         retry = " (retryable)" if e.get("retryable") else ""
         return f"[error {e.get('code')}{retry}] {e.get('message')}"
     if "job_id" in result and "state" in result:
