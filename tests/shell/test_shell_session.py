@@ -323,6 +323,7 @@ async def test_list_and_info_show_shells_without_secrets(rt: conch.Runtime) -> N
 
 
 async def test_aclose_leaves_no_process(tmp_path: Any) -> None:
+    fds_before = set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else set()
     async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "data"))) as rt:
         sids = [await open_shell(rt) for _ in range(3)]
         for sid in sids:
@@ -334,3 +335,10 @@ async def test_aclose_leaves_no_process(tmp_path: Any) -> None:
     assert psutil.Process().children(recursive=True) == []
     assert all(tagged(s) == [] for s in sids)
     assert os.listdir(tmp_path / "data" / "tmp") == []
+    if fds_before:
+        leaked = set(os.listdir("/proc/self/fd")) - fds_before
+        assert not {
+            os.readlink(f"/proc/self/fd/{fd}")
+            for fd in leaked
+            if os.path.exists(f"/proc/self/fd/{fd}")
+        } - {""}

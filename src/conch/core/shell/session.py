@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 _BOOT_TIMEOUT_S = 10.0
 _STARTUP_TIMEOUT_S = 60.0
 _PENDING_CAP = 16 * 1024 * 1024
+_PAD_LIMIT = 64 * 1024
 _SIGINT_BIT = 1 << (signal.SIGINT - 1)
 _SIGQUIT_BIT = 1 << (signal.SIGQUIT - 1)
 
@@ -122,6 +123,7 @@ class Shell:
         self._token = ""
         self._cmd_path: str | None = None
         self._cmd_fd: int | None = None
+        self._cmd_len = 0
         self._pending = bytearray()  # output while no job runs: it goes to the next job
         self._capture: bytearray | None = None  # output of internal commands (startup)
         self._internal: asyncio.Future[int] | None = None
@@ -168,9 +170,12 @@ class Shell:
         self._parser = MarkerParser(self._token)
         self._reaped = asyncio.Event()
         if self._cmd_fd is None:
-            self._cmd_path, self._cmd_fd = self.rt.data.new_file(
-                self.rt.data.tmp, self.shell_id, "sh"
-            )
+            self._cmd_path, append_fd = self.rt.data.new_file(self.rt.data.tmp, self.shell_id, "sh")
+            try:  # pwrite needs a descriptor without O_APPEND
+                flags = os.O_WRONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+                self._cmd_fd = os.open(self._cmd_path, flags)
+            finally:
+                os.close(append_fd)
         pid, master, self._tty, self._sane = terminal.spawn(
             [self.path, *ARGV[self.kind]], cwd=cwd, env=env
         )
@@ -234,11 +239,19 @@ class Shell:
         text = env_prelude(assign) + command
         if not text.endswith("\n"):
             text += "\n"
-        os.ftruncate(self._cmd_fd, 0)
         data = text.encode("utf-8", "surrogateescape")
+        if len(data) < self._cmd_len:
+            if self._cmd_len - len(data) <= _PAD_LIMIT:
+                # blank lines are cheaper than a truncate (which can flush to disk on ext4)
+                data += b"\n" * (self._cmd_len - len(data))
+            else:
+                os.ftruncate(self._cmd_fd, len(data))
+        self._cmd_len = len(data)
         view = memoryview(data)
+        offset = 0
         while view:
-            view = view[os.write(self._cmd_fd, view) :]
+            n = os.pwrite(self._cmd_fd, view, offset)
+            view, offset = view[n:], offset + n
         nonce = secrets.token_hex(6)
         line = f"__conch_n={nonce};. {shlex.quote(self._cmd_path)}\n".encode()
         echo: bytes | None = line
