@@ -269,6 +269,12 @@ class ShellManager:
     ) -> dict[str, Any]:
         if self._closed:
             raise ConchError("closed", "the runtime is closing")
+        for job_id in [
+            j
+            for j, d in self._pty.items()
+            if d.job.terminal and not d.stdin_open and d.job.log.closed and not d.job.lingering_pids
+        ]:
+            del self._pty[job_id]  # finished and released: nothing left to close at shutdown
         job = self.rt.new_job(mode="pty", cwd=cwd, name=name, output_format=output_format)
         try:
             if script_text is not None:

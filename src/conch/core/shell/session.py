@@ -125,6 +125,7 @@ class Shell:
         self._cmd_fd: int | None = None
         self._cmd_len = 0
         self._pending = bytearray()  # output while no job runs: it goes to the next job
+        self._typed = b""  # written to the running command, not yet taken by the terminal
         self._capture: bytearray | None = None  # output of internal commands (startup)
         self._internal: asyncio.Future[int] | None = None
         self._stop_task: asyncio.Task[None] | None = None
@@ -331,6 +332,8 @@ class Shell:
         self.cwd = self._current_cwd()
         job.cwd = self.cwd
         self.job = None
+        if self._typed:
+            self._flush_typed()
         if self.state == "busy":
             self.state = "ready"
         if job.kill_reason:
@@ -379,9 +382,12 @@ class Shell:
             self._handle(self._parser.feed(data))
 
     def _close_master(self) -> None:
+        self._typed = b""
         if self._master is not None:
             with contextlib.suppress(ValueError, OSError):
                 self._loop.remove_reader(self._master)
+            with contextlib.suppress(ValueError, OSError):
+                self._loop.remove_writer(self._master)
             os.close(self._master)
             self._master = None
 
@@ -480,13 +486,33 @@ class Shell:
     # -- input (write) -----------------------------------------------------------------------
 
     def write(self, data: bytes) -> None:
+        """Type into the running command; what the terminal cannot take yet is queued."""
         if self._master is None:
             raise ConchError("stdin_closed", "the shell's terminal is closed")
-        self._write(data)
+        self._typed += data
+        self._flush_typed()
+
+    def _flush_typed(self) -> None:
+        if self._master is None or self.job is None:
+            self._typed = b""  # the command ended: the rest must not become shell input
+        while self._typed:
+            assert self._master is not None
+            try:
+                n = terminal.write_master(self._master, self._typed)
+            except OSError:
+                self._typed = b""
+                break
+            if n == 0:
+                self._loop.add_writer(self._master, self._flush_typed)
+                return
+            self._typed = self._typed[n:]
+        if self._master is not None:
+            with contextlib.suppress(ValueError, OSError):
+                self._loop.remove_writer(self._master)
 
     def eof(self) -> None:
         if self._master is not None:
-            self._write(terminal.eof_byte(self._master))
+            self.write(terminal.eof_byte(self._master))
 
     def input_state(self) -> tuple[bool, bool]:
         if self._master is None or self.pid is None:
