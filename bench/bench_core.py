@@ -17,6 +17,7 @@ import time
 import psutil
 
 import conch
+import conch.config
 
 QUICK = "--quick" in sys.argv
 
@@ -51,7 +52,7 @@ async def bench_exec_true(rt: conch.Runtime, n: int) -> None:
 
 async def bench_gigabyte(rt: conch.Runtime, size: int) -> None:
     me = psutil.Process()
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory(dir=rt.config.data_dir) as d:
         target = os.path.join(d, "raw")
         t = time.perf_counter()
         subprocess.run(f"head -c {size} /dev/zero > {target}", shell=True, check=True)
@@ -82,7 +83,10 @@ async def bench_concurrent_sleeps(rt: conch.Runtime, n: int) -> None:
 
 
 async def main() -> None:
-    with tempfile.TemporaryDirectory() as d:
+    # under the default data dir's parent, as a real server would be (not a crowded /tmp)
+    base = os.path.dirname(conch.config.default_data_dir())
+    os.makedirs(base, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=base) as d:
         cfg = conch.Config(
             data_dir=os.path.join(d, "data"),
             max_running=256,

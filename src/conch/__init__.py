@@ -5,7 +5,7 @@ from conch.errors import ConchError, ConfigError, RuntimeClosedError
 
 __version__ = "0.1.0"
 
-__all__ = ["Config", "ConchError", "ConfigError", "Runtime", "RuntimeClosedError", "__version__"]
+__all__ = ["ConchError", "Config", "ConfigError", "Runtime", "RuntimeClosedError", "__version__"]
 
 
 def __getattr__(name: str) -> object:

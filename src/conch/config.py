@@ -63,7 +63,7 @@ class Config:
     # environment
     agent_env: bool = _setting(True, "set PAGER=cat, GIT_PAGER=cat, GIT_TERMINAL_PROMPT=0, TERM")
     # front ends
-    profiles: list[str] = _setting(["conch"], "tool profiles to expose (comma separated)")
+    profiles: list[str] = _setting(["conch"], "tool profiles to expose (comma separated)")  # noqa: RUF009
     text_format: str = _setting("text", "MCP text block format", choices=("text", "json"))
     host: str = _setting("127.0.0.1", "HTTP bind address")
     port: int = _setting(7785, "HTTP port", lo=0, hi=65535)
@@ -91,9 +91,10 @@ class Config:
                     raise ConfigError(f"{f.name}: expected a string, got {value!r}")
                 if meta["choices"] and value not in meta["choices"]:
                     raise ConfigError(f"{f.name}: must be one of {', '.join(meta['choices'])}")
-            elif kind is list:
-                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise ConfigError(f"{f.name}: expected a list of strings, got {value!r}")
+            elif kind is list and (
+                not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+            ):
+                raise ConfigError(f"{f.name}: expected a list of strings, got {value!r}")
         if self.default_cwd and not os.path.isdir(self.default_cwd):
             raise ConfigError(f"default_cwd: not an existing directory: {self.default_cwd}")
         if self.shell and self.shell not in ("bash", "zsh") and not os.path.isabs(self.shell):
