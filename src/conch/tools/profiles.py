@@ -17,7 +17,30 @@ def _conch() -> tuple[Tool, ...]:
     return conch_tools()
 
 
-PROFILES: dict[str, Callable[[], tuple[Tool, ...]]] = {"conch": _conch}
+def _ai_device_bash() -> tuple[Tool, ...]:
+    from conch.tools.compat.ai_device_bash import tools
+
+    return tools()
+
+
+def _tfbash() -> tuple[Tool, ...]:
+    from conch.tools.compat.tfbash import tools
+
+    return tools()
+
+
+def _bash_mcp() -> tuple[Tool, ...]:
+    from conch.tools.compat.bash_mcp import tools
+
+    return tools()
+
+
+PROFILES: dict[str, Callable[[], tuple[Tool, ...]]] = {
+    "conch": _conch,
+    "ai-device-bash": _ai_device_bash,
+    "tfbash": _tfbash,
+    "bash-mcp": _bash_mcp,
+}
 
 
 def profile_tools(name: str) -> tuple[Tool, ...]:
