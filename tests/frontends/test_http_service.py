@@ -178,3 +178,27 @@ def test_dashboard_lists_jobs_and_streams_their_logs(http_server):
     assert text == "one\ntwo\n"
     status, _, _ = request(http_server, "GET", "/api/jobs/j_nope/log")
     assert status == 404
+
+
+def test_sigterm_stops_the_service_and_every_job(tmp_path: Path):
+    import os
+    import signal
+
+    from conftest import kill_group, start_http
+
+    srv = start_http(tmp_path)
+    try:
+        _, _, job = invoke(srv, "exec", {"command": "trap '' TERM; sleep 60", "yield_ms": 100})
+        assert job["state"] == "running"
+        sse = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        sse.request("GET", "/sse")  # an open stream must not hold the shutdown up
+        assert sse.getresponse().status == 200
+        t0 = time.monotonic()
+        os.kill(srv.proc.pid, signal.SIGTERM)
+        # uvicorn re-raises the signal after its clean shutdown
+        assert srv.proc.wait(10) in (0, -signal.SIGTERM)
+        assert time.monotonic() - t0 < 6
+        assert wait_gone(job["pid"], 2), "a job survived the HTTP service"
+        sse.close()
+    finally:
+        kill_group(srv.proc)

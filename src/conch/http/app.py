@@ -11,7 +11,6 @@ GET /            the dashboard (+ /api/jobs, /api/jobs/{job_id}/log)
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import logging
 import time
@@ -32,7 +31,7 @@ from conch.config import Config
 from conch.core.runtime import Runtime
 from conch.http import dashboard
 from conch.http.security import MAX_BODY_BYTES, Guard
-from conch.mcp.server import CALLER_CONTEXT_HEADER, ConchMCP
+from conch.mcp.server import ConchMCP, caller_context_trusted
 from conch.tools.context import CallContext
 from conch.tools.dispatch import call_tool_full
 from conch.tools.manifest import SERVICE_ID, manifest
@@ -42,12 +41,6 @@ IS_ERROR_HEADER = "X-Conch-Is-Error"
 # The guard checks Host/Origin on every route; the SDK's own check would only repeat it
 # (and rejects a port-less `Host: localhost`).
 _SDK_SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-
-
-def caller_trusted(cfg: Config, request: Request) -> bool:
-    token = cfg.caller_context_token
-    given = request.headers.get(CALLER_CONTEXT_HEADER)
-    return bool(token) and given is not None and hmac.compare_digest(given.encode(), token.encode())
 
 
 def _error(code: str, message: str) -> dict[str, Any]:
@@ -149,7 +142,9 @@ class ConchHTTP:
             meta = params.pop("_meta", None) if isinstance(params.get("_meta"), dict) else None
             if meta is None and isinstance(body.get("_meta"), dict):
                 meta = body["_meta"]
-            ctx = CallContext(meta=meta, trusted=caller_trusted(self.config, request))
+            ctx = CallContext(
+                meta=meta, trusted=caller_context_trusted(self.config, request.headers)
+            )
             outcome = await call_tool_full(self.runtime, method, params, ctx)
             outcome_result, is_error = outcome.result, outcome.is_error
         return JSONResponse(

@@ -50,6 +50,14 @@ def instructions(cfg: Config, rt: Runtime) -> str:
     )
 
 
+def caller_context_trusted(cfg: Config, headers: Mapping[str, str]) -> bool:
+    """An HTTP request may project caller context only when it carries the configured
+    caller-context token (constant-time compare); without a configured token, never."""
+    token = cfg.caller_context_token
+    given = headers.get(CALLER_CONTEXT_HEADER)
+    return bool(token) and given is not None and hmac.compare_digest(given.encode(), token.encode())
+
+
 def _progress_token(ctx: ServerRequestContext[Any, Any]) -> Any:
     meta = ctx.meta or {}
     token = meta.get("progress_token", meta.get("progressToken"))
@@ -127,12 +135,9 @@ class ConchMCP:
     def _trusted(self, ctx: ServerRequestContext[Any, Any]) -> bool:
         if self.transport == "stdio":
             return True
-        token = self.config.caller_context_token
         request = ctx.request
-        if not token or request is None:
-            return False
-        given = request.headers.get(CALLER_CONTEXT_HEADER)
-        return given is not None and hmac.compare_digest(given.encode(), token.encode())
+        headers = getattr(request, "headers", None)
+        return headers is not None and caller_context_trusted(self.config, headers)
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
