@@ -321,3 +321,12 @@ def test_server_exit_kills_every_job(serve_args, how):
         for s in (proc.stdin, proc.stdout, proc.stderr):
             if s:
                 s.close()
+
+
+async def test_tfbash_profile_adds_its_overview_resource(serve_args):
+    uri = "window://io.github.a2c-smcp.tfbash/shell-overview"
+    async with client(serve_args, "legacy", "--profile", "conch,tfbash") as c:
+        listed = {r.uri for r in (await c.list_resources()).resources}
+        text = (await c.read_resource(uri)).contents[0].text
+    assert uri in listed
+    assert text == "No active Shells."

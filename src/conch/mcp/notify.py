@@ -13,12 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
-
-from conch.tools.resources import JOBS_URI, log_uri
 
 log = logging.getLogger("conch.mcp")
 MIN_INTERVAL_S = 0.1  # ≤ 10 notifications per second per resource
@@ -30,7 +29,8 @@ def connection_of(session: ServerSession) -> Any:
 
 
 class ResourceNotifier:
-    def __init__(self) -> None:
+    def __init__(self, uris_for_change: Callable[[str | None], list[str]]) -> None:
+        self._uris_for_change = uris_for_change
         self.bus = InMemorySubscriptionBus()
         # connection -> URIs it subscribed to (legacy resources/subscribe)
         self._legacy: dict[Any, set[str]] = {}
@@ -43,9 +43,7 @@ class ResourceNotifier:
 
     def on_runtime_change(self, job_id: str | None) -> None:
         """Runtime listener: a job (or the job/shell set) changed."""
-        self._dirty.add(JOBS_URI)
-        if job_id is not None:
-            self._dirty.add(log_uri(job_id))
+        self._dirty.update(self._uris_for_change(job_id))
         self._wake.set()
 
     # -- legacy subscriptions ------------------------------------------------------------------

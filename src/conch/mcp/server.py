@@ -76,7 +76,7 @@ class ConchMCP:
         self.rt = rt
         self.config = rt.config
         self.transport = transport
-        self.notifier = ResourceNotifier()
+        self.notifier = ResourceNotifier(lambda job_id: resources.change_uris(rt, job_id))
         self._unlisten: Callable[[], None] | None = None
         self._tools = catalogue(self.config.profiles)
         self._tool_list = types.ListToolsResult(

@@ -125,6 +125,7 @@ def resource_list(rt: Runtime) -> list[dict[str, Any]]:
             "mimeType": "text/markdown",
         }
     ]
+    out += [desc for desc, _ in _profile_resources(rt).values()]
     for job in rt.jobs:
         out.append(
             {
@@ -136,6 +137,31 @@ def resource_list(rt: Runtime) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _profile_resources(rt: Runtime) -> dict[str, Any]:
+    """Resources that compatibility profiles add: uri -> (descriptor, render function)."""
+    out: dict[str, Any] = {}
+    if "tfbash" in rt.config.profiles:
+        from conch.tools.compat.tfbash import OVERVIEW_URI, tfbash_overview_markdown
+
+        desc = {
+            "uri": OVERVIEW_URI,
+            "name": "shell-overview",
+            "title": "Shell overview",
+            "description": "tfbash-compatible overview of the persistent shells.",
+            "mimeType": "text/markdown",
+        }
+        out[OVERVIEW_URI] = (desc, tfbash_overview_markdown)
+    return out
+
+
+def change_uris(rt: Runtime, job_id: str | None) -> list[str]:
+    """The resources a runtime change (of ``job_id``, or of the job/shell set) may update."""
+    uris = [JOBS_URI, *_profile_resources(rt)]
+    if job_id is not None:
+        uris.append(log_uri(job_id))
+    return uris
 
 
 def resource_templates() -> list[dict[str, Any]]:
@@ -154,6 +180,9 @@ def read_resource(rt: Runtime, uri: str) -> tuple[str, str]:
     """(mime type, text) of a resource; ``not_found`` for an unknown URI or job."""
     if uri == JOBS_URI:
         return "text/markdown", overview_markdown(rt)
+    extra = _profile_resources(rt).get(uri)
+    if extra is not None:
+        return "text/markdown", extra[1](rt)
     job_id = parse_log_uri(uri)
     if job_id is None:
         raise ConchError("not_found", f"unknown resource {uri!r}")
