@@ -342,3 +342,14 @@ async def test_aclose_leaves_no_process(tmp_path: Any) -> None:
             for fd in leaked
             if os.path.exists(f"/proc/self/fd/{fd}")
         } - {""}
+
+
+@pytest.mark.anyio
+async def test_startup_command_cd_is_reported_at_open(tmp_path):
+    import conch
+
+    (tmp_path / "proj").mkdir()
+    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "d"))) as rt:
+        s = await rt.shell_open(cwd=str(tmp_path), startup_command="cd proj")
+        assert s["cwd"] == os.path.realpath(tmp_path / "proj")
+        await rt.shell_close(s["shell_id"])

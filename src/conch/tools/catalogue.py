@@ -41,6 +41,8 @@ class Tool:
     error_result: ErrorResult | None = None
     result_is_error: Callable[[dict[str, Any]], bool] | None = None
     summary: Callable[[Mapping[str, Any]], str] | None = None
+    # the tool may wait on a job: front ends send progress notifications while it does
+    progress: bool = False
 
     @property
     def annotations(self) -> dict[str, Any]:
@@ -52,14 +54,22 @@ class Tool:
             "openWorldHint": True,
         }
 
+    @property
+    def published_output_schema(self) -> dict[str, Any]:
+        """The result shape, or the error envelope: clients such as the TypeScript SDK validate
+        ``structuredContent`` against it even when ``isError`` is true."""
+        if self.error_result is not None:
+            return self.output_schema  # seed profiles describe their own error shapes
+        return {"type": "object", "anyOf": [self.output_schema, S.ERROR_OUTPUT]}
+
     def describe(self) -> dict[str, Any]:
-        """The tool as MCP `tools/list` shows it."""
+        """The tool as MCP `tools/list` shows it (every front end publishes this)."""
         out = {
             "name": self.name,
             "title": self.title,
             "description": self.description,
             "inputSchema": self.input_schema,
-            "outputSchema": self.output_schema,
+            "outputSchema": self.published_output_schema,
             "annotations": self.annotations,
         }
         if self.meta:
@@ -154,6 +164,7 @@ def conch_tools() -> tuple[Tool, ...]:
             _exec,
             destructive=True,
             summary_arg="purpose",
+            progress=True,
         ),
         Tool(
             "read",
@@ -166,6 +177,7 @@ def conch_tools() -> tuple[Tool, ...]:
             S.SNAPSHOT_OUTPUT,
             _read,
             read_only=True,
+            progress=True,
         ),
         Tool(
             "write",
@@ -177,6 +189,7 @@ def conch_tools() -> tuple[Tool, ...]:
             S.SNAPSHOT_OUTPUT,
             _write,
             summary_arg="purpose",
+            progress=True,
         ),
         Tool(
             "signal",

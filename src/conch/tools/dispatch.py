@@ -91,10 +91,10 @@ def _error(
 async def _run_with_progress(
     rt: Runtime, tool: Tool, args: dict[str, Any], ctx: CallContext
 ) -> dict[str, Any]:
-    if ctx.progress is None or tool.name not in ("exec", "read", "write"):
+    if ctx.progress is None or not tool.progress:
         return await tool.handler(rt, args, ctx)
-    job_hint = args.get("job_id")
-    before = {j.job_id for j in rt.jobs} if tool.name == "exec" else set()
+    job_hint = args.get("job_id") or args.get("exec_id")
+    before = {j.job_id for j in rt.jobs}
     task = asyncio.ensure_future(tool.handler(rt, args, ctx))
     try:
         while True:

@@ -7,8 +7,7 @@ from typing import Any
 
 from conch import __version__
 from conch.config import Config
-from conch.tools.catalogue import Tool, catalogue
-from conch.tools.schemas import ERROR_OUTPUT
+from conch.tools.catalogue import catalogue
 
 SERVICE_ID = "conch"
 
@@ -22,15 +21,6 @@ SOP = """Conch runs shell commands on this machine for you.
    cursor to see the rest. Jobs stay readable for the retention period, also across `invoke`s.
 4. Use `shell_open` for a persistent shell (cwd and env persist), `search` to find text in files.
 """
-
-
-def published_output_schema(tool: Tool) -> dict[str, Any]:
-    """The output schema front ends publish: the tool's result shape, or the error envelope for
-    tools that report errors as ``{"error": ...}``. Clients such as the TypeScript SDK validate
-    ``structuredContent`` against it even when ``isError`` is true."""
-    if tool.error_result is not None:
-        return tool.output_schema  # seed profiles describe their own error shapes
-    return {"type": "object", "anyOf": [tool.output_schema, ERROR_OUTPUT]}
 
 
 def manifest(cfg: Config, base_url: str | None = None) -> dict[str, Any]:
@@ -58,7 +48,7 @@ def manifest(cfg: Config, base_url: str | None = None) -> dict[str, Any]:
                 "title": t.title,
                 "description": t.description,
                 "input_schema": t.input_schema,
-                "output_schema": published_output_schema(t),
+                "output_schema": t.published_output_schema,
                 "annotations": t.annotations,
             }
             for t in tools

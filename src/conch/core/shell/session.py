@@ -152,6 +152,7 @@ class Shell:
                         f"startup_command failed with exit status {status}"
                         + (f": {text}" if text else ""),
                     )
+                self.cwd = self._current_cwd()  # the startup command may have cd'ed
         except BaseException:
             await self._kill(0.0)
             self.state = "exited"

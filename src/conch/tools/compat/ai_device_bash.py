@@ -638,6 +638,7 @@ def tools() -> tuple[Tool, ...]:
             destructive=True,
             error_result=_error_result(name),
             summary=_summary(name),
+            progress=True,
         )
         for name, title, description, schema in specs
     ]
@@ -654,6 +655,7 @@ def tools() -> tuple[Tool, ...]:
             read_only=True,
             error_result=_error_result(None),
             summary=_get_summary,
+            progress=True,
         )
     )
     return tuple(out)

@@ -544,6 +544,7 @@ def tools() -> tuple[Tool, ...]:
             destructive=name in ("bash.exec", "bash.job_cancel"),
             error_result=_error_result,
             result_is_error=_is_error,
+            progress=name in ("bash.exec", "bash.job_get"),
         )
         for name, title, description, schema, output, fn, read_only in specs
     )

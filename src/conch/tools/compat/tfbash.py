@@ -778,6 +778,7 @@ def tools() -> tuple[Tool, ...]:
             idempotent=flags.get("idempotent", False),
             error_result=_error_result,
             result_is_error=_is_error,
+            progress=name in ("shell_exec", "shell_read", "shell_write"),
         )
         for name, title, description, schema, output, fn, flags in specs
     )
