@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -463,20 +464,35 @@ def test_paths_relative_to_default_cwd(tmp_path: Path) -> None:
     assert search(tmp_path, pattern="hit", path=absolute)["files"] == [absolute + "/a.txt"]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads everything")
-def test_unreadable_file_is_reported_not_fatal(tmp_path: Path) -> None:
-    (tmp_path / "ok.txt").write_text("hit\n")
-    locked = tmp_path / "locked.txt"
-    locked.write_text("hit\n")
-    locked.chmod(0)
+def test_unreadable_file_is_reported_not_fatal() -> None:
+    root = Path(tempfile.mkdtemp(prefix="conch-unreadable-"))
     try:
-        r = search(tmp_path, pattern="hit")
-        assert r["files"] == ["ok.txt"]
-        assert any("locked.txt" in e for e in r["errors"])
-        r = search(tmp_path, pattern="absent")
-        assert r["files"] == [] and r["errors"]
+        root.chmod(0o755)
+        (root / "ok.txt").write_text("hit\n")
+        locked = root / "locked.txt"
+        locked.write_text("hit\n")
+        locked.chmod(0)
+        rg = find_rg()
+        assert rg is not None
+        if os.geteuid() == 0:
+            # root reads everything: run rg itself as an unprivileged user
+            setpriv = shutil.which("setpriv")
+            assert setpriv, "setpriv (util-linux) is needed to drop privileges"
+            wrapper = root / "rg-as-nobody"
+            wrapper.write_text(
+                f"#!/bin/sh\nexec {setpriv} --reuid=65534 --regid=65534 --clear-groups "
+                f'{rg.path} "$@"\n'
+            )
+            wrapper.chmod(0o755)
+            rg = RgInfo(str(wrapper), rg.version)
+        searcher = Searcher(str(root), rg=rg)
+        a = asyncio.run(searcher.search(pattern="hit", glob=["*.txt"]))
+        assert a["files"] == ["ok.txt"]
+        assert any("locked.txt" in e for e in a["errors"])
+        b = asyncio.run(searcher.search(pattern="absent", glob=["*.txt"]))
+        assert b["files"] == [] and b["errors"]
     finally:
-        locked.chmod(0o644)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # -- time limits and cancellation --------------------------------------------------------
