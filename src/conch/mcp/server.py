@@ -27,7 +27,6 @@ from conch.tools import resources
 from conch.tools.catalogue import catalogue
 from conch.tools.context import CallContext
 from conch.tools.dispatch import call_tool_full
-from conch.tools.manifest import published_output_schema
 from conch.tools.render import render
 
 log = logging.getLogger("conch.mcp")
@@ -80,12 +79,7 @@ class ConchMCP:
         self._unlisten: Callable[[], None] | None = None
         self._tools = catalogue(self.config.profiles)
         self._tool_list = types.ListToolsResult(
-            tools=[
-                types.Tool.model_validate(
-                    {**t.describe(), "outputSchema": published_output_schema(t)}
-                )
-                for t in self._tools
-            ]
+            tools=[types.Tool.model_validate(t.describe()) for t in self._tools]
         )
         self.listen_handler = ListenHandler(self.notifier.bus)
         self.server: Server[Any] = Server(
