@@ -39,6 +39,36 @@ def check_env(env: Mapping[str, object] | None, what: str = "env") -> dict[str, 
     return out
 
 
+_cache: tuple[dict[bytes, bytes], tuple[str, ...], dict[str, str]] | None = None
+
+
+def _filtered(env: dict[str, str], secrets: tuple[str, ...]) -> dict[str, str]:
+    for k in _DROPPED:
+        env.pop(k, None)
+    if secrets:
+        for k, v in list(env.items()):
+            if v and v in secrets:
+                del env[k]
+    return env
+
+
+def _inherited(secrets: tuple[str, ...]) -> dict[str, str]:
+    """A copy of the server's environment, minus what children must not inherit.
+
+    Decoding os.environ costs more than the rest of a spawn's bookkeeping, so the filtered copy
+    is kept and reused for as long as the process environment is unchanged.
+    """
+    global _cache
+    raw = getattr(os.environ, "_data", None)
+    if raw is None:
+        return _filtered(dict(os.environ), secrets)
+    if _cache is not None and _cache[1] == secrets and _cache[0] == raw:
+        return dict(_cache[2])
+    base = _filtered(dict(os.environ), secrets)
+    _cache = (dict(raw), secrets, base)
+    return dict(base)
+
+
 def build_env(
     *,
     base: Mapping[str, str] | None = None,
@@ -50,12 +80,7 @@ def build_env(
     caller_session_id: str = "",
     tag: tuple[str, str] | None = None,
 ) -> dict[str, str]:
-    out = dict(os.environ if base is None else base)
-    for k in _DROPPED:
-        out.pop(k, None)
-    for k, v in list(out.items()):
-        if secrets and v in secrets and v:
-            del out[k]
+    out = _inherited(secrets) if base is None else _filtered(dict(base), secrets)
     if agent_env:
         out.update(
             PAGER="cat",

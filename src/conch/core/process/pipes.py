@@ -27,6 +27,7 @@ from conch.core.process.hygiene import (
 from conch.errors import ConchError
 
 _F_SETPIPE_SZ = 1031
+_PIPE_DEFAULT = 65536
 _DRAIN_LIMIT_S = 0.02
 
 
@@ -34,10 +35,15 @@ def _pipe() -> tuple[int, int]:
     r, w = os.pipe()
     for fd in (r, w):
         os.set_inheritable(fd, False)
+    return r, w
+
+
+def _grow_pipe(fd: int) -> None:
+    """A 1 MiB pipe moves bulk output in far fewer wake-ups; done only once a job proves to
+    be chatty, since resizing costs more than a short job's whole output."""
     if procfs.LINUX:
         with contextlib.suppress(OSError):
-            fcntl.fcntl(r, _F_SETPIPE_SZ, 1 << 20)
-    return r, w
+            fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
 
 
 class PipeProcess:
@@ -51,6 +57,7 @@ class PipeProcess:
         self._stdin_w: int | None = None
         self._stdin_ino = 0
         self._out_fds: dict[int, int] = {}  # fd -> stream
+        self._grown: set[int] = set()
         self._loop = asyncio.get_running_loop()
         self._exit_status: asyncio.Future[int] = self._loop.create_future()
         self._pidfd: int | None = None
@@ -169,6 +176,9 @@ class PipeProcess:
                 self._close_output(fd)
             self.job.notify()
             return
+        if n >= _PIPE_DEFAULT and fd not in self._grown:
+            self._grown.add(fd)
+            _grow_pipe(fd)
         self.job.notify()
         if log.full:
             self._on_output_limit(self.job)
@@ -283,7 +293,7 @@ class PipeProcess:
             # orphans come back to us, so the job's survivors are among our own children
             found: set[int] = set()
             sid = str(self.pid)
-            for c in procfs.children(os.getpid()):
+            for c in procfs.own_children():
                 if c in self.reaper.awaited:
                     continue
                 fields = procfs.stat_fields(c)
