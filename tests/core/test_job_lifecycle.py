@@ -295,3 +295,16 @@ async def test_runtime_does_not_block_the_event_loop(rt):
     await rt.exec(command="sleep 0.5")
     t.cancel()
     assert ticks > 20
+
+
+async def test_shutdown_time_does_not_grow_with_retained_jobs(tmp_path):
+    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
+    await rt.start()
+    for _ in range(300):
+        await rt.exec(argv=["true"])
+    await rt.exec(command="sleep 30", yield_ms=0)
+    await rt.exec(command="(sleep 30 &); echo bg")
+    t0 = time.monotonic()
+    await rt.aclose()
+    assert time.monotonic() - t0 < 1.5
+    assert psutil.Process().children(recursive=True) == []

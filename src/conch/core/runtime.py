@@ -22,7 +22,7 @@ from conch.core.jobs.snapshot import STREAMS, snapshot, summary
 from conch.core.jobs.table import JobTable
 from conch.core.output import window as win
 from conch.core.output.log import JobLog
-from conch.core.process import hygiene
+from conch.core.process import hygiene, procfs
 from conch.core.process.pipes import PipeProcess
 from conch.errors import ConchError, RuntimeClosedError
 
@@ -74,7 +74,7 @@ class Runtime:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._housekeeping: asyncio.Task[None] | None = None
         self.bash = _find_bash()
-        self.shells: Any = None  # conch.core.shell.ShellManager, attached in start()
+        self._shells: Any = None  # conch.core.shell.manager.ShellManager, made on first use
         self.searcher: Any = None
         self.orphans_killed: list[int] = []
 
@@ -109,12 +109,16 @@ class Runtime:
             self.searcher = None
         else:
             self.searcher = Searcher(self.config.resolved_default_cwd)
-        try:
+
+    @property
+    def shells(self) -> Any:
+        """The persistent-shell manager (conch.core.shell), made on first use: a server that
+        never opens a shell does not pay for importing it at startup."""
+        if self._shells is None and not self._closed and self._started:
             from conch.core.shell.manager import ShellManager
-        except ImportError:
-            self.shells = None
-        else:
-            self.shells = ShellManager(self)
+
+            self._shells = ShellManager(self)
+        return self._shells
 
     def _check_open(self) -> None:
         if self._closed:
@@ -148,11 +152,23 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._housekeeping
         grace = min(self.config.kill_grace_ms / 1000, _SHUTDOWN_GRACE_S)
-        work: list[Any] = [d.aclose(grace) for d in self._drivers.values()]
-        if self.shells is not None:
-            work.append(self.shells.aclose())
-        if work:
-            await asyncio.gather(*work, return_exceptions=True)
+        drivers = list(self._drivers.values())
+        for d in drivers:
+            d.begin_shutdown()
+        # one sweep over everything this runtime started (each job's session and group, and
+        # every process carrying this instance's tag), however many jobs are retained
+        live = [d.pid for d in drivers if d.pid and (not d.job.terminal or d.pipes_open)]
+        sids = {str(p) for p in live}
+        prefix = f"{self.instance}/".encode()
+
+        def collect() -> set[int]:
+            return procfs.scan_instance(hygiene.TAG_VAR.encode(), prefix, sids)
+
+        work: list[Any] = [hygiene.terminate_tree(collect, live, grace, self.reaper)]
+        if self._shells is not None:
+            work.append(self._shells.aclose())
+        await asyncio.gather(*work, return_exceptions=True)
+        await asyncio.gather(*(d.end_shutdown() for d in drivers), return_exceptions=True)
         for t in list(self._tasks):
             t.cancel()
         self.log_pool.close()

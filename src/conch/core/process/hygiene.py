@@ -11,6 +11,7 @@ import asyncio
 import ctypes
 import ctypes.util
 import os
+import secrets
 import signal
 import time
 from collections.abc import Callable, Iterable
@@ -25,8 +26,9 @@ _subreaper_enabled = False
 
 
 def instance_id() -> str:
-    """Identifies this server process across pid reuse: ``<pid>.<start time>``."""
-    return f"{os.getpid()}.{procfs.start_time(os.getpid())}"
+    """Identifies one runtime: ``<pid>.<start time>.<random>`` — the process survives pid
+    reuse checks, and two runtimes in one process stay apart."""
+    return f"{os.getpid()}.{procfs.start_time(os.getpid())}.{secrets.token_hex(4)}"
 
 
 def enable_subreaper() -> bool:
@@ -211,19 +213,17 @@ def _is_our_zombie(pid: int) -> bool:
 
 def kill_orphans_of_dead_servers() -> list[int]:
     """Kill processes tagged by a Conch server that no longer exists (it died by SIGKILL)."""
-    me = instance_id()
     victims: list[int] = []
     for pid, value in procfs.scan_environ(_TAG_KEY, b"").items():
         inst = value.decode("ascii", "replace").split("/", 1)[0]
-        if inst == me:
-            continue
-        owner_pid_text, _, owner_start = inst.partition(".")
+        owner_pid_text, _, rest = inst.partition(".")
+        owner_start = rest.split(".", 1)[0]
         try:
             owner_pid = int(owner_pid_text)
         except ValueError:
             continue
-        if owner_pid != os.getpid() and procfs.start_time(owner_pid) == owner_start:
-            continue  # that server is alive: not ours to touch
+        if procfs.start_time(owner_pid) == owner_start:
+            continue  # that server (maybe this very process) is alive: not ours to touch
         victims.append(pid)
     signal_pids(victims, signal.SIGCONT)
     signal_pids(victims, signal.SIGKILL)

@@ -369,12 +369,29 @@ class PipeProcess:
                 self._close_output(fd)
             self.job.log.close_writer()
 
-    async def aclose(self, grace_s: float) -> None:
-        """Shutdown: stop a running job, kill what is left of a finished one, close files."""
-        if not self.job.terminal:
-            await self.stop("cancelled", grace_s)
-        else:
-            await self.kill_lingering()
+    def begin_shutdown(self) -> None:
+        """The runtime is closing: a running job will end as cancelled once the runtime's
+        single sweep over all its processes has killed the tree."""
+        if not self.job.terminal and self._stop_task is None:
+            self.job.kill_reason = "cancelled"
+
+    async def end_shutdown(self) -> None:
+        """After the sweep: record how the leader ended, then close every file."""
+        if self._stop_task is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(self._stop_task), 1.0)
+        elif not self.job.terminal:
+            try:
+                status = await asyncio.wait_for(asyncio.shield(self._exit_status), 1.0)
+            except asyncio.TimeoutError:
+                status = None
+            self._drain()
+            code, signum = _decode_status(status)
+            self.job.finish("cancelled", exit_code=code, signum=signum)
+        if self._pidfd is not None:
+            self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
         for fd in list(self._out_fds):
             self._close_output(fd)
         self._close_stdin_now()

@@ -203,3 +203,25 @@ def scan_job(pgid: int, sid: int, tag_key: bytes, tag: bytes) -> set[int]:
         except Exception:
             continue
     return out
+
+
+def scan_instance(tag_key: bytes, prefix: bytes, sids: set[str]) -> set[int]:
+    """One pass: every live process in one of ``sids`` (as session or group) or whose tag
+    starts with ``prefix`` — everything a runtime started, for shutdown."""
+    me = os.getpid()
+    out: set[int] = set()
+    if not LINUX:
+        return set(scan_environ(tag_key, prefix))
+    for pid in all_pids():
+        if pid == me:
+            continue
+        fields = stat_fields(pid)
+        if not fields or fields[0] in ("Z", "X"):
+            continue
+        if fields[2] in sids or fields[3] in sids:
+            out.add(pid)
+            continue
+        v = environ_value(pid, tag_key)
+        if v is not None and v.startswith(prefix):
+            out.add(pid)
+    return out
