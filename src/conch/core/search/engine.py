@@ -370,6 +370,7 @@ class _RgProtocol(asyncio.SubprocessProtocol):
         self.total = 0
         self.stopped = False  # we killed rg because we had what we need
         self.timed_out = False
+        self.paused = False  # stdout reading paused for a moment to batch small writes
         self.failure: Exception | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -395,13 +396,20 @@ class _RgProtocol(asyncio.SubprocessProtocol):
                 # rg writes one small block per matching file; waking up for each costs more
                 # than parsing it. Let output pile up in the pipe for a moment instead.
                 pipe = self.transport.get_pipe_transport(1)
-                if isinstance(pipe, asyncio.ReadTransport) and pipe.is_reading():
+                if isinstance(pipe, asyncio.ReadTransport) and not self.paused:
+                    # our own flag: ReadTransport.is_reading() is not implemented on 3.10
+                    self.paused = True
                     pipe.pause_reading()
-                    asyncio.get_running_loop().call_later(_COALESCE_S, _resume, pipe)
+                    asyncio.get_running_loop().call_later(_COALESCE_S, self._resume, pipe)
         elif fd == 2:
             room = _STDERR_KEEP - len(self.stderr)
             if room > 0:
                 self.stderr += data[:room]
+
+    def _resume(self, pipe: asyncio.ReadTransport) -> None:
+        self.paused = False
+        if not pipe.is_closing():
+            pipe.resume_reading()
 
     def on_timeout(self) -> None:
         if self.returncode() is None and not self.stopped:
@@ -420,11 +428,6 @@ class _RgProtocol(asyncio.SubprocessProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.done.done():
             self.done.set_result(None)
-
-
-def _resume(pipe: asyncio.ReadTransport) -> None:
-    if not pipe.is_closing():
-        pipe.resume_reading()
 
 
 async def _reap(proto: _RgProtocol) -> None:
