@@ -30,6 +30,7 @@ from conch import __version__
 from conch.config import Config
 from conch.core.runtime import Runtime
 from conch.http import dashboard
+from conch.http.register import Registrar
 from conch.http.security import MAX_BODY_BYTES, Guard
 from conch.mcp.server import ConchMCP, caller_context_trusted
 from conch.tools.context import CallContext
@@ -50,8 +51,10 @@ def _error(code: str, message: str) -> dict[str, Any]:
 class ConchHTTP:
     """Builds the app; the runtime starts and stops with the app's lifespan."""
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, *, registrar: Registrar | None = None) -> None:
         self.config = cfg
+        # --register: checked here, so a bad gateway URL fails before the socket is bound
+        self.registrar = registrar or (Registrar(cfg) if cfg.register else None)
         self.runtime = Runtime(cfg, owns_process=True)
         self.mcp = ConchMCP(self.runtime, transport="http")
         self.sessions = StreamableHTTPSessionManager(
@@ -69,12 +72,16 @@ class ConchHTTP:
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         async with self.runtime:
             self.mcp.start()
+            if self.registrar is not None:
+                self.registrar.start()
             try:
                 async with self.sessions.run():
                     yield
             finally:
                 self.closing = True
                 await self.mcp.aclose()
+                if self.registrar is not None:
+                    await self.registrar.stop()
 
     def app(self) -> Guard:
         starlette = Starlette(
@@ -109,8 +116,8 @@ class ConchHTTP:
             "shells": len(rt.shells.summaries()) if rt.shells is not None else 0,
             "uptime_s": int(time.time() - self.started_at),
             "profiles": list(self.config.profiles),
-            "registered": False,
-            "registration_error": None,
+            "registered": self.registrar.registered if self.registrar else False,
+            "registration_error": self.registrar.error if self.registrar else None,
         }
         return JSONResponse(body, status_code=503 if self.closing else 200)
 
