@@ -16,6 +16,7 @@ import tempfile
 import time
 
 import conch
+import conch.config
 from conch.core.shell import terminal
 
 
@@ -70,7 +71,10 @@ async def conch_round_trips(rounds: int, data_dir: str) -> tuple[list[float], li
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     bare = statistics.median(bare_round_trips(rounds)) * 1000
-    with tempfile.TemporaryDirectory() as d:
+    # under the default data dir's parent, as a real server would be (not a crowded /tmp)
+    base = os.path.dirname(conch.config.default_data_dir())
+    os.makedirs(base, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=base) as d:
         runs, opens = asyncio.run(conch_round_trips(rounds, d))
     ours = statistics.median(runs) * 1000
     print(f"bare bash PTY round trip     median {bare:7.3f} ms")

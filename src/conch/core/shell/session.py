@@ -258,11 +258,14 @@ class Shell:
         line = f"__conch_n={nonce};. {shlex.quote(self._cmd_path)}\n".encode()
         echo: bytes | None = line
         assert self._master is not None
-        with contextlib.suppress(termios.error):
-            # reset what a previous program may have left (stty raw, -echo, onlcr)
-            termios.tcsetattr(self._master, termios.TCSANOW, self._sane)
         try:
-            if not termios.tcgetattr(self._master)[3] & termios.ECHO:
+            attrs = termios.tcgetattr(self._master)
+            if attrs != self._sane:
+                # reset what a previous program left (stty raw, -echo, onlcr); setting is
+                # much dearer than looking, so only when something changed
+                termios.tcsetattr(self._master, termios.TCSANOW, self._sane)
+                attrs = termios.tcgetattr(self._master)
+            if not attrs[3] & termios.ECHO:
                 echo = None
         except termios.error:
             pass
