@@ -191,6 +191,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_service(args: argparse.Namespace) -> int:
+    from conch.cli import service
+
+    if not args.action:
+        args.service_parser.print_help(sys.stderr)
+        return 2
+    cfg = config_from_args(args) if args.action == "install" else None
+    return service.run(args, cfg)
+
+
 # -- parser ----------------------------------------------------------------------------------------
 
 
@@ -261,6 +271,43 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--env-file", metavar="FILE", help="read CONCH_* settings from FILE")
     add_setting_flags(info)
     info.set_defaults(func=cmd_info)
+
+    service = sub.add_parser(
+        "service",
+        help="install, remove or inspect Conch as a user service (systemd or launchd)",
+        description="Run `conch serve --http` as a per-user service that restarts on failure: "
+        "a systemd user unit (~/.config/systemd/user/conch.service) on Linux, a launchd agent "
+        "(~/Library/LaunchAgents/dev.conch.service.plist) on macOS. Output is JSON.",
+    )
+    service.set_defaults(func=cmd_service, action=None, service_parser=service)
+    actions = service.add_subparsers(dest="action", metavar="ACTION")
+    install = actions.add_parser(
+        "install",
+        help="install, enable and start the service; succeeds once /health answers",
+        description="Write the unit (or plist) running this Python's `conch serve --http` "
+        "with the flags given here (--host and --port always spelled out) in the current "
+        "directory, enable and (re)start it, and report success only after GET /health "
+        "answers within 10 s. Secrets (--auth-token, ...) are refused on the command line: "
+        "put them in an --env-file.",
+    )
+    install.add_argument(
+        "--env-file", metavar="FILE", help="CONCH_* settings file the service reads"
+    )
+    add_setting_flags(install)
+    actions.add_parser(
+        "uninstall",
+        help="stop, disable and remove the service",
+        description="Stop and disable the service and remove its unit (or plist).",
+    )
+    status = actions.add_parser(
+        "status",
+        help="print the unit state and the service's /health (exit 1 when not healthy)",
+        description="Print the unit (or agent) state and the JSON of GET /health; exit status "
+        "1 when the service does not answer. The URL comes from the installed unit unless "
+        "--host/--port are given; the token from CONCH_AUTH_TOKEN.",
+    )
+    status.add_argument("--host", help="service host (default: as installed)")
+    status.add_argument("--port", type=int, help="service port (default: as installed)")
     return parser
 
 
