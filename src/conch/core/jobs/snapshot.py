@@ -23,12 +23,8 @@ def parsed(job: Job) -> tuple[Any, str | None]:
     return job.parsed
 
 
-def snapshot(job: Job, window: Window, *, stream: str | None = None) -> dict[str, Any]:
-    awaiting_input = awaiting_secret = False
-    if not job.terminal and job.driver is not None:
-        awaiting_input, awaiting_secret = job.driver.input_state()
-    total = job.log.size(STREAMS[stream])
-    data, parse_error = parsed(job)
+def _identity(job: Job) -> dict[str, Any]:
+    """What a job is and how it stands: shared by the snapshot and the `list` summary."""
     return {
         "job_id": job.job_id,
         "name": job.name,
@@ -41,6 +37,17 @@ def snapshot(job: Job, window: Window, *, stream: str | None = None) -> dict[str
         "started_at": job.started_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "duration_ms": job.duration_ms,
         "pid": job.pid,
+    }
+
+
+def snapshot(job: Job, window: Window, *, stream: str | None = None) -> dict[str, Any]:
+    awaiting_input = awaiting_secret = False
+    if not job.terminal and job.driver is not None:
+        awaiting_input, awaiting_secret = job.driver.input_state()
+    total = job.log.size(STREAMS[stream])
+    data, parse_error = parsed(job)
+    return {
+        **_identity(job),
         "awaiting_input": awaiting_input,
         "awaiting_secret": awaiting_secret,
         "ready": job.ready,
@@ -64,18 +71,4 @@ def snapshot(job: Job, window: Window, *, stream: str | None = None) -> dict[str
 
 def summary(job: Job) -> dict[str, Any]:
     """The short form used by `list`."""
-    return {
-        "job_id": job.job_id,
-        "name": job.name,
-        "mode": job.mode,
-        "shell_id": job.shell_id,
-        "state": job.state,
-        "exit_code": job.exit_code,
-        "signal": job.signal,
-        "ok": job.ok,
-        "started_at": job.started_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        "duration_ms": job.duration_ms,
-        "pid": job.pid,
-        "total_bytes": job.log.size(),
-        "cwd": job.cwd,
-    }
+    return {**_identity(job), "total_bytes": job.log.size(), "cwd": job.cwd}
