@@ -237,3 +237,26 @@ async def test_script_files_never_outlive_their_job(rt, tmp_path):
     with pytest.raises(ConchError):
         await rt.exec(script="echo x\n", cwd="missing-dir")
     assert os.listdir(tmp) == []
+
+
+async def test_ready_url(rt, tmp_path):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    (tmp_path / "index.html").write_text("hi")
+    r = await rt.exec(
+        command=f"sleep 0.3; exec {sys.executable} -m http.server {port} --bind 127.0.0.1",
+        ready={"url": f"http://127.0.0.1:{port}/"},
+        yield_ms=15000,
+    )
+    assert r["state"] == "running" and r["ready"] is True
+    await rt.signal(r["job_id"], "kill")
+
+
+async def test_ready_times_out_at_yield_with_ready_null(rt):
+    r = await rt.exec(command="sleep 30", ready={"pattern": "never"}, yield_ms=200)
+    assert r["state"] == "running" and r["ready"] is None
+    await rt.signal(r["job_id"], "kill")
