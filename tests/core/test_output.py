@@ -179,3 +179,9 @@ async def test_memory_stays_flat_for_50mb(rt):
     assert r["state"] == "exited" and r["total_bytes"] > 60_000_000
     assert len(r["output"].encode()) <= 16384
     assert after - before < 20 * 1024 * 1024
+
+
+async def test_cursor_inside_a_character_starts_at_the_next_one(rt):
+    r = await rt.exec(command="printf 'a你b'")
+    w = await rt.read(r["job_id"], cursor=2)
+    assert w["output"] == "b" and w["cursor"] == 4 and "\ufffd" not in w["output"]

@@ -36,6 +36,13 @@ def forward(
     """Text of [start, x) with x <= limit as large as fits the budget."""
     if budget <= 0 or start >= limit:
         return Window("", start, start, truncated=start < limit, omitted_bytes=0)
+    if start > 0:
+        # a cursor inside a character: start at the next whole one
+        lead = max(0, start - 3)
+        head = log.read(lead, min(limit, start + 3), stream)
+        start = lead + boundary_at_or_after(head, start - lead)
+        if start >= limit:
+            return Window("", start, start)
     data = log.read(start, min(limit, start + budget), stream)
     end = len(data)
     if start + end < limit or not final:
