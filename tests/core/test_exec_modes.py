@@ -260,3 +260,10 @@ async def test_ready_times_out_at_yield_with_ready_null(rt):
     r = await rt.exec(command="sleep 30", ready={"pattern": "never"}, yield_ms=200)
     assert r["state"] == "running" and r["ready"] is None
     await rt.signal(r["job_id"], "kill")
+
+
+async def test_a_command_longer_than_the_argv_limit_still_runs(rt):
+    # one argv string may not exceed 128 KiB on Linux; such commands run from a file
+    payload = "x" * 300_000
+    r = await rt.exec(command=f"s='{payload}'; echo ${{#s}}")
+    assert r["state"] == "exited" and r["output"] == "300000\n"

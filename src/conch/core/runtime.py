@@ -7,7 +7,6 @@ import builtins
 import contextlib
 import os
 import re
-import shutil
 import signal as signal_mod
 import time
 from collections.abc import Callable, Mapping
@@ -16,8 +15,9 @@ from typing import Any
 from conch.config import Config
 from conch.core.datadir import DataDir, LogPool
 from conch.core.env import build_env, check_env
+from conch.core.jobs import launch
 from conch.core.jobs.job import Job, new_id
-from conch.core.jobs.ready import ReadySpec, wait_ready
+from conch.core.jobs.ready import ReadySpec, parse_ready, wait_ready
 from conch.core.jobs.snapshot import STREAMS, snapshot, summary
 from conch.core.jobs.table import JobTable
 from conch.core.output import window as win
@@ -40,14 +40,6 @@ SIGNALS = {
 _HOUSEKEEPING_S = 0.5
 _SHUTDOWN_GRACE_S = 1.0
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")
-_BIG_COMMAND = 100_000  # above this a command goes through a file: argv strings are capped
-
-
-def _find_bash() -> str | None:
-    for p in ("/bin/bash", "/usr/bin/bash"):
-        if os.access(p, os.X_OK):
-            return p
-    return shutil.which("bash")
 
 
 class Runtime:
@@ -73,7 +65,7 @@ class Runtime:
         self._drivers: dict[str, PipeProcess] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._housekeeping: asyncio.Task[None] | None = None
-        self.bash = _find_bash()
+        self.bash = launch.find_bash()
         self._shells: Any = None  # conch.core.shell.manager.ShellManager, made on first use
         self.searcher: Any = None
         self.orphans_killed: list[int] = []
@@ -193,7 +185,7 @@ class Runtime:
 
     def _evicted(self, job: Job) -> None:
         self._drivers.pop(job.job_id, None)
-        _remove_tmp_files(job)  # a job that never started (spawn failure, syntax error)
+        launch.remove_tmp_files(job)  # a job that never started (spawn failure, syntax error)
         job.log.unlink()
         self._changed(None)
 
@@ -345,7 +337,7 @@ class Runtime:
             raise ConchError("invalid_argument", "output_format must be text, json, jsonl or auto")
         env = check_env(env)
         shell_env = check_env(shell_env, "_meta.shell_env")
-        ready_spec = _ready_spec(ready)
+        ready_spec = parse_ready(ready)
         if shell_id is not None:
             if self.shells is None:
                 raise ConchError("invalid_argument", "persistent shells are not available")
@@ -370,7 +362,7 @@ class Runtime:
                 caller_session_id=caller_session_id,
             )
         run_cwd = self.resolve_cwd(cwd)
-        mode, args, script_text = self._argv_for(command, argv, script)
+        mode, args, script_text = launch.plan(self.bash, command, argv, script)
         if pty:
             if self.shells is None:
                 raise ConchError("invalid_argument", "pty jobs are not available")
@@ -393,7 +385,7 @@ class Runtime:
         job = self.new_job(mode=mode, cwd=run_cwd, name=name, output_format=output_format)
         try:
             if script_text is not None:
-                args = await self._prepare_script(job, script_text, run_cwd)
+                args = await self.prepare_script(job, script_text, run_cwd)
             child_env = self.child_env(
                 env=env,
                 shell_env=shell_env,
@@ -417,69 +409,10 @@ class Runtime:
         self._deadline(job, timeout_ms)
         return await self.settle(job, yield_ms=yield_ms, budget=budget, ready=ready_spec)
 
-    def _argv_for(
-        self, command: str | None, argv: list[str] | None, script: str | None
-    ) -> tuple[str, list[str], str | None]:
-        if argv is not None:
-            if not isinstance(argv, list) or not argv:
-                raise ConchError("invalid_argument", "argv must be a non-empty list of strings")
-            for a in argv:
-                if not isinstance(a, str):
-                    raise ConchError("invalid_argument", "argv elements must be strings")
-                if "\x00" in a:
-                    raise ConchError("invalid_argument", "argv must not contain NUL")
-            if argv[0] == "":
-                raise ConchError("invalid_argument", "argv[0] (the program) must not be empty")
-            return "argv", list(argv), None
-        shell = self.bash or "/bin/sh"
-        flags = ["--noprofile", "--norc"] if self.bash else []
-        if command is not None:
-            if "\x00" in command:
-                raise ConchError("invalid_argument", "command must not contain NUL")
-            if command.strip() == "":
-                raise ConchError("invalid_argument", "command must not be empty")
-            if len(command) > _BIG_COMMAND and len(command.encode()) > _BIG_COMMAND:
-                return "command", [], command
-            return "command", [shell, *flags, "-c", command], None
-        assert script is not None
-        if "\x00" in script:
-            raise ConchError("invalid_argument", "script must not contain NUL")
-        if script.strip() == "":
-            raise ConchError("invalid_argument", "script must not be empty")
-        return "script", [], script
-
-    async def _prepare_script(self, job: Job, text: str, cwd: str) -> list[str]:
-        """Write the script to a private file and check it with `bash -n` (runs no user code)."""
-        path, fd = self.data.new_file(self.data.tmp, job.job_id, "sh")
-        try:
-            os.write(fd, text.encode("utf-8"))
-        finally:
-            os.close(fd)
-        self._on_finish_remove(job, path)
-        shell = self.bash or "/bin/sh"
-        flags = ["--noprofile", "--norc"] if self.bash else []
-        if job.mode == "script":
-            proc = await asyncio.create_subprocess_exec(
-                shell,
-                *flags,
-                "-n",
-                path,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=cwd,
-                env={k: v for k, v in os.environ.items() if k not in ("BASH_ENV", "ENV")},
-                start_new_session=True,
-            )
-            _, err = await proc.communicate()
-            if proc.returncode != 0:
-                diag = err.decode("utf-8", "replace").replace(path, "script").strip()
-                raise ConchError("syntax_error", diag[:65536] or "bash -n reported a syntax error")
-        return [shell, *flags, path]
-
-    def _on_finish_remove(self, job: Job, path: str) -> None:
-        job.tmp_files.append(path)
-        job.on_finish(_remove_tmp_files)
+    async def prepare_script(self, job: Job, text: str, cwd: str) -> list[str]:
+        """The argv that runs ``text`` from a private file (checked with `bash -n` first for
+        script jobs); the file goes when the job ends."""
+        return await launch.prepare_script(self.data, self.bash, job, text, cwd)
 
     async def settle(
         self, job: Job, *, yield_ms: int, budget: int, ready: ReadySpec | None
@@ -786,37 +719,3 @@ class Runtime:
         from conch.tools.dispatch import call_tool
 
         return await call_tool(self, name, arguments, context)
-
-
-def _remove_tmp_files(job: Job) -> None:
-    for path in job.tmp_files:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-    job.tmp_files.clear()
-
-
-def _ready_spec(ready: Mapping[str, Any] | None) -> ReadySpec | None:
-    if ready is None:
-        return None
-    if not isinstance(ready, Mapping) or not ready:
-        raise ConchError("invalid_argument", "ready must be an object with pattern, port or url")
-    unknown = set(ready) - {"pattern", "port", "url"}
-    if unknown:
-        raise ConchError("invalid_argument", f"ready: unknown field(s) {sorted(unknown)}")
-    pattern = None
-    if "pattern" in ready:
-        try:
-            pattern = re.compile(ready["pattern"])
-        except (re.error, TypeError) as e:
-            raise ConchError(
-                "invalid_argument", f"ready.pattern is not a valid regex: {e}"
-            ) from None
-    port = ready.get("port")
-    if port is not None and (
-        isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535
-    ):
-        raise ConchError("invalid_argument", "ready.port must be an integer 1..65535")
-    url = ready.get("url")
-    if url is not None and (not isinstance(url, str) or not re.match(r"^https?://", url)):
-        raise ConchError("invalid_argument", "ready.url must be an http:// or https:// URL")
-    return ReadySpec(pattern=pattern, port=port, url=url)

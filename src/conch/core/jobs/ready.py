@@ -8,10 +8,13 @@ import re
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from conch.core.jobs.job import Job
 from conch.core.output.normalize import normalize
+from conch.errors import ConchError
 
 _POLL_S = 0.1
 _CARRY = 4096
@@ -80,3 +83,31 @@ async def wait_ready(job: Job, spec: ReadySpec, timeout_s: float, *, since: int 
             continue
         wait = remaining if spec.port is None and spec.url is None else min(remaining, _POLL_S)
         await job.wait_change(job.version, wait)
+
+
+def parse_ready(ready: Mapping[str, Any] | None) -> ReadySpec | None:
+    """Check an exec's `ready` argument."""
+    if ready is None:
+        return None
+    if not isinstance(ready, Mapping) or not ready:
+        raise ConchError("invalid_argument", "ready must be an object with pattern, port or url")
+    unknown = set(ready) - {"pattern", "port", "url"}
+    if unknown:
+        raise ConchError("invalid_argument", f"ready: unknown field(s) {sorted(unknown)}")
+    pattern = None
+    if "pattern" in ready:
+        try:
+            pattern = re.compile(ready["pattern"])
+        except (re.error, TypeError) as e:
+            raise ConchError(
+                "invalid_argument", f"ready.pattern is not a valid regex: {e}"
+            ) from None
+    port = ready.get("port")
+    if port is not None and (
+        isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535
+    ):
+        raise ConchError("invalid_argument", "ready.port must be an integer 1..65535")
+    url = ready.get("url")
+    if url is not None and (not isinstance(url, str) or not re.match(r"^https?://", url)):
+        raise ConchError("invalid_argument", "ready.url must be an http:// or https:// URL")
+    return ReadySpec(pattern=pattern, port=port, url=url)

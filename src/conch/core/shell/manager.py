@@ -279,7 +279,7 @@ class ShellManager:
         try:
             if script_text is not None:
                 job.mode = "script" if mode == "script" else job.mode
-                args = await self.rt._prepare_script(job, script_text, cwd)
+                args = await self.rt.prepare_script(job, script_text, cwd)
                 job.mode = "pty"
             child_env = self.rt.child_env(
                 env=env,

@@ -1,0 +1,95 @@
+"""Turning an exec request into something to run: the argv of each mode, script files."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+
+from conch.core.datadir import DataDir
+from conch.core.jobs.job import Job
+from conch.errors import ConchError
+
+BIG_COMMAND = 100_000  # above this a command goes through a file: argv strings are capped
+
+
+def find_bash() -> str | None:
+    for p in ("/bin/bash", "/usr/bin/bash"):
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which("bash")
+
+
+def plan(
+    bash: str | None, command: str | None, argv: list[str] | None, script: str | None
+) -> tuple[str, list[str], str | None]:
+    """(mode, argv to run, script text to run from a file instead) for one exec request."""
+    if argv is not None:
+        if not isinstance(argv, list) or not argv:
+            raise ConchError("invalid_argument", "argv must be a non-empty list of strings")
+        for a in argv:
+            if not isinstance(a, str):
+                raise ConchError("invalid_argument", "argv elements must be strings")
+            if "\x00" in a:
+                raise ConchError("invalid_argument", "argv must not contain NUL")
+        if argv[0] == "":
+            raise ConchError("invalid_argument", "argv[0] (the program) must not be empty")
+        return "argv", list(argv), None
+    shell = bash or "/bin/sh"
+    flags = ["--noprofile", "--norc"] if bash else []
+    if command is not None:
+        if "\x00" in command:
+            raise ConchError("invalid_argument", "command must not contain NUL")
+        if command.strip() == "":
+            raise ConchError("invalid_argument", "command must not be empty")
+        if len(command) > BIG_COMMAND and len(command.encode()) > BIG_COMMAND:
+            return "command", [], command
+        return "command", [shell, *flags, "-c", command], None
+    assert script is not None
+    if "\x00" in script:
+        raise ConchError("invalid_argument", "script must not contain NUL")
+    if script.strip() == "":
+        raise ConchError("invalid_argument", "script must not be empty")
+    return "script", [], script
+
+
+async def prepare_script(
+    data: DataDir, bash: str | None, job: Job, text: str, cwd: str
+) -> list[str]:
+    """Write the script to a private file and check it with `bash -n` (runs no user code)."""
+    path, fd = data.new_file(data.tmp, job.job_id, "sh")
+    try:
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+    job.tmp_files.append(path)
+    job.on_finish(remove_tmp_files)
+    shell = bash or "/bin/sh"
+    flags = ["--noprofile", "--norc"] if bash else []
+    if job.mode == "script":
+        proc = await asyncio.create_subprocess_exec(
+            shell,
+            *flags,
+            "-n",
+            path,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=cwd,
+            env={k: v for k, v in os.environ.items() if k not in ("BASH_ENV", "ENV")},
+            start_new_session=True,
+        )
+        _, err = await proc.communicate()
+        if proc.returncode != 0:
+            diag = err.decode("utf-8", "replace").replace(path, "script").strip()
+            raise ConchError("syntax_error", diag[:65536] or "bash -n reported a syntax error")
+    return [shell, *flags, path]
+
+
+def remove_tmp_files(job: Job) -> None:
+    """Remove the files a job needed only while it ran (its script)."""
+    for path in job.tmp_files:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    job.tmp_files.clear()
