@@ -26,13 +26,13 @@ class DataDir:
             _ensure_private_dir(d)
 
     def new_file(self, subdir: Path, object_id: str, suffix: str) -> tuple[str, int]:
-        """Create a fresh 0600 file (O_EXCL, O_NOFOLLOW); returns (path, write fd)."""
+        """Create a fresh 0600 file (O_EXCL, O_NOFOLLOW); returns (path, read-write fd)."""
         return self._create(subdir, object_id, suffix)
 
     def _create(self, subdir: Path, object_id: str, suffix: str) -> tuple[str, int]:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         path = str(subdir / f"{stamp}-{object_id}.{suffix}")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         flags |= getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(path, flags, 0o600)
         return path, fd

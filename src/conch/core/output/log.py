@@ -8,22 +8,21 @@ however much a job prints, and either stream can still be read on its own.
 from __future__ import annotations
 
 import os
-import sys
 from array import array
 from bisect import bisect_right
 
 STDOUT, STDERR = 0, 1
-_SPLICE = hasattr(os, "splice") and sys.platform.startswith("linux")
 
 
 class JobLog:
-    def __init__(self, path: str, write_fd: int, cap: int) -> None:
+    def __init__(self, path: str, fd: int, cap: int) -> None:
+        """``fd``: the file, opened read-write (reads use pread, so they never move it)."""
         self.path = path
         self.cap = cap
         self.total = 0
         self.stream_bytes = [0, 0]
-        self._wfd: int | None = write_fd
-        self._rfd: int | None = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self._fd: int | None = fd  # written sequentially by us alone; read with pread
+        self._writable = True
         self._last_stream = -1
         # per stream: segment start in stream coordinates, and in combined coordinates
         self._seg_s: tuple[array[int], array[int]] = (array("q"), array("q"))
@@ -35,7 +34,8 @@ class JobLog:
 
     @property
     def closed(self) -> bool:
-        return self._wfd is None
+        """No more output can arrive."""
+        return not self._writable
 
     def _note(self, n: int, stream: int) -> None:
         if stream != self._last_stream:
@@ -47,12 +47,12 @@ class JobLog:
 
     def append(self, data: bytes, stream: int = STDOUT) -> int:
         """Append bytes (up to the cap); returns how many were kept."""
-        if self._wfd is None:
+        if not self._writable or self._fd is None:
             return 0
         data = data[: max(0, self.cap - self.total)]
         view = memoryview(data)
         while view:
-            n = os.write(self._wfd, view)
+            n = os.write(self._fd, view)
             self._note(n, stream)
             view = view[n:]
         return len(data)
@@ -62,24 +62,12 @@ class JobLog:
 
         Returns bytes moved, 0 at EOF; raises BlockingIOError when nothing is ready.
         """
-        if self._wfd is None:
+        if not self._writable or self._fd is None:
             return 0
         room = self.cap - self.total
         if room <= 0:
             return 0
-        want = min(chunk, room)
-        if _SPLICE:
-            try:
-                n = os.splice(fd, self._wfd, want)
-            except OSError as e:
-                if isinstance(e, BlockingIOError):
-                    raise
-                n = self.append(os.read(fd, want), stream)
-                return n
-            if n:
-                self._note(n, stream)
-            return n
-        data = os.read(fd, want)
+        data = os.read(fd, min(chunk, room))
         if data:
             self.append(data, stream)
         return len(data)
@@ -89,10 +77,10 @@ class JobLog:
 
     def read(self, start: int, end: int, stream: int | None = None) -> bytes:
         """Bytes [start, end) of the combined log, or of one stream."""
-        if self._rfd is None or end <= start:
+        if self._fd is None or end <= start:
             return b""
         if stream is None:
-            return os.pread(self._rfd, end - start, start)
+            return os.pread(self._fd, end - start, start)
         parts = []
         seg_s, seg_c = self._seg_s[stream], self._seg_c[stream]
         i = max(0, bisect_right(seg_s, start) - 1)
@@ -102,21 +90,19 @@ class JobLog:
             take_end = min(end, seg_end)
             if take_end > pos:
                 c = seg_c[i] + (pos - seg_s[i])
-                parts.append(os.pread(self._rfd, take_end - pos, c))
+                parts.append(os.pread(self._fd, take_end - pos, c))
                 pos = take_end
             i += 1
         return b"".join(parts)
 
     def close_writer(self) -> None:
-        if self._wfd is not None:
-            os.close(self._wfd)
-            self._wfd = None
+        self._writable = False
 
     def close(self) -> None:
-        self.close_writer()
-        if self._rfd is not None:
-            os.close(self._rfd)
-            self._rfd = None
+        self._writable = False
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def unlink(self) -> None:
         self.close()

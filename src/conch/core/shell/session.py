@@ -172,12 +172,10 @@ class Shell:
         self._parser = MarkerParser(self._token)
         self._reaped = asyncio.Event()
         if self._cmd_fd is None:
-            self._cmd_path, append_fd = self.rt.data.new_file(self.rt.data.tmp, self.shell_id, "sh")
-            try:  # pwrite needs a descriptor without O_APPEND
-                flags = os.O_WRONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-                self._cmd_fd = os.open(self._cmd_path, flags)
-            finally:
-                os.close(append_fd)
+            # new_file opens without O_APPEND, so pwrite rewrites the file in place
+            self._cmd_path, self._cmd_fd = self.rt.data.new_file(
+                self.rt.data.tmp, self.shell_id, "sh"
+            )
         pid, master, self._tty, self._sane = terminal.spawn(
             [self.path, *ARGV[self.kind]], cwd=cwd, env=env
         )
