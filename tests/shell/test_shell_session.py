@@ -353,3 +353,14 @@ async def test_startup_command_cd_is_reported_at_open(tmp_path):
         s = await rt.shell_open(cwd=str(tmp_path), startup_command="cd proj")
         assert s["cwd"] == os.path.realpath(tmp_path / "proj")
         await rt.shell_close(s["shell_id"])
+
+
+@pytest.mark.anyio
+async def test_syntax_errors_do_not_show_the_private_command_file(tmp_path):
+    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "d"))) as rt:
+        s = await rt.shell_open(shell="bash")
+        r = await rt.exec(shell_id=s["shell_id"], command="if then fi")
+        assert r["exit_code"] == 2
+        assert r["output"].startswith("bash: line 1: syntax error near unexpected token")
+        assert str(tmp_path) not in r["output"]
+        await rt.shell_close(s["shell_id"])

@@ -33,6 +33,7 @@ from conch.core.process import procfs
 from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree
 from conch.core.shell import terminal
 from conch.core.shell.markers import Done, MarkerParser, Output
+from conch.core.shell.scrub import PathScrubber
 from conch.errors import ConchError
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ class Shell:
         self._token = ""
         self._cmd_path: str | None = None
         self._cmd_fd: int | None = None
+        self._scrub: PathScrubber | None = None  # the command file's path out of the output
         self._cmd_len = 0
         self._pending = bytearray()  # output while no job runs: it goes to the next job
         self._typed = b""  # written to the running command, not yet taken by the terminal
@@ -175,6 +177,14 @@ class Shell:
             # new_file opens without O_APPEND, so pwrite rewrites the file in place
             self._cmd_path, self._cmd_fd = self.rt.data.new_file(
                 self.rt.data.tmp, self.shell_id, "sh"
+            )
+            # bash says "bash: <file>: line 1: ...", zsh "<file>:1: ..."; typed input would
+            # read "bash: line 1: ..." and "zsh:1: ..."
+            path = self._cmd_path.encode()
+            self._scrub = (
+                PathScrubber(path + b": ", b"")
+                if self.kind == "bash"
+                else PathScrubber(path, self.kind.encode())
             )
         pid, master, self._tty, self._sane = terminal.spawn(
             [self.path, *ARGV[self.kind]], cwd=cwd, env=env
@@ -295,8 +305,10 @@ class Shell:
     def _handle(self, events: list[Output | Done]) -> None:
         for ev in events:
             if isinstance(ev, Output):
-                self._append(ev.data)
+                self._append(self._scrub.feed(ev.data) if self._scrub else ev.data)
             else:
+                if self._scrub:
+                    self._append(self._scrub.flush())
                 self._done(ev.status)
 
     def _append(self, data: bytes) -> None:
