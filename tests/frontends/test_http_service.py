@@ -196,7 +196,7 @@ def test_sigterm_stops_the_service_and_every_job(tmp_path: Path):
         t0 = time.monotonic()
         os.kill(srv.proc.pid, signal.SIGTERM)
         # uvicorn re-raises the signal after its clean shutdown
-        assert srv.proc.wait(10) in (0, -signal.SIGTERM)
+        assert srv.proc.wait(10) == 0  # a clean stop, not death by the signal
         assert time.monotonic() - t0 < 6
         assert wait_gone(job["pid"], 2), "a job survived the HTTP service"
         sse.close()

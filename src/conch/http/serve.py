@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
+from types import FrameType
 
 from conch.config import Config
 from conch.errors import ConfigError
@@ -21,6 +23,22 @@ def check_bind(cfg: Config) -> None:
         )
 
 
+def _server_class() -> type:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """Stops cleanly on SIGTERM/SIGINT and exits 0 (uvicorn re-raises the signal after its
+        graceful shutdown, so the process would die by it); a second SIGINT forces the exit."""
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True
+            else:
+                self.should_exit = True
+
+    return Server
+
+
 def run_http(cfg: Config) -> int:
     check_bind(cfg)
     import uvicorn
@@ -28,6 +46,7 @@ def run_http(cfg: Config) -> int:
     from conch.http.app import build_app
 
     app = build_app(cfg)
+    server_cls = _server_class()
     host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
     print(
         f"conch: serving http://{host}:{cfg.port} (MCP /mcp, SSE /sse, POST /invoke, "
@@ -44,6 +63,6 @@ def run_http(cfg: Config) -> int:
         timeout_graceful_shutdown=2,
         server_header=False,
     )
-    server = uvicorn.Server(config)
+    server = server_cls(config)
     server.run()
     return 0 if server.started else 1
