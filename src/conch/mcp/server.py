@@ -6,6 +6,7 @@ is all it needs; every transport (stdio, Streamable HTTP, SSE) serves the same i
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -78,6 +79,7 @@ class ConchMCP:
         self.notifier = ResourceNotifier(lambda job_id: resources.change_uris(rt, job_id))
         self._unlisten: Callable[[], None] | None = None
         self._tools = catalogue(self.config.profiles)
+        self._in_flight = 0
         self._tool_list = types.ListToolsResult(
             tools=[types.Tool.model_validate(t.describe()) for t in self._tools]
         )
@@ -133,6 +135,15 @@ class ConchMCP:
         headers = getattr(request, "headers", None)
         return headers is not None and caller_context_trusted(self.config, headers)
 
+    async def settle_calls(self, limit_s: float) -> None:
+        """Give tool calls already received a moment to answer (stdin EOF after a burst of
+        requests); bounded, since shutdown kills what is still running anyway."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit_s
+        await asyncio.sleep(0.01)  # let handlers of the last requests start
+        while self._in_flight and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
@@ -147,7 +158,11 @@ class ConchMCP:
 
         meta = dict(params.meta) if params.meta else None
         call = CallContext(meta=meta, trusted=self._trusted(ctx), progress=progress)
-        outcome = await call_tool_full(self.rt, params.name, params.arguments, call)
+        self._in_flight += 1
+        try:
+            outcome = await call_tool_full(self.rt, params.name, params.arguments, call)
+        finally:
+            self._in_flight -= 1
         text = render(
             params.name, outcome.result, is_error=outcome.is_error, fmt=self.config.text_format
         )

@@ -13,13 +13,14 @@ import logging
 import os
 import signal
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from conch.config import Config
 
 log = logging.getLogger("conch.mcp")
 _MAX_LINE = 256 * 1024 * 1024
+_EOF_SETTLE_S = 1.5  # + ~1 s of tree killing keeps EOF-to-exit within the 3 s target
 
 
 class _StdinLines:
@@ -27,6 +28,8 @@ class _StdinLines:
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
+        # called at EOF before the server sees it: lets calls already received answer
+        self.before_eof: Callable[[], Awaitable[None]] | None = None
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
@@ -35,6 +38,8 @@ class _StdinLines:
         while True:
             line = await self._reader.readline()
             if not line:
+                if self.before_eof is not None:
+                    await self.before_eof()
                 return
             yield line.decode("utf-8", "replace")
 
@@ -80,6 +85,8 @@ async def serve_stdio(cfg: Config) -> None:
     try:
         async with Runtime(cfg, owns_process=True) as rt:
             mcp = ConchMCP(rt, transport="stdio")
+            if isinstance(stdin, _StdinLines):
+                stdin.before_eof = lambda: mcp.settle_calls(_EOF_SETTLE_S)
             mcp.start()
             try:
                 async with stdio_server(stdin=stdin) as (read, write):
