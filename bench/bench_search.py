@@ -49,7 +49,10 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=20000)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--needle-every", type=int, default=80)
+    ap.add_argument("--quick", action="store_true", help="2,000 files, 5 repetitions")
     args = ap.parse_args()
+    if args.quick:
+        args.files, args.reps = 2000, 5
 
     rg = find_rg()
     if rg is None:

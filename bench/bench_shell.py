@@ -69,7 +69,8 @@ async def conch_round_trips(rounds: int, data_dir: str) -> tuple[list[float], li
 
 
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+    args = [a for a in sys.argv[1:] if a != "--quick"]
+    rounds = int(args[0]) if args else (50 if "--quick" in sys.argv else 300)
     bare = statistics.median(bare_round_trips(rounds)) * 1000
     # under the default data dir's parent, as a real server would be (not a crowded /tmp)
     base = os.path.dirname(conch.config.default_data_dir())
