@@ -11,12 +11,12 @@ import contextlib
 import fcntl
 import os
 import subprocess
-import threading
 from collections.abc import Callable
 
 from conch.core.jobs.job import Job
 from conch.core.output.log import STDERR, STDOUT
 from conch.core.process import procfs
+from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.hygiene import (
     TAG_VAR,
     Reaper,
@@ -59,8 +59,7 @@ class PipeProcess:
         self._out_fds: dict[int, int] = {}  # fd -> stream
         self._grown: set[int] = set()
         self._loop = asyncio.get_running_loop()
-        self._exit_status: asyncio.Future[int] = self._loop.create_future()
-        self._pidfd: int | None = None
+        self._watch: ExitWatch | None = None
         self._stop_task: asyncio.Task[None] | None = None
         self._pending_stdin: bytes = b""
         self._on_output_limit = on_output_limit
@@ -113,7 +112,6 @@ class PipeProcess:
         # Popen must never reap this pid itself: we own waiting (see _on_exit)
         proc.returncode = 0
         self.pid = proc.pid
-        self.reaper.awaited.add(proc.pid)
         self.reaper.known_sids.add(str(proc.pid))
         for fd in (out_w, err_w, in_r):
             if fd is not None:
@@ -122,41 +120,12 @@ class PipeProcess:
             os.set_blocking(fd, False)
             self._out_fds[fd] = stream
             self._loop.add_reader(fd, self._on_readable, fd)
-        self._watch_exit(proc.pid)
+        self._watch = ExitWatch(proc.pid, self._on_exit, self.reaper.awaited)
         if stdin:
             self._pending_stdin = stdin
             self._flush_stdin()
         if stdin is not None and not stdin_open and not self._pending_stdin:
             self._close_stdin_now()
-
-    def _watch_exit(self, pid: int) -> None:
-        if hasattr(os, "pidfd_open"):
-            try:
-                self._pidfd = os.pidfd_open(pid)
-            except OSError:
-                self._pidfd = None
-        if self._pidfd is not None:
-            self._loop.add_reader(self._pidfd, self._on_pidfd)
-            return
-
-        def wait() -> None:
-            _, status = os.waitpid(pid, 0)
-            self._loop.call_soon_threadsafe(self._on_exit, status)
-
-        threading.Thread(target=wait, name=f"conch-wait-{pid}", daemon=True).start()
-
-    def _on_pidfd(self) -> None:
-        assert self._pidfd is not None and self.pid is not None
-        try:
-            got, status = os.waitpid(self.pid, os.WNOHANG)
-        except ChildProcessError:
-            got, status = self.pid, 0
-        if got == 0:
-            return
-        self._loop.remove_reader(self._pidfd)
-        os.close(self._pidfd)
-        self._pidfd = None
-        self._on_exit(status)
 
     # -- output ------------------------------------------------------------------------------
 
@@ -203,8 +172,16 @@ class PipeProcess:
             return
         self._loop.remove_reader(fd)
         os.close(fd)
-        if not self._out_fds and self._exit_status.done():
+        if not self._out_fds and self._exited:
             self.job.log.close_writer()
+
+    @property
+    def _exited(self) -> bool:
+        return self._watch is not None and self._watch.status.done()
+
+    def _status(self) -> asyncio.Future[int]:
+        assert self._watch is not None
+        return self._watch.status
 
     @property
     def pipes_open(self) -> bool:
@@ -271,7 +248,7 @@ class PipeProcess:
     def _collect(self) -> set[int]:
         assert self.pid is not None
         pids = procfs.scan_job(self.pid, self.pid, TAG_VAR.encode(), self._tag)
-        if not self._exit_status.done():
+        if not self._exited:
             pids.add(self.pid)
         return pids
 
@@ -321,11 +298,11 @@ class PipeProcess:
         assert self.pid is not None
         await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
         try:
-            status = await asyncio.wait_for(asyncio.shield(self._exit_status), 2.0)
+            status = await asyncio.wait_for(asyncio.shield(self._status()), 2.0)
         except asyncio.TimeoutError:
             status = None
         self._drain()
-        code, signum = _decode_status(status)
+        code, signum = decode_status(status)
         self.job.finish(reason, exit_code=code, signum=signum)
         self._release()
 
@@ -342,9 +319,6 @@ class PipeProcess:
 
     def _on_exit(self, status: int) -> None:
         assert self.pid is not None
-        self.reaper.awaited.discard(self.pid)
-        if not self._exit_status.done():
-            self._exit_status.set_result(status)
         if self.job.kill_reason:
             return  # _stop() finishes the job once the tree is gone
         self._drain()
@@ -352,7 +326,7 @@ class PipeProcess:
             # the cap wins even when the leader raced to exit: the job ends as output_limit
             self._on_output_limit(self.job)
             return
-        code, signum = _decode_status(status)
+        code, signum = decode_status(status)
         lingering = self.lingering()
         self.reaper.note(lingering)
         # killed by a signal Conch sent on request: that is a cancellation, not an exit
@@ -382,27 +356,15 @@ class PipeProcess:
                 await asyncio.wait_for(asyncio.shield(self._stop_task), 1.0)
         elif not self.job.terminal:
             try:
-                status = await asyncio.wait_for(asyncio.shield(self._exit_status), 1.0)
+                status = await asyncio.wait_for(asyncio.shield(self._status()), 1.0)
             except asyncio.TimeoutError:
                 status = None
             self._drain()
-            code, signum = _decode_status(status)
+            code, signum = decode_status(status)
             self.job.finish("cancelled", exit_code=code, signum=signum)
-        if self._pidfd is not None:
-            self._loop.remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = None
+        if self._watch is not None:
+            self._watch.close()
         for fd in list(self._out_fds):
             self._close_output(fd)
         self._close_stdin_now()
         self.job.log.close_writer()
-
-
-def _decode_status(status: int | None) -> tuple[int | None, int | None]:
-    if status is None:
-        return None, None
-    if os.WIFSIGNALED(status):
-        return None, os.WTERMSIG(status)
-    if os.WIFEXITED(status):
-        return os.WEXITSTATUS(status), None
-    return None, None

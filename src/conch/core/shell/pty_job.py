@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from conch.core.jobs.job import Job
 from conch.core.process import procfs
+from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.hygiene import TAG_VAR, Reaper, kill_tree_now, terminate_tree
 from conch.core.shell import terminal
 from conch.errors import ConchError
@@ -31,7 +32,7 @@ class PtyProcess:
         self._master: int | None = None
         self._tty = ""
         self._tag = b""
-        self._watch: terminal.ExitWatch | None = None
+        self._watch: ExitWatch | None = None
         self._pending = b""
         self._stop_task: asyncio.Task[None] | None = None
         self._on_output_limit = on_output_limit
@@ -42,7 +43,7 @@ class PtyProcess:
         self.pid, self._master = pid, master
         self.reaper.known_sids.add(str(pid))
         self._loop.add_reader(master, self._on_readable)
-        self._watch = terminal.ExitWatch(pid, self._on_exit, self.reaper.awaited)
+        self._watch = ExitWatch(pid, self._on_exit, self.reaper.awaited)
         if stdin:
             self._pending = stdin
             self._flush()
@@ -171,7 +172,7 @@ class PtyProcess:
         except asyncio.TimeoutError:
             status = None
         self._drain()
-        code, signum = terminal.decode_status(status)
+        code, signum = decode_status(status)
         self.job.finish(reason, exit_code=code, signum=signum)
         self._release()
 
@@ -185,7 +186,7 @@ class PtyProcess:
         if self.job.kill_reason:
             return  # _stop() finishes the job once the tree is gone
         self._drain()
-        code, signum = terminal.decode_status(status)
+        code, signum = decode_status(status)
         lingering = self.lingering()
         self.reaper.note(lingering)
         state = "cancelled" if signum is not None and signum in self.job.sent_signals else "exited"

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from conch.core.jobs.job import Job
 from conch.core.output.normalize import normalize
 from conch.core.process import procfs
+from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree
 from conch.core.shell import terminal
 from conch.core.shell.markers import Done, MarkerParser, Output
@@ -119,7 +120,7 @@ class Shell:
         self._tty = ""
         self._tag = b""
         self._sane: list[Any] = []
-        self._watch: terminal.ExitWatch | None = None
+        self._watch: ExitWatch | None = None
         self._parser = MarkerParser("0")
         self._token = ""
         self._cmd_path: str | None = None
@@ -192,7 +193,7 @@ class Shell:
         self.pid, self._master = pid, master
         self.rt.reaper.known_sids.add(str(pid))
         self._loop.add_reader(master, self._on_readable)
-        self._watch = terminal.ExitWatch(pid, self._on_exit, self.rt.reaper.awaited)
+        self._watch = ExitWatch(pid, self._on_exit, self.rt.reaper.awaited)
         nonce = secrets.token_hex(6)
         self._capture = bytearray()
         self._internal = self._loop.create_future()
@@ -366,7 +367,7 @@ class Shell:
         self._reaped.set()
         self._drain()
         self._handle(self._parser.flush())
-        code, signum = terminal.decode_status(status)
+        code, signum = decode_status(status)
         if self._internal is not None and not self._internal.done():
             self._internal.set_exception(
                 ConchError(
