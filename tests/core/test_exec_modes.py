@@ -267,3 +267,15 @@ async def test_a_command_longer_than_the_argv_limit_still_runs(rt):
     payload = "x" * 300_000
     r = await rt.exec(command=f"s='{payload}'; echo ${{#s}}")
     assert r["state"] == "exited" and r["output"] == "300000\n"
+
+
+async def test_stdin_larger_than_a_pipe_buffer_still_ends_with_eof(rt):
+    r = await rt.exec(command="wc -c", stdin="x" * 300_000, yield_ms=10000)
+    assert r["state"] == "exited" and r["output"].strip() == "300000"
+
+
+async def test_eof_after_a_large_write_closes_once_everything_is_written(rt):
+    r = await rt.exec(command="wc -c", stdin_open=True, yield_ms=0)
+    await rt.write(r["job_id"], text="y" * 500_000, eof=True, yield_ms=10000)
+    done = await rt.read(r["job_id"], cursor=0, wait_ms=10000, until="exit")
+    assert done["state"] == "exited" and done["output"].strip() == "500000"

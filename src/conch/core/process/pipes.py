@@ -17,6 +17,7 @@ from conch.core.jobs.job import Job
 from conch.core.output.log import STDERR, STDOUT
 from conch.core.process import procfs
 from conch.core.process.exit_watch import ExitWatch, decode_status
+from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import (
     TAG_VAR,
     Reaper,
@@ -61,7 +62,7 @@ class PipeProcess:
         self._loop = asyncio.get_running_loop()
         self._watch: ExitWatch | None = None
         self._stop_task: asyncio.Task[None] | None = None
-        self._pending_stdin: bytes = b""
+        self._stdin: Feeder | None = None
         self._on_output_limit = on_output_limit
 
     # -- start -------------------------------------------------------------------------------
@@ -121,11 +122,12 @@ class PipeProcess:
             self._out_fds[fd] = stream
             self._loop.add_reader(fd, self._on_readable, fd)
         self._watch = ExitWatch(proc.pid, self._on_exit, self.reaper.awaited)
-        if stdin:
-            self._pending_stdin = stdin
-            self._flush_stdin()
-        if stdin is not None and not stdin_open and not self._pending_stdin:
-            self._close_stdin_now()
+        if self._stdin_w is not None:
+            self._stdin = Feeder(self._stdin_w, on_error=self._close_stdin_now)
+            if stdin:
+                self._stdin.put(stdin)
+            if not stdin_open:
+                self._close_stdin_when_written()
 
     # -- output ------------------------------------------------------------------------------
 
@@ -193,46 +195,27 @@ class PipeProcess:
     def stdin_open(self) -> bool:
         return self._stdin_w is not None
 
-    def _flush_stdin(self) -> None:
-        if self._stdin_w is None:
-            return
-        while self._pending_stdin:
-            try:
-                n = os.write(self._stdin_w, self._pending_stdin)
-            except BlockingIOError:
-                self._loop.add_writer(self._stdin_w, self._on_stdin_writable)
-                return
-            except (BrokenPipeError, OSError):
-                self._pending_stdin = b""
-                self._close_stdin_now()
-                return
-            self._pending_stdin = self._pending_stdin[n:]
-        with contextlib.suppress(ValueError, OSError):
-            self._loop.remove_writer(self._stdin_w)
-        if getattr(self, "_close_when_flushed", False):
+    def _close_stdin_when_written(self) -> None:
+        if self._stdin is not None and self._stdin.pending:
+            self._stdin.on_drained = self._close_stdin_now
+        else:
             self._close_stdin_now()
 
-    def _on_stdin_writable(self) -> None:
-        self._flush_stdin()
-
     def _close_stdin_now(self) -> None:
+        if self._stdin is not None:
+            self._stdin.clear()
+            self._stdin = None
         if self._stdin_w is not None:
-            with contextlib.suppress(ValueError, OSError):
-                self._loop.remove_writer(self._stdin_w)
             os.close(self._stdin_w)
             self._stdin_w = None
 
     async def write(self, data: bytes) -> None:
-        if self._stdin_w is None:
+        if self._stdin is None:
             raise ConchError("stdin_closed", "the job's stdin is closed (or was never opened)")
-        self._pending_stdin += data
-        self._flush_stdin()
+        self._stdin.put(data)
 
     async def close_stdin(self) -> None:
-        if self._pending_stdin:
-            self._close_when_flushed = True
-        else:
-            self._close_stdin_now()
+        self._close_stdin_when_written()
 
     def input_state(self) -> tuple[bool, bool]:
         if self._stdin_w is None or self.job.terminal or not procfs.LINUX or self.pid is None:

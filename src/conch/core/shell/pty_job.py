@@ -14,6 +14,7 @@ from collections.abc import Callable
 from conch.core.jobs.job import Job
 from conch.core.process import procfs
 from conch.core.process.exit_watch import ExitWatch, decode_status
+from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, Reaper, kill_tree_now, terminate_tree
 from conch.core.shell import terminal
 from conch.errors import ConchError
@@ -33,7 +34,7 @@ class PtyProcess:
         self._tty = ""
         self._tag = b""
         self._watch: ExitWatch | None = None
-        self._pending = b""
+        self._input: Feeder | None = None
         self._stop_task: asyncio.Task[None] | None = None
         self._on_output_limit = on_output_limit
 
@@ -44,9 +45,9 @@ class PtyProcess:
         self.reaper.known_sids.add(str(pid))
         self._loop.add_reader(master, self._on_readable)
         self._watch = ExitWatch(pid, self._on_exit, self.reaper.awaited)
+        self._input = Feeder(master, terminal.write_master)
         if stdin:
-            self._pending = stdin
-            self._flush()
+            self._input.put(stdin)
 
     # -- output ------------------------------------------------------------------------------
 
@@ -80,11 +81,11 @@ class PtyProcess:
             self._append(data)
 
     def _close_master(self) -> None:
+        if self._input is not None:
+            self._input.clear()
         if self._master is not None:
             with contextlib.suppress(ValueError, OSError):
                 self._loop.remove_reader(self._master)
-            with contextlib.suppress(ValueError, OSError):
-                self._loop.remove_writer(self._master)
             os.close(self._master)
             self._master = None
 
@@ -94,28 +95,11 @@ class PtyProcess:
     def stdin_open(self) -> bool:
         return self._master is not None and not self.job.terminal
 
-    def _flush(self) -> None:
-        if self._master is None:
-            self._pending = b""
-            return
-        while self._pending:
-            try:
-                n = terminal.write_master(self._master, self._pending)
-            except OSError:
-                self._pending = b""
-                return
-            if n == 0:
-                self._loop.add_writer(self._master, self._flush)
-                return
-            self._pending = self._pending[n:]
-        with contextlib.suppress(ValueError, OSError):
-            self._loop.remove_writer(self._master)
-
     async def write(self, data: bytes) -> None:
         if not self.stdin_open:
             raise ConchError("stdin_closed", "the job's terminal is closed")
-        self._pending += data
-        self._flush()
+        assert self._input is not None
+        self._input.put(data)
 
     async def close_stdin(self) -> None:
         if self._master is not None:
@@ -195,7 +179,6 @@ class PtyProcess:
             self._release()
 
     def _release(self) -> None:
-        self._pending = b""
         self._close_master()
         self.job.log.close_writer()
 

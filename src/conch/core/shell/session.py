@@ -31,6 +31,7 @@ from conch.core.jobs.job import Job
 from conch.core.output.normalize import normalize
 from conch.core.process import procfs
 from conch.core.process.exit_watch import ExitWatch, decode_status
+from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree
 from conch.core.shell import terminal
 from conch.core.shell.markers import Done, MarkerParser, Output
@@ -128,7 +129,7 @@ class Shell:
         self._scrub: PathScrubber | None = None  # the command file's path out of the output
         self._cmd_len = 0
         self._pending = bytearray()  # output while no job runs: it goes to the next job
-        self._typed = b""  # written to the running command, not yet taken by the terminal
+        self._input: Feeder | None = None  # typed for the running command, not yet taken
         self._capture: bytearray | None = None  # output of internal commands (startup)
         self._internal: asyncio.Future[int] | None = None
         self._stop_task: asyncio.Task[None] | None = None
@@ -191,6 +192,7 @@ class Shell:
             [self.path, *ARGV[self.kind]], cwd=cwd, env=env
         )
         self.pid, self._master = pid, master
+        self._input = Feeder(master, terminal.write_master)
         self.rt.reaper.known_sids.add(str(pid))
         self._loop.add_reader(master, self._on_readable)
         self._watch = ExitWatch(pid, self._on_exit, self.rt.reaper.awaited)
@@ -347,8 +349,8 @@ class Shell:
         self.cwd = self._current_cwd()
         job.cwd = self.cwd
         self.job = None
-        if self._typed:
-            self._flush_typed()
+        if self._input is not None:
+            self._input.clear()  # what the command did not read must not become shell input
         if self.state == "busy":
             self.state = "ready"
         if job.kill_reason:
@@ -397,7 +399,9 @@ class Shell:
             self._handle(self._parser.feed(data))
 
     def _close_master(self) -> None:
-        self._typed = b""
+        if self._input is not None:
+            self._input.clear()
+            self._input = None
         if self._master is not None:
             with contextlib.suppress(ValueError, OSError):
                 self._loop.remove_reader(self._master)
@@ -502,28 +506,10 @@ class Shell:
 
     def write(self, data: bytes) -> None:
         """Type into the running command; what the terminal cannot take yet is queued."""
-        if self._master is None:
+        if self._master is None or self._input is None:
             raise ConchError("stdin_closed", "the shell's terminal is closed")
-        self._typed += data
-        self._flush_typed()
-
-    def _flush_typed(self) -> None:
-        if self._master is None or self.job is None:
-            self._typed = b""  # the command ended: the rest must not become shell input
-        while self._typed:
-            assert self._master is not None
-            try:
-                n = terminal.write_master(self._master, self._typed)
-            except OSError:
-                self._typed = b""
-                break
-            if n == 0:
-                self._loop.add_writer(self._master, self._flush_typed)
-                return
-            self._typed = self._typed[n:]
-        if self._master is not None:
-            with contextlib.suppress(ValueError, OSError):
-                self._loop.remove_writer(self._master)
+        if self.job is not None:
+            self._input.put(data)
 
     def eof(self) -> None:
         if self._master is not None:
