@@ -89,3 +89,18 @@ async def test_deadline_kills_a_pty_job(rt: conch.Runtime) -> None:
 async def test_missing_program_is_spawn_failed(rt: conch.Runtime) -> None:
     r = await rt.call_tool("exec", {"argv": ["/no/such/program"], "pty": True})
     assert r["error"]["code"] == "spawn_failed"
+
+
+@pytest.mark.anyio
+async def test_pty_stdin_without_stdin_open_ends_with_eof(tmp_path):
+    import conch
+
+    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "d"))) as rt:
+        r = await rt.exec(
+            command="cat >/dev/null; echo done", pty=True, stdin="a\nb", yield_ms=5000
+        )
+        assert r["state"] == "exited" and r["output"].endswith("done\n")
+        r = await rt.exec(
+            command="read -r x; echo got:$x", pty=True, stdin="hi\n", stdin_open=True, yield_ms=5000
+        )
+        assert r["state"] == "exited" and "got:hi" in r["output"]

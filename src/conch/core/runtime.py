@@ -372,6 +372,7 @@ class Runtime:
                 cwd=run_cwd,
                 env=env,
                 stdin=stdin,
+                stdin_open=stdin_open,
                 timeout_ms=timeout_ms,
                 yield_ms=yield_ms,
                 budget=budget,

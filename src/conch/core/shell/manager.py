@@ -260,6 +260,7 @@ class ShellManager:
         timeout_ms: int,
         yield_ms: int,
         budget: int,
+        stdin_open: bool = True,
         output_format: str,
         ready: ReadySpec | None,
         name: str | None,
@@ -294,6 +295,8 @@ class ShellManager:
                 cwd=cwd,
                 env=child_env,
                 stdin=stdin.encode("utf-8") if stdin is not None else None,
+                # typed input given and stdin not kept open: the program then reads EOF
+                eof_after_stdin=stdin is not None and not stdin_open,
             )
         except BaseException:
             self.rt.jobs._drop(job)

@@ -38,7 +38,15 @@ class PtyProcess:
         self._stop_task: asyncio.Task[None] | None = None
         self._on_output_limit = on_output_limit
 
-    def start(self, argv: list[str], *, cwd: str, env: dict[str, str], stdin: bytes | None) -> None:
+    def start(
+        self,
+        argv: list[str],
+        *,
+        cwd: str,
+        env: dict[str, str],
+        stdin: bytes | None,
+        eof_after_stdin: bool = False,
+    ) -> None:
         self._tag = env[TAG_VAR].encode()
         pid, master, self._tty, _ = terminal.spawn(argv, cwd=cwd, env=env)
         self.pid, self._master = pid, master
@@ -48,6 +56,10 @@ class PtyProcess:
         self._input = Feeder(master, terminal.write_master)
         if stdin:
             self._input.put(stdin)
+        if eof_after_stdin:
+            # ctrl-d ends input at the start of a line; after a partial line it first sends it
+            eof = terminal.eof_byte(master)
+            self._input.put(eof if not stdin or stdin.endswith(b"\n") else eof + eof)
 
     # -- output ------------------------------------------------------------------------------
 
