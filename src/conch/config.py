@@ -104,7 +104,7 @@ class Config:
 
     @property
     def resolved_data_dir(self) -> Path:
-        return Path(self.data_dir or default_data_dir())
+        return Path(os.path.expanduser(self.data_dir or default_data_dir()))
 
     @property
     def resolved_default_cwd(self) -> str:

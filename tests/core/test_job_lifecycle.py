@@ -308,3 +308,26 @@ async def test_shutdown_time_does_not_grow_with_retained_jobs(tmp_path):
     await rt.aclose()
     assert time.monotonic() - t0 < 1.5
     assert psutil.Process().children(recursive=True) == []
+
+
+async def test_runtime_starts_on_first_use_without_async_with(tmp_path):
+    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
+    try:
+        r = await rt.exec(command="echo lazy")
+        assert r["output"] == "lazy\n"
+        assert (await rt.call_tool("info", {}))["containment"]
+    finally:
+        await rt.aclose()
+
+
+async def test_concurrent_first_calls_start_the_runtime_once(tmp_path):
+    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
+    try:
+        a, b, s = await asyncio.gather(
+            rt.exec(command="echo a"),
+            rt.exec(command="echo b"),
+            rt.search(pattern="nothing-here-xyz", path=str(tmp_path)),
+        )
+        assert (a["output"], b["output"], s["matches"]) == ("a\n", "b\n", [])
+    finally:
+        await rt.aclose()

@@ -49,6 +49,7 @@ class Runtime:
         self.config = config or Config()
         self._owns_process = owns_process
         self._started = False
+        self._start_task: asyncio.Task[None] | None = None
         self._closed = False
         self._close_task: asyncio.Task[None] | None = None
         self._listeners: list[Callable[[str | None], None]] = []
@@ -80,11 +81,15 @@ class Runtime:
         await self.aclose()
 
     async def start(self) -> None:
+        """Prepare the data dir, reap what a dead server left, start housekeeping (once, even
+        when several calls race to it)."""
         if self._closed:
             raise RuntimeClosedError()
-        if self._started:
-            return
-        self._started = True
+        if self._start_task is None:
+            self._start_task = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._start_task)
+
+    async def _start(self) -> None:
         self.data.prepare()
         self.data.remove_expired(self.config.log_ttl_s)
         hygiene.enable_subreaper()
@@ -92,6 +97,7 @@ class Runtime:
         self.orphans_killed = await asyncio.to_thread(hygiene.kill_orphans_of_dead_servers)
         self._attach_optional_parts()
         self._housekeeping = asyncio.ensure_future(self._housekeep())
+        self._started = True
         self._refill_logs()
 
     def _attach_optional_parts(self) -> None:
@@ -117,6 +123,13 @@ class Runtime:
             raise RuntimeClosedError()
         if not self._started:
             raise RuntimeError("Runtime not started: use `async with Runtime(...)` or start()")
+
+    async def _open(self) -> None:
+        """Every public call: refuse after close; start on first use if nobody did."""
+        if self._closed:
+            raise RuntimeClosedError()
+        if not self._started:
+            await self.start()
 
     async def _housekeep(self) -> None:
         while True:
@@ -315,7 +328,7 @@ class Runtime:
         caller_session_id: str = "",
     ) -> dict[str, Any]:
         """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3."""
-        self._check_open()
+        await self._open()
         cfg = self.config
         given = [
             k
@@ -451,6 +464,7 @@ class Runtime:
         raw: bool = False,
         tail: bool = False,
     ) -> dict[str, Any]:
+        await self._open()
         job = self.job(job_id)
         budget = self.config.default_max_output_bytes if max_bytes is None else max_bytes
         if not 1 <= budget <= 1024 * 1024:
@@ -519,6 +533,7 @@ class Runtime:
         eof: bool = False,
         yield_ms: int = 1000,
     ) -> dict[str, Any]:
+        await self._open()
         job = self.job(job_id)
         if not 0 <= yield_ms <= 120_000:
             raise ConchError("invalid_argument", "yield_ms must be between 0 and 120000")
@@ -593,6 +608,7 @@ class Runtime:
     ) -> dict[str, Any]:
         import signal as sigmod
 
+        await self._open()
         job = self.job(job_id)
         if signal not in SIGNALS:
             raise ConchError("invalid_argument", f"signal must be one of {', '.join(SIGNALS)}")
@@ -634,7 +650,7 @@ class Runtime:
     # -- list / info ---------------------------------------------------------------------------
 
     async def list(self, state: str = "all") -> dict[str, Any]:
-        self._check_open()
+        await self._open()
         if state not in ("all", "running"):
             raise ConchError("invalid_argument", "state must be running or all")
         self.jobs.evict()
@@ -643,7 +659,7 @@ class Runtime:
         return {"jobs": jobs, "shells": shells}
 
     async def info(self) -> dict[str, Any]:
-        self._check_open()
+        await self._open()
         import platform
         import sys
 
@@ -686,21 +702,21 @@ class Runtime:
     # -- shells and search (delegated) -----------------------------------------------------------
 
     async def shell_open(self, **kwargs: Any) -> dict[str, Any]:
-        self._check_open()
+        await self._open()
         if self.shells is None:
             raise ConchError("invalid_argument", "persistent shells are not available")
         result: dict[str, Any] = await self.shells.open(**kwargs)
         return result
 
     async def shell_close(self, shell_id: str) -> dict[str, Any]:
-        self._check_open()
+        await self._open()
         if self.shells is None:
             raise ConchError("not_found", f"no shell {shell_id!r}")
         result: dict[str, Any] = await self.shells.close(shell_id)
         return result
 
     async def search(self, **kwargs: Any) -> dict[str, Any]:
-        self._check_open()
+        await self._open()
         if self.searcher is None:
             raise ConchError("rg_not_found", "search is not available in this installation")
         result: dict[str, Any] = await self.searcher.search(**kwargs)
@@ -717,6 +733,8 @@ class Runtime:
         self, name: str, arguments: Mapping[str, Any] | None = None, *, context: Any = None
     ) -> dict[str, Any]:
         """Call a tool by name; returns its structured result or ``{"error": {...}}``."""
+        if not self._closed and not self._started:
+            await self.start()
         from conch.tools.dispatch import call_tool
 
         return await call_tool(self, name, arguments, context)
