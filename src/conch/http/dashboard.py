@@ -139,6 +139,7 @@ async function refresh() {
 }
 function select(id) {
   selected = id; cursor = null; $("log").textContent = ""; $("head").textContent = id;
+  history.replaceState(null, "", "#" + encodeURIComponent(id));
   if (follow) clearTimeout(follow); pull(); refresh();
 }
 async function pull() {
@@ -161,5 +162,7 @@ async function pull() {
   if (id === selected) follow = setTimeout(pull, delay);
 }
 refresh(); setInterval(refresh, 1000);
+// a link to a job: /#j_… or /#name
+if (location.hash.length > 1) select(decodeURIComponent(location.hash.slice(1)));
 </script></body></html>
 """
