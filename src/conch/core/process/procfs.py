@@ -97,19 +97,6 @@ def descendants(roots: set[int] | list[int]) -> set[int]:
     return seen
 
 
-def group_members(pgid: int) -> list[int]:
-    """Processes whose process group is pgid (Linux only; [] elsewhere)."""
-    if not LINUX:
-        return []
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            fields = stat_fields(int(name))
-            if fields and fields[2] == str(pgid):
-                out.append(int(name))
-    return out
-
-
 def environ_value(pid: int, key: bytes) -> bytes | None:
     """The value of one environment variable of a process (as it was at exec)."""
     if LINUX:
