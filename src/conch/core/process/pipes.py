@@ -16,14 +16,12 @@ from collections.abc import Callable
 from conch.core.jobs.job import Job
 from conch.core.output.log import STDERR, STDOUT
 from conch.core.process import procfs
-from conch.core.process.exit_watch import ExitWatch, decode_status
+from conch.core.process.driver import ProcessDriver
+from conch.core.process.exit_watch import decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import (
     TAG_VAR,
     Reaper,
-    containment_level,
-    kill_tree_now,
-    terminate_tree,
 )
 from conch.errors import ConchError
 
@@ -47,23 +45,16 @@ def _grow_pipe(fd: int) -> None:
             fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
 
 
-class PipeProcess:
+class PipeProcess(ProcessDriver):
     """Driver of a job whose process talks through pipes."""
 
     def __init__(self, job: Job, reaper: Reaper, *, on_output_limit: Callable[[Job], None]) -> None:
-        self.job = job
-        self.reaper = reaper
-        self.pid: int | None = None
-        self._tag = b""
+        super().__init__(job, reaper, on_output_limit=on_output_limit)
         self._stdin_w: int | None = None
         self._stdin_ino = 0
         self._out_fds: dict[int, int] = {}  # fd -> stream
         self._grown: set[int] = set()
-        self._loop = asyncio.get_running_loop()
-        self._watch: ExitWatch | None = None
-        self._stop_task: asyncio.Task[None] | None = None
         self._stdin: Feeder | None = None
-        self._on_output_limit = on_output_limit
 
     # -- start -------------------------------------------------------------------------------
 
@@ -76,7 +67,7 @@ class PipeProcess:
         stdin: bytes | None,
         stdin_open: bool,
     ) -> None:
-        self._tag = env[TAG_VAR].encode()
+        tag = env[TAG_VAR].encode()
         out_r, out_w = _pipe()
         err_r, err_w = _pipe()
         in_r: int | None = None
@@ -112,8 +103,6 @@ class PipeProcess:
             raise
         # Popen must never reap this pid itself: we own waiting (see _on_exit)
         proc.returncode = 0
-        self.pid = proc.pid
-        self.reaper.known_sids.add(str(proc.pid))
         for fd in (out_w, err_w, in_r):
             if fd is not None:
                 os.close(fd)
@@ -121,7 +110,7 @@ class PipeProcess:
             os.set_blocking(fd, False)
             self._out_fds[fd] = stream
             self._loop.add_reader(fd, self._on_readable, fd)
-        self._watch = ExitWatch(proc.pid, self._on_exit, self.reaper.awaited)
+        self._watch_leader(proc.pid, tag)
         if self._stdin_w is not None:
             self._stdin = Feeder(self._stdin_w, on_error=self._close_stdin_now)
             if stdin:
@@ -178,14 +167,6 @@ class PipeProcess:
             self.job.log.close_writer()
 
     @property
-    def _exited(self) -> bool:
-        return self._watch is not None and self._watch.status.done()
-
-    def _status(self) -> asyncio.Future[int]:
-        assert self._watch is not None
-        return self._watch.status
-
-    @property
     def pipes_open(self) -> bool:
         return bool(self._out_fds)
 
@@ -228,13 +209,6 @@ class PipeProcess:
 
     # -- signals and stopping ----------------------------------------------------------------
 
-    def _collect(self) -> set[int]:
-        assert self.pid is not None
-        pids = procfs.scan_job(self.pid, self.pid, TAG_VAR.encode(), self._tag)
-        if not self._exited:
-            pids.add(self.pid)
-        return pids
-
     def send_signal(self, signum: int) -> None:
         if self.pid is None:
             return
@@ -244,79 +218,6 @@ class PipeProcess:
         for pid in self._collect():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
-
-    def lingering(self) -> list[int]:
-        """Processes of the job still alive after its leader exited."""
-        if self.pid is None:
-            return []
-        if containment_level() == "subreaper":
-            # orphans come back to us, so the job's survivors are among our own children
-            found: set[int] = set()
-            sid = str(self.pid)
-            for c in procfs.own_children():
-                if c in self.reaper.awaited:
-                    continue
-                fields = procfs.stat_fields(c)
-                if not fields or fields[0] in ("Z", "X"):
-                    continue
-                if fields[3] == sid or procfs.environ_value(c, TAG_VAR.encode()) == self._tag:
-                    found.add(c)
-            pids = found | procfs.descendants(found)
-        else:
-            pids = self._collect()
-        pids.discard(self.pid)
-        return sorted(pids)
-
-    async def stop(self, reason: str, grace_s: float) -> None:
-        """Kill the tree (TERM, grace, KILL); the job ends as ``reason`` once the leader is gone."""
-        if self._stop_task is None:
-            if self.job.terminal:
-                await self.kill_lingering(grace_s)
-                return
-            self.job.kill_reason = reason
-            self._stop_task = asyncio.ensure_future(self._stop(reason, grace_s))
-        await asyncio.shield(self._stop_task)
-
-    async def _stop(self, reason: str, grace_s: float) -> None:
-        assert self.pid is not None
-        await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
-        try:
-            status = await asyncio.wait_for(asyncio.shield(self._status()), 2.0)
-        except asyncio.TimeoutError:
-            status = None
-        self._drain()
-        code, signum = decode_status(status)
-        self.job.finish(reason, exit_code=code, signum=signum)
-        self._release()
-
-    async def kill_lingering(self, grace_s: float = 0.0) -> None:
-        if self.pid is None:
-            return
-        if grace_s > 0:
-            await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
-        else:
-            await kill_tree_now(self._collect, [self.pid], self.reaper)
-        self._release()
-
-    # -- exit --------------------------------------------------------------------------------
-
-    def _on_exit(self, status: int) -> None:
-        assert self.pid is not None
-        if self.job.kill_reason:
-            return  # _stop() finishes the job once the tree is gone
-        self._drain()
-        if self.job.log.full:
-            # the cap wins even when the leader raced to exit: the job ends as output_limit
-            self._on_output_limit(self.job)
-            return
-        code, signum = decode_status(status)
-        lingering = self.lingering()
-        self.reaper.note(lingering)
-        # killed by a signal Conch sent on request: that is a cancellation, not an exit
-        state = "cancelled" if signum is not None and signum in self.job.sent_signals else "exited"
-        self.job.finish(state, exit_code=code, signum=signum, lingering=lingering)
-        if not lingering:
-            self._release()
 
     def _release(self) -> None:
         """Close what the finished job no longer needs (pipes only once nobody holds them)."""

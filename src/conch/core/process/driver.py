@@ -1,0 +1,134 @@
+"""What every one-shot job driver shares: its process tree, how it is stopped, and how the
+leader's exit becomes the job's end. Pipe jobs (core/process/pipes.py) and PTY jobs
+(core/shell/pty_job.py) differ only in how bytes go in and out."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from conch.core.jobs.job import Job
+from conch.core.process import procfs
+from conch.core.process.exit_watch import ExitWatch, decode_status
+from conch.core.process.hygiene import (
+    TAG_VAR,
+    Reaper,
+    containment_level,
+    kill_tree_now,
+    terminate_tree,
+)
+
+
+class ProcessDriver:
+    def __init__(self, job: Job, reaper: Reaper, *, on_output_limit: Callable[[Job], None]) -> None:
+        self.job = job
+        self.reaper = reaper
+        self.pid: int | None = None
+        self._tag = b""
+        self._loop = asyncio.get_running_loop()
+        self._watch: ExitWatch | None = None
+        self._stop_task: asyncio.Task[None] | None = None
+        self._on_output_limit = on_output_limit
+
+    # -- what subclasses provide -------------------------------------------------------------
+
+    def _drain(self) -> None:
+        """Take the output that is already waiting (bounded in time)."""
+
+    def _release(self) -> None:
+        """Close what the finished job no longer needs."""
+
+    # -- the leader ----------------------------------------------------------------------------
+
+    def _watch_leader(self, pid: int, tag: bytes) -> None:
+        self.pid, self._tag = pid, tag
+        self.reaper.known_sids.add(str(pid))
+        self._watch = ExitWatch(pid, self._on_exit, self.reaper.awaited)
+
+    @property
+    def _exited(self) -> bool:
+        return self._watch is not None and self._watch.status.done()
+
+    def _status(self) -> asyncio.Future[int]:
+        assert self._watch is not None
+        return self._watch.status
+
+    def _on_exit(self, status: int) -> None:
+        if self.job.kill_reason:
+            return  # _stop() finishes the job once the tree is gone
+        self._drain()
+        if self.job.log.full:
+            # the cap wins even when the leader raced to exit: the job ends as output_limit
+            self._on_output_limit(self.job)
+            return
+        code, signum = decode_status(status)
+        lingering = self.lingering()
+        self.reaper.note(lingering)
+        # killed by a signal Conch sent on request: that is a cancellation, not an exit
+        state = "cancelled" if signum is not None and signum in self.job.sent_signals else "exited"
+        self.job.finish(state, exit_code=code, signum=signum, lingering=lingering)
+        if not lingering:
+            self._release()
+
+    # -- the tree --------------------------------------------------------------------------------
+
+    def _collect(self) -> set[int]:
+        assert self.pid is not None
+        pids = procfs.scan_job(self.pid, self.pid, TAG_VAR.encode(), self._tag)
+        if not self._exited:
+            pids.add(self.pid)
+        return pids
+
+    def lingering(self) -> list[int]:
+        """Processes of the job still alive after its leader exited."""
+        if self.pid is None:
+            return []
+        if containment_level() == "subreaper":
+            # orphans come back to us, so the job's survivors are among our own children
+            found: set[int] = set()
+            sid = str(self.pid)
+            for c in procfs.own_children():
+                if c in self.reaper.awaited:
+                    continue
+                fields = procfs.stat_fields(c)
+                if not fields or fields[0] in ("Z", "X"):
+                    continue
+                if fields[3] == sid or procfs.environ_value(c, TAG_VAR.encode()) == self._tag:
+                    found.add(c)
+            pids = found | procfs.descendants(found)
+        else:
+            pids = self._collect()
+        pids.discard(self.pid)
+        return sorted(pids)
+
+    async def stop(self, reason: str, grace_s: float) -> None:
+        """Kill the tree (TERM, grace, KILL); the job ends as ``reason`` once the leader is gone."""
+        if self._stop_task is None:
+            if self.job.terminal:
+                await self.kill_lingering(grace_s)
+                return
+            self.job.kill_reason = reason
+            self._stop_task = asyncio.ensure_future(self._stop(reason, grace_s))
+        await asyncio.shield(self._stop_task)
+
+    async def _stop(self, reason: str, grace_s: float) -> None:
+        assert self.pid is not None
+        await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
+        status: int | None
+        try:
+            status = await asyncio.wait_for(asyncio.shield(self._status()), 2.0)
+        except asyncio.TimeoutError:
+            status = None
+        self._drain()
+        code, signum = decode_status(status)
+        self.job.finish(reason, exit_code=code, signum=signum)
+        self._release()
+
+    async def kill_lingering(self, grace_s: float = 0.0) -> None:
+        if self.pid is None:
+            return
+        if grace_s > 0:
+            await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
+        else:
+            await kill_tree_now(self._collect, [self.pid], self.reaper)
+        self._release()
