@@ -351,6 +351,18 @@ class Runtime:
         env = check_env(env)
         shell_env = check_env(shell_env, "_meta.shell_env")
         ready_spec = parse_ready(ready)
+        # what shell and PTY jobs take alike (they are created by the shell manager)
+        job_args: dict[str, Any] = dict(
+            env=env,
+            timeout_ms=timeout_ms,
+            yield_ms=yield_ms,
+            budget=budget,
+            output_format=output_format,
+            ready=ready_spec,
+            name=name,
+            shell_env=shell_env,
+            caller_session_id=caller_session_id,
+        )
         if shell_id is not None:
             if self.shells is None:
                 raise ConchError("invalid_argument", "persistent shells are not available")
@@ -361,19 +373,7 @@ class Runtime:
                     "invalid_argument",
                     "stdin, stdin_open and pty do not apply to shell jobs; use write",
                 )
-            return await self.shells.exec(
-                shell_id,
-                command=command,
-                env=env,
-                timeout_ms=timeout_ms,
-                yield_ms=yield_ms,
-                budget=budget,
-                output_format=output_format,
-                ready=ready_spec,
-                name=name,
-                shell_env=shell_env,
-                caller_session_id=caller_session_id,
-            )
+            return await self.shells.exec(shell_id, command=command, **job_args)
         run_cwd = self.resolve_cwd(cwd)
         mode, args, script_text = launch.plan(self.bash, command, argv, script)
         if pty:
@@ -383,18 +383,10 @@ class Runtime:
                 args,
                 mode=mode,
                 cwd=run_cwd,
-                env=env,
                 stdin=stdin,
                 stdin_open=stdin_open,
-                timeout_ms=timeout_ms,
-                yield_ms=yield_ms,
-                budget=budget,
-                output_format=output_format,
-                ready=ready_spec,
-                name=name,
-                shell_env=shell_env,
-                caller_session_id=caller_session_id,
                 script_text=script_text,
+                **job_args,
             )
         job = self.new_job(mode=mode, cwd=run_cwd, name=name, output_format=output_format)
         try:
