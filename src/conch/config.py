@@ -65,6 +65,11 @@ class Config:
     # front ends
     profiles: list[str] = _setting(["conch"], "tool profiles to expose (comma separated)")  # noqa: RUF009
     text_format: str = _setting("text", "MCP text block format", choices=("text", "json"))
+    result_detail: str = _setting(
+        "lean",
+        "conch profile results: lean (fields at their default left out) or full (every field)",
+        choices=("lean", "full"),
+    )
     host: str = _setting("127.0.0.1", "HTTP bind address")
     port: int = _setting(7785, "HTTP port", lo=0, hi=65535)
     auth_token: str = _setting("", "bearer token required on every HTTP route", secret=True)

@@ -70,6 +70,7 @@ class Runtime:
         self._shells: Any = None  # conch.core.shell.manager.ShellManager, made on first use
         self.searcher: Any = None
         self.orphans_killed: list[int] = []
+        self._default_cwd: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -107,6 +108,13 @@ class Runtime:
             self.searcher = None
         else:
             self.searcher = Searcher(self.config.resolved_default_cwd)
+
+    @property
+    def default_cwd(self) -> str:
+        """Where jobs run unless told otherwise (resolved once, at start)."""
+        if self._default_cwd is None:
+            self._default_cwd = self.config.resolved_default_cwd
+        return self._default_cwd
 
     @property
     def shells(self) -> Any:

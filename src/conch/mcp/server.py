@@ -164,7 +164,11 @@ class ConchMCP:
         finally:
             self._in_flight -= 1
         text = render(
-            params.name, outcome.result, is_error=outcome.is_error, fmt=self.config.text_format
+            params.name,
+            outcome.result,
+            is_error=outcome.is_error,
+            fmt=self.config.text_format,
+            full=outcome.full,
         )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],

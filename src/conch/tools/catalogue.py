@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from conch.errors import ConchError
+from conch.tools import lean as L
 from conch.tools import schemas as S
 from conch.tools.context import CallContext
 
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 
 Handler = Callable[["Runtime", dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
 ErrorResult = Callable[[ConchError, Mapping[str, Any]], tuple[dict[str, Any], bool]]
+# lean(full result, default cwd) -> the lean result (conch.tools.lean)
+Lean = Callable[[dict[str, Any], str], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,8 @@ class Tool:
     summary: Callable[[Mapping[str, Any]], str] | None = None
     # the tool may wait on a job: front ends send progress notifications while it does
     progress: bool = False
+    # the default profile's results drop fields at their default unless result_detail is full
+    lean: Lean | None = None
 
     @property
     def annotations(self) -> dict[str, Any]:
@@ -121,6 +126,33 @@ async def _info(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
     return await rt.info()
 
 
+def _lean_snapshot(r: dict[str, Any], cwd: str) -> dict[str, Any]:
+    return L.snapshot(r, cwd)
+
+
+def _lean_list(r: dict[str, Any], cwd: str) -> dict[str, Any]:
+    return L.listing(r, cwd)
+
+
+def _lean_shell_open(r: dict[str, Any], cwd: str) -> dict[str, Any]:
+    return L.shell_summary(r)
+
+
+def _lean_shell_close(r: dict[str, Any], cwd: str) -> dict[str, Any]:
+    return L.shell_close(r)
+
+
+def _lean_search(r: dict[str, Any], cwd: str) -> dict[str, Any]:
+    return L.search(r)
+
+
+#: how a model should read a lean result (said once per tool that returns a job snapshot)
+LEAN_NOTE = (
+    "A field left out of the result has its default (see the output schema): e.g. no "
+    "`exit_code` while running, no `next_cursor`/`total_bytes`/`eof` once everything was "
+    "read, no `truncated` when nothing was cut."
+)
+
 EXEC_DESCRIPTION = "\n".join(
     [
         "Run a command on this machine as a job and return its result.",
@@ -139,9 +171,10 @@ EXEC_DESCRIPTION = "\n".join(
         (
             "Output is normalized text (ANSI stripped, progress bars collapsed); long output shows "
             "head and tail with a marker saying which cursor range to `read`. A non-zero exit is a "
-            "normal result (`ok: false`), not an error. For servers, pass `ready` "
+            "normal result (check `exit_code`), not an error. For servers, pass `ready` "
             "({pattern|port|url}) to return once they are up."
         ),
+        LEAN_NOTE,
     ]
 )
 
@@ -165,6 +198,7 @@ def conch_tools() -> tuple[Tool, ...]:
             destructive=True,
             summary_arg="purpose",
             progress=True,
+            lean=_lean_snapshot,
         ),
         Tool(
             "read",
@@ -172,76 +206,86 @@ def conch_tools() -> tuple[Tool, ...]:
             "Read a job's output from where the last read stopped (or from `cursor`), "
             "optionally waiting up to `wait_ms` for new output, the end (`until: exit`) or a "
             "regex. Returns the job snapshot; `next_cursor`, `eof`, `total_bytes` tell what is "
-            "left. `tail: true` gives the last `max_bytes`; `stream` picks stdout or stderr.",
+            "left (absent: nothing is). `tail: true` gives the last `max_bytes`; `stream` picks "
+            "stdout or stderr. Fields left out have their default (see the output schema).",
             S.READ_INPUT,
             S.SNAPSHOT_OUTPUT,
             _read,
             read_only=True,
             progress=True,
+            lean=_lean_snapshot,
         ),
         Tool(
             "write",
             "Send input to a job",
             "Send text and/or keys (enter, ctrl-c, up, tab, ...) to a running job's stdin or "
             "terminal; `eof: true` closes stdin. Returns the output produced since, once it "
-            "settles (up to `yield_ms`).",
+            "settles (up to `yield_ms`). Fields left out have their default.",
             S.WRITE_INPUT,
             S.SNAPSHOT_OUTPUT,
             _write,
             summary_arg="purpose",
             progress=True,
+            lean=_lean_snapshot,
         ),
         Tool(
             "signal",
             "Signal or stop a job",
             "Send a signal to a job's whole process tree. `terminate` (default) sends TERM "
             "then KILL after the grace period; `interrupt` is ctrl-c. On a finished job it "
-            "kills processes the job left running (`lingering_pids`).",
+            "kills processes the job left running (`lingering_pids`). Fields left out have their "
+            "default.",
             S.SIGNAL_INPUT,
             S.SNAPSHOT_OUTPUT,
             _signal,
             destructive=True,
             summary_arg="purpose",
+            lean=_lean_snapshot,
         ),
         Tool(
             "list",
             "List jobs and shells",
-            "List jobs (running and recent) and open persistent shells.",
+            "List jobs (running and recent) and open persistent shells. Fields left out have "
+            "their default (see the output schema).",
             S.LIST_INPUT,
             S.LIST_OUTPUT,
             _list,
             read_only=True,
             idempotent=True,
+            lean=_lean_list,
         ),
         Tool(
             "shell_open",
             "Open a persistent shell",
             "Start a persistent interactive shell (bash, or zsh) on a terminal. Run commands "
             "in it with `exec {shell_id, command}`: cwd, variables, functions, aliases and "
-            "activated virtualenvs persist between commands.",
+            "activated virtualenvs persist between commands. Fields left out have their default.",
             S.SHELL_OPEN_INPUT,
             S.SHELL_OPEN_OUTPUT,
             _shell_open,
+            lean=_lean_shell_open,
         ),
         Tool(
             "shell_close",
             "Close a persistent shell",
-            "Close a shell and kill every process in it.",
+            "Close a shell and kill every process in it. `cleanup_complete` left out: true.",
             S.SHELL_CLOSE_INPUT,
             S.SHELL_CLOSE_OUTPUT,
             _shell_close,
             destructive=True,
             idempotent=True,
+            lean=_lean_shell_close,
         ),
         Tool(
             "search",
             "Search files",
-            SEARCH_DESCRIPTION,
+            SEARCH_DESCRIPTION + " Fields left out have their default (see the output schema).",
             SEARCH_INPUT_SCHEMA,
             SEARCH_OUTPUT_SCHEMA,
             _search,
             read_only=True,
             idempotent=True,
+            lean=_lean_search,
         ),
         Tool(
             "info",

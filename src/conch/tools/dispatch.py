@@ -27,6 +27,8 @@ class ToolOutcome:
     result: dict[str, Any]
     is_error: bool
     meta: dict[str, Any] | None = None
+    # the full result when `result` is its lean form (the text block is rendered from it)
+    full: dict[str, Any] | None = None
 
 
 def find_tool(rt: Runtime, name: str) -> Tool | None:
@@ -58,6 +60,8 @@ async def call_tool_full(
                 meta = {"summary": summary}
         result = await _run_with_progress(rt, tool, args, ctx)
         is_error = tool.result_is_error(result) if tool.result_is_error else False
+        if tool.lean is not None and rt.config.result_detail == "lean":
+            return ToolOutcome(tool.lean(result, rt.default_cwd), is_error, meta, result)
         return ToolOutcome(result, is_error, meta)
     except ConchError as e:
         return _error(e, tool, args)

@@ -6,9 +6,20 @@ import json
 from typing import Any
 
 
-def render(tool: str, result: dict[str, Any], *, is_error: bool, fmt: str = "text") -> str:
+def render(
+    tool: str,
+    result: dict[str, Any],
+    *,
+    is_error: bool,
+    fmt: str = "text",
+    full: dict[str, Any] | None = None,
+) -> str:
+    """The text block: ``result`` as JSON (``fmt="json"``), else a rendering of ``full`` (the
+    result with every field, when ``result`` is its lean form) or of ``result``."""
     if fmt == "json":
         return json.dumps(result, ensure_ascii=False)
+    if full is not None:
+        result = full
     if is_error:
         e = result.get("error")
         if not isinstance(e, dict):  # a seed profile's own error shape: show it as it is

@@ -214,51 +214,90 @@ INFO_INPUT = obj({})
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _NULLABLE_STR = {"type": ["string", "null"]}
 _NULLABLE_BOOL = {"type": ["boolean", "null"]}
+_FULL_ONLY = "Only in full results (setting result_detail: full); lean results leave it out."
+
+
+def _d(schema: dict[str, Any], default: Any, description: str) -> dict[str, Any]:
+    """A result field with its default: a lean result leaves the field out at that value."""
+    return {**schema, "default": default, "description": description}
+
+
+def _full_only(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {**schema, "default": None, "description": f"{description} {_FULL_ONLY}"}
+
 
 SNAPSHOT_OUTPUT = {
     "type": "object",
+    "description": "A job snapshot. A field left out has its default.",
     "properties": {
         "job_id": {"type": "string"},
-        "name": _NULLABLE_STR,
-        "mode": {"enum": ["command", "argv", "script", "pty", "shell"]},
-        "shell_id": _NULLABLE_STR,
+        "name": _d(_NULLABLE_STR, None, "The name given at exec."),
+        "mode": _d(
+            {"enum": ["command", "argv", "script", "pty", "shell"]},
+            "command",
+            "How the job runs; left out for `command`, and for `shell` when shell_id is given.",
+        ),
+        "shell_id": _d(_NULLABLE_STR, None, "The persistent shell the command ran in."),
         "state": {"enum": ["running", "exited", "timed_out", "cancelled", "output_limit"]},
-        "exit_code": _NULLABLE_INT,
-        "signal": _NULLABLE_STR,
-        "ok": {"type": "boolean"},
-        "started_at": {"type": "string"},
-        "duration_ms": {"type": "integer"},
-        "pid": _NULLABLE_INT,
-        "awaiting_input": {"type": "boolean"},
-        "awaiting_secret": {"type": "boolean"},
-        "ready": _NULLABLE_BOOL,
-        "output": {"type": "string"},
-        "cursor": {"type": "integer"},
-        "next_cursor": {"type": "integer"},
-        "total_bytes": {"type": "integer"},
-        "stdout_bytes": {"type": "integer"},
-        "stderr_bytes": {"type": "integer"},
-        "truncated": {"type": "boolean"},
-        "omitted_bytes": {"type": "integer"},
-        "eof": {"type": "boolean"},
-        "log_path": {"type": "string"},
-        "cwd": _NULLABLE_STR,
-        "data": {},
-        "parse_error": _NULLABLE_STR,
-        "lingering_pids": {"type": "array", "items": {"type": "integer"}},
-        "restarted": {"type": "boolean"},
+        "exit_code": _d(_NULLABLE_INT, None, "Exit status; present once the job exited."),
+        "signal": _d(_NULLABLE_STR, None, "Signal that ended the job, e.g. SIGKILL."),
+        "ok": _full_only(
+            {"type": "boolean"}, "True exactly when state is exited and exit_code is 0."
+        ),
+        "started_at": _full_only({"type": "string"}, "Start time, ISO 8601."),
+        "duration_ms": _full_only({"type": "integer"}, "Run time (frozen at the end)."),
+        "pid": _full_only(_NULLABLE_INT, "Process id of the leader (informational)."),
+        "awaiting_input": _d(
+            {"type": "boolean"}, False, "The job is blocked reading input: use `write`."
+        ),
+        "awaiting_secret": _d(
+            {"type": "boolean"}, False, "The terminal waits for a password (echo off)."
+        ),
+        "ready": _d(_NULLABLE_BOOL, None, "Outcome of exec's `ready` wait."),
+        "output": {
+            "type": "string",
+            "description": "Normalized output of this window; a marker line says what was cut.",
+        },
+        "cursor": _d({"type": "integer"}, 0, "Log byte offset where this window starts."),
+        "next_cursor": _d(
+            {"type": "integer"},
+            None,
+            "Where the next `read` continues; present whenever eof is false.",
+        ),
+        "total_bytes": _d(
+            {"type": "integer"}, None, "Bytes in the log so far; present whenever eof is false."
+        ),
+        "stdout_bytes": _full_only({"type": "integer"}, "Bytes the job wrote to stdout."),
+        "stderr_bytes": _full_only({"type": "integer"}, "Bytes the job wrote to stderr."),
+        "truncated": _d(
+            {"type": "boolean"}, False, "Some output was left out of `output` (see the marker)."
+        ),
+        "omitted_bytes": _d({"type": "integer"}, 0, "Bytes of the log left out of `output`."),
+        "eof": _d(
+            {"type": "boolean"},
+            True,
+            "The job ended and everything was read; when false, next_cursor and total_bytes "
+            "are present.",
+        ),
+        "log_path": _full_only({"type": "string"}, "The job's full log on disk."),
+        "cwd": _d(
+            _NULLABLE_STR,
+            None,
+            "Working directory (a shell's, after the command); left out for a one-shot job "
+            "run in the default working directory.",
+        ),
+        "data": _d({}, None, "stdout parsed by output_format json/jsonl/auto."),
+        "parse_error": _d(_NULLABLE_STR, None, "Why stdout did not parse as output_format."),
+        "lingering_pids": _d(
+            {"type": "array", "items": {"type": "integer"}},
+            [],
+            "Processes still running after the job's leader exited.",
+        ),
+        "restarted": _d(
+            {"type": "boolean"}, False, "The shell had exited and was started afresh first."
+        ),
     },
-    "required": [
-        "job_id",
-        "state",
-        "exit_code",
-        "ok",
-        "output",
-        "cursor",
-        "next_cursor",
-        "total_bytes",
-        "eof",
-    ],
+    "required": ["job_id", "state", "output"],
 }
 
 JOB_SUMMARY = {
@@ -277,22 +316,24 @@ JOB_SUMMARY = {
             "started_at",
             "duration_ms",
             "pid",
-            "total_bytes",
             "cwd",
         )
-    },
+    }
+    | {"total_bytes": _d({"type": "integer"}, 0, "Bytes in the job's log.")},
+    "required": ["job_id", "state"],
 }
 
 SHELL_SUMMARY = {
     "type": "object",
     "properties": {
         "shell_id": {"type": "string"},
-        "name": _NULLABLE_STR,
+        "name": _d(_NULLABLE_STR, None, "The name given at shell_open."),
         "shell": {"type": "string"},
         "state": {"type": "string"},
-        "cwd": _NULLABLE_STR,
-        "job_id": _NULLABLE_STR,
+        "cwd": _d(_NULLABLE_STR, None, "The shell's working directory."),
+        "job_id": _d(_NULLABLE_STR, None, "The job running in the shell now."),
     },
+    "required": ["shell_id", "state"],
 }
 
 LIST_OUTPUT = {
@@ -308,9 +349,9 @@ SHELL_OPEN_OUTPUT = {
     "type": "object",
     "properties": {
         "shell_id": {"type": "string"},
-        "name": _NULLABLE_STR,
+        "name": _d(_NULLABLE_STR, None, "The name given at shell_open."),
         "shell": {"type": "string"},
-        "version": {"type": "string"},
+        "version": _d(_NULLABLE_STR, None, "The shell's version."),
         "cwd": {"type": "string"},
         "state": {"type": "string"},
     },
@@ -322,9 +363,11 @@ SHELL_CLOSE_OUTPUT = {
     "properties": {
         "shell_id": {"type": "string"},
         "state": {"const": "closed"},
-        "cleanup_complete": {"type": "boolean"},
+        "cleanup_complete": _d(
+            {"type": "boolean"}, True, "Every process of the shell is gone (false: some linger)."
+        ),
     },
-    "required": ["shell_id", "state", "cleanup_complete"],
+    "required": ["shell_id", "state"],
 }
 
 INFO_OUTPUT = {

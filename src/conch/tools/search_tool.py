@@ -108,7 +108,7 @@ _SUBMATCH_SCHEMA: dict[str, Any] = {
 
 _MATCH_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": ["path", "line", "column", "text", "submatches", "before", "after"],
+    "required": ["path", "line", "column", "text", "submatches"],
     "properties": {
         "path": {"type": "string"},
         "path_base64": {
@@ -126,28 +126,42 @@ _MATCH_SCHEMA: dict[str, Any] = {
             "description": "Raw bytes of the line, present only when they are not UTF-8.",
         },
         "submatches": {"type": "array", "items": _SUBMATCH_SCHEMA},
-        "before": {"type": "array", "items": {"type": "string"}},
-        "after": {"type": "array", "items": {"type": "string"}},
+        "before": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+            "description": "Context lines before the match (`context`).",
+        },
+        "after": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+            "description": "Context lines after the match (`context`).",
+        },
     },
 }
 
 SEARCH_OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": ["mode", "matches", "files", "counts", "truncated", "timed_out", "elapsed_ms"],
+    "description": "A field left out has its default.",
     "properties": {
-        "mode": {"type": "string", "enum": ["matches", "files", "count"]},
+        "mode": {"type": "string", "enum": ["matches", "files", "count"], "default": "matches"},
         "matches": {
             "type": "array",
             "items": _MATCH_SCHEMA,
+            "default": [],
             "description": "Matching lines (mode matches only).",
         },
         "files": {
             "type": "array",
             "items": {"type": "string"},
-            "description": "Files with matches, in the order rg reported them.",
+            "default": [],
+            "description": "Files with matches, in the order rg reported them (in mode "
+            "matches lean results give it only when truncated: the matches name the files).",
         },
         "files_base64": {
             "type": "array",
+            "default": None,
             "items": {"type": ["string", "null"]},
             "description": (
                 "Parallel to files: raw bytes of each path that is not UTF-8, else null. "
@@ -157,16 +171,24 @@ SEARCH_OUTPUT_SCHEMA: dict[str, Any] = {
         "counts": {
             "type": "object",
             "additionalProperties": {"type": "integer"},
-            "description": "Matching lines per file (modes matches and count).",
+            "default": {},
+            "description": "Matching lines per file (modes matches and count; in mode matches "
+            "lean results give it only when truncated).",
         },
         "truncated": {
             "type": "boolean",
+            "default": False,
             "description": "True whenever the lists are incomplete (cap, timeout, size limit).",
         },
-        "timed_out": {"type": "boolean"},
-        "elapsed_ms": {"type": "integer"},
+        "timed_out": {"type": "boolean", "default": False},
+        "elapsed_ms": {
+            "type": "integer",
+            "default": None,
+            "description": "Search time. Only in full results (setting result_detail: full).",
+        },
         "errors": {
             "type": "array",
+            "default": [],
             "items": {"type": "string"},
             "description": "Problems rg reported while searching (e.g. unreadable files).",
         },

@@ -1,0 +1,148 @@
+"""Lean results (SPEC §6): the default profile's results without the fields at their default.
+
+Hosts such as Claude Code and VS Code give the model ``JSON.stringify(structuredContent)``; a
+field at its documented default (null, false, 0, an empty list, a value another field already
+gives) tells the model nothing and costs tokens on every call. These pure functions turn a full
+result (what the engine builds, and what ``result_detail: full`` returns) into the lean one;
+the output schemas (``conch.tools.schemas``) state every default they rely on.
+
+Always present in a job snapshot: ``job_id``, ``state``, ``output``; ``exit_code`` once the job
+exited; ``next_cursor``/``total_bytes``/``eof`` whenever there is more to read or the job runs;
+``truncated`` + ``omitted_bytes`` when something was left out. Informational fields
+(``FULL_ONLY``) appear in full results only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+Result = Mapping[str, Any]
+
+#: fields of a job snapshot that only full results carry: ``ok`` is derived from ``state`` and
+#: ``exit_code``, the rest is bookkeeping a model does not need to read a result
+FULL_ONLY = ("ok", "started_at", "duration_ms", "pid", "stdout_bytes", "stderr_bytes", "log_path")
+
+
+def _identity(s: Result, out: dict[str, Any]) -> str | None:
+    """The lean head shared by snapshots and `list` summaries; returns the shell id."""
+    name = s.get("name")
+    if name is not None:
+        out["name"] = name
+    shell_id = s.get("shell_id")
+    mode = s.get("mode", "command")
+    if mode != "command" and not (mode == "shell" and shell_id is not None):
+        out["mode"] = mode
+    if shell_id is not None:
+        out["shell_id"] = shell_id
+    out["state"] = s["state"]
+    code = s.get("exit_code")
+    if code is not None:
+        out["exit_code"] = code
+    sig = s.get("signal")
+    if sig is not None:
+        out["signal"] = sig
+    return shell_id  # type: ignore[no-any-return]
+
+
+def _cwd(s: Result, out: dict[str, Any], shell_id: str | None, default_cwd: str | None) -> None:
+    """A shell's cwd is news after every command; a one-shot job's only when not the default."""
+    cwd = s.get("cwd")
+    if cwd is not None and (shell_id is not None or cwd != default_cwd):
+        out["cwd"] = cwd
+
+
+def snapshot(s: Result, default_cwd: str | None = None) -> dict[str, Any]:
+    """The lean form of a job snapshot (exec, read, write, signal)."""
+    out: dict[str, Any] = {"job_id": s["job_id"]}
+    shell_id = _identity(s, out)
+    if s.get("awaiting_input"):
+        out["awaiting_input"] = True
+    if s.get("awaiting_secret"):
+        out["awaiting_secret"] = True
+    ready = s.get("ready")
+    if ready is not None:
+        out["ready"] = ready
+    out["output"] = s["output"]
+    if s.get("cursor"):
+        out["cursor"] = s["cursor"]
+    if not s.get("eof", True):
+        out["next_cursor"] = s["next_cursor"]
+        out["total_bytes"] = s["total_bytes"]
+        out["eof"] = False
+    if s.get("truncated"):
+        out["truncated"] = True
+        out["omitted_bytes"] = s.get("omitted_bytes", 0)
+    elif s.get("omitted_bytes"):
+        out["omitted_bytes"] = s["omitted_bytes"]
+    _cwd(s, out, shell_id, default_cwd)
+    for key in ("data", "parse_error"):
+        if s.get(key) is not None:
+            out[key] = s[key]
+    if s.get("lingering_pids"):
+        out["lingering_pids"] = s["lingering_pids"]
+    if s.get("restarted"):
+        out["restarted"] = True
+    return out
+
+
+def job_summary(s: Result, default_cwd: str | None = None) -> dict[str, Any]:
+    """The lean form of a job in `list`."""
+    out: dict[str, Any] = {"job_id": s["job_id"]}
+    shell_id = _identity(s, out)
+    if s.get("total_bytes"):
+        out["total_bytes"] = s["total_bytes"]
+    _cwd(s, out, shell_id, default_cwd)
+    return out
+
+
+def shell_summary(s: Result) -> dict[str, Any]:
+    """A shell in `list` or the `shell_open` result: unset name and idle job left out."""
+    return {k: v for k, v in s.items() if v is not None}
+
+
+def listing(r: Result, default_cwd: str | None = None) -> dict[str, Any]:
+    return {
+        **r,
+        "jobs": [job_summary(j, default_cwd) for j in r.get("jobs", [])],
+        "shells": [shell_summary(s) for s in r.get("shells", [])],
+    }
+
+
+def shell_close(r: Result) -> dict[str, Any]:
+    out = dict(r)
+    if out.get("cleanup_complete") is True:
+        del out["cleanup_complete"]
+    return out
+
+
+def _match(m: Result) -> dict[str, Any]:
+    return {k: v for k, v in m.items() if not ((k == "before" or k == "after") and not v)}
+
+
+def search(r: Result) -> dict[str, Any]:
+    """Lean search result: the mode's own list, `truncated`/`timed_out` only when true; in
+    matches mode `files` and `counts` (derivable from the matches) only when truncated."""
+    mode = r.get("mode", "matches")
+    out: dict[str, Any] = {}
+    if mode != "matches":
+        out["mode"] = mode
+    truncated = bool(r.get("truncated"))
+    if mode == "matches":
+        out["matches"] = [_match(m) for m in r.get("matches", [])]
+        if truncated:
+            out["files"] = r.get("files", [])
+            out["counts"] = r.get("counts", {})
+    elif mode == "files":
+        out["files"] = r.get("files", [])
+    else:
+        out["counts"] = r.get("counts", {})
+    if "files_base64" in r and "files" in out:
+        out["files_base64"] = r["files_base64"]
+    if truncated:
+        out["truncated"] = True
+    if r.get("timed_out"):
+        out["timed_out"] = True
+    if r.get("errors"):
+        out["errors"] = r["errors"]
+    return out
