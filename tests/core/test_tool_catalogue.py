@@ -87,7 +87,8 @@ async def test_unknown_tool_and_unknown_job(rt):
 
 async def test_nonzero_exit_is_not_an_error(rt):
     out = await call_tool_full(rt, "exec", {"command": "exit 9"})
-    assert out.is_error is False and out.result["exit_code"] == 9 and out.result["ok"] is False
+    assert out.is_error is False and out.result["exit_code"] == 9
+    assert out.full is not None and out.full["ok"] is False
 
 
 async def test_purpose_is_echoed_in_meta_summary_only(rt):
@@ -146,7 +147,7 @@ async def test_list_and_info(rt):
 
 async def test_text_rendering_is_a_header_then_output(rt):
     out = await call_tool_full(rt, "exec", {"command": "echo hi; exit 2"})
-    text = render("exec", out.result, is_error=False)
+    text = render("exec", out.result, is_error=False, full=out.full)
     assert text.splitlines()[0].startswith(f"[{out.result['job_id']} exited 2 · ")
     assert text.endswith("hi\n")
     err = await call_tool_full(rt, "read", {"job_id": "nope"})

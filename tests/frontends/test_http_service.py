@@ -186,7 +186,7 @@ def test_sigterm_stops_the_service_and_every_job(tmp_path: Path):
 
     from conftest import kill_group, start_http
 
-    srv = start_http(tmp_path)
+    srv = start_http(tmp_path, "--result-detail", "full")  # results carry the pid
     try:
         _, _, job = invoke(srv, "exec", {"command": "trap '' TERM; sleep 60", "yield_ms": 100})
         assert job["state"] == "running"

@@ -61,8 +61,8 @@ async def test_exec_returns_structured_content_and_a_readable_text_block(serve_a
         r = await c.call_tool("exec", {"command": "echo hello; exit 3"})
     assert r.is_error is False
     s = r.structured_content
-    assert s["state"] == "exited" and s["exit_code"] == 3 and s["ok"] is False
-    assert s["output"] == "hello\n"
+    # the lean shape (SPEC §6): nothing at its default
+    assert s == {"job_id": s["job_id"], "state": "exited", "exit_code": 3, "output": "hello\n"}
     text = r.content[0].text
     assert text.startswith(f"[{s['job_id']} exited 3 · ")
     assert text.endswith("hello\n")
@@ -297,7 +297,7 @@ def _start_background_job(proc: subprocess.Popen[bytes]) -> int:
 
 @pytest.mark.parametrize("how", ["eof", "sigterm", "sigint"])
 def test_server_exit_kills_every_job(serve_args, how):
-    proc = _raw_server(serve_args)
+    proc = _raw_server([*serve_args, "--result-detail", "full"])  # results carry the pid
     try:
         pid = _start_background_job(proc)
         assert wait_gone(pid, 0.1) is False

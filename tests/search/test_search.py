@@ -598,7 +598,10 @@ def test_schemas() -> None:
     assert props["mode"]["enum"] == ["matches", "files", "count"]
     assert (props["max_matches"]["minimum"], props["max_matches"]["maximum"]) == (1, 1000)
     assert SEARCH_OUTPUT_SCHEMA["type"] == "object"
-    assert set(SEARCH_OUTPUT_SCHEMA["required"]) == KEYS
+    out_props = SEARCH_OUTPUT_SCHEMA["properties"]
+    assert KEYS <= set(out_props)
+    # lean results leave fields at their default out: the schema states each one
+    assert all("default" in p for p in out_props.values())
     assert 2 <= SEARCH_DESCRIPTION.count(". ") + 1 <= 5
 
 

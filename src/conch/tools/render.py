@@ -51,7 +51,8 @@ def header(s: dict[str, Any]) -> str:
     else:
         parts.append(state + (f" ({s['signal']})" if s.get("signal") else ""))
     parts[0] += " " + parts.pop(1)
-    parts.append(f"{s['duration_ms']} ms")
+    if "duration_ms" in s:  # a lean result leaves it out
+        parts.append(f"{s['duration_ms']} ms")
     if s.get("ready") is not None:
         parts.append("ready" if s["ready"] else "not ready")
     if s.get("shell_id"):
@@ -62,7 +63,7 @@ def header(s: dict[str, Any]) -> str:
         parts.append(f"lingering pids {' '.join(map(str, s['lingering_pids']))}")
     if s.get("truncated") and s.get("omitted_bytes"):
         parts.append(f"{s['omitted_bytes']} bytes not shown")
-    if s.get("state") == "running" or not s.get("eof"):
+    if s.get("state") == "running" or not s.get("eof", True):
         parts.append(f"next cursor {s['next_cursor']}")
     return "[" + " · ".join(parts) + "]"
 
@@ -81,10 +82,11 @@ def render_snapshot(s: dict[str, Any]) -> str:
 def render_list(r: dict[str, Any]) -> str:
     lines = []
     for j in r.get("jobs", []):
-        code = j["exit_code"] if j["state"] == "exited" else ""
+        code = j.get("exit_code", "") if j["state"] == "exited" else ""
+        ms = f"{j['duration_ms']} ms" if "duration_ms" in j else ""
         lines.append(
-            f"{j['job_id']} {j.get('name') or '-'} {j['mode']} {j['state']} {code} "
-            f"{j['duration_ms']} ms".replace("  ", " ")
+            f"{j['job_id']} {j.get('name') or '-'} {j.get('mode', 'command')} {j['state']} "
+            f"{code} {ms}".replace("  ", " ").rstrip()
         )
     for sh in r.get("shells", []):
         lines.append(
