@@ -101,7 +101,16 @@ async def measure(
 
 
 def conch_argv(data_dir: str, detail: str) -> list[str]:
-    return [sys.executable, "-m", "conch", "serve", "--data-dir", data_dir, "--result-detail", detail]
+    return [
+        sys.executable,
+        "-m",
+        "conch",
+        "serve",
+        "--data-dir",
+        data_dir,
+        "--result-detail",
+        detail,
+    ]
 
 
 def table(columns: list[tuple[str, list[tuple[str, int, int]]]]) -> None:
@@ -129,7 +138,9 @@ def table(columns: list[tuple[str, list[tuple[str, int, int]]]]) -> None:
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--server", help="a stdio MCP server's command line (measured instead of Conch)")
+    ap.add_argument(
+        "--server", help="a stdio MCP server's command line (measured instead of Conch)"
+    )
     ap.add_argument("--tool", default="exec")
     ap.add_argument("--args", default='{"command": "{cmd}"}', help="argument template")
     ap.add_argument("--setup", help="tool called once first (its shell_id becomes {shell})")
@@ -149,10 +160,10 @@ async def main() -> int:
     table([("conch lean", lean), ("conch full", full)])
     worst_s = max(r[1] for r in lean)
     worst_t = max(r[2] for r in lean)
+    ratio = statistics.median(r[1] for r in full) / max(1, statistics.median(r[1] for r in lean))
     print(
         f"\nconch lean, worst call: structured {worst_s} B (target <= 80), "
-        f"text {worst_t} B (target <= 40); full/lean structured ratio "
-        f"{statistics.median(r[1] for r in full) / max(1, statistics.median(r[1] for r in lean)):.1f}x"
+        f"text {worst_t} B (target <= 40); full/lean structured ratio {ratio:.1f}x"
     )
     return 0
 

@@ -11,7 +11,7 @@ HERE = Path(__file__).resolve().parent
 
 def main() -> int:
     failed = []
-    for script in sorted(HERE.glob("bench_*.py")):
+    for script in [*sorted(HERE.glob("bench_*.py")), HERE / "model_view.py"]:
         print(f"\n=== {script.name}", flush=True)
         if subprocess.run([sys.executable, str(script), *sys.argv[1:]]).returncode != 0:
             failed.append(script.name)

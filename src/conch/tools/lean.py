@@ -42,7 +42,7 @@ def _identity(s: Result, out: dict[str, Any]) -> str | None:
     sig = s.get("signal")
     if sig is not None:
         out["signal"] = sig
-    return shell_id  # type: ignore[no-any-return]
+    return shell_id
 
 
 def _cwd(s: Result, out: dict[str, Any], shell_id: str | None, default_cwd: str | None) -> None:

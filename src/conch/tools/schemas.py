@@ -333,7 +333,7 @@ SHELL_SUMMARY = {
         "cwd": _d(_NULLABLE_STR, None, "The shell's working directory."),
         "job_id": _d(_NULLABLE_STR, None, "The job running in the shell now."),
     },
-    "required": ["shell_id", "state"],
+    "required": ["shell_id", "shell", "state"],
 }
 
 LIST_OUTPUT = {

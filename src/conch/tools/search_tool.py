@@ -101,6 +101,7 @@ _SUBMATCH_SCHEMA: dict[str, Any] = {
         "text": {"type": "string"},
         "text_base64": {
             "type": "string",
+            "default": None,
             "description": "Raw bytes of the match, present only when they are not UTF-8.",
         },
     },
@@ -113,6 +114,7 @@ _MATCH_SCHEMA: dict[str, Any] = {
         "path": {"type": "string"},
         "path_base64": {
             "type": "string",
+            "default": None,
             "description": "Raw bytes of the path, present only when it is not UTF-8.",
         },
         "line": {"type": "integer", "description": "1-based line number."},
@@ -123,6 +125,7 @@ _MATCH_SCHEMA: dict[str, Any] = {
         "text": {"type": "string", "description": "The line, without its line ending."},
         "text_base64": {
             "type": "string",
+            "default": None,
             "description": "Raw bytes of the line, present only when they are not UTF-8.",
         },
         "submatches": {"type": "array", "items": _SUBMATCH_SCHEMA},
