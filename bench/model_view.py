@@ -15,7 +15,8 @@ the structured view (any JSON carrying the output pays the escaping) and raw in 
 
 ``--server`` measures any stdio MCP server: a command line, the tool to call and an argument
 template in which the string ``{cmd}`` is replaced by the command (``--setup TOOL`` first calls
-TOOL with ``{}`` and makes the ``shell_id`` it returns available as ``{shell}``).
+TOOL with ``{}`` before each command and makes the ``shell_id`` it returns available as
+``{shell}``).
 """
 
 from __future__ import annotations
@@ -88,11 +89,11 @@ async def measure(
     rows = []
     async with Client(params, mode="legacy") as c:
         values: dict[str, str] = {}
-        if setup:
-            r = await c.call_tool(setup, {})
-            sc = r.structured_content or json.loads(r.content[0].text)
-            values["shell"] = str(sc.get("shell_id", ""))
         for label, cmd in COMMANDS:
+            if setup:  # a fresh shell per command: `exit 2` ends the one it runs in
+                r = await c.call_tool(setup, {})
+                sc = r.structured_content or json.loads(r.content[0].text)
+                values["shell"] = str(sc.get("shell_id", ""))
             own = own_output(cmd)
             r = await c.call_tool(tool, fill(template, {**values, "cmd": cmd}))
             s, t = views(r)
@@ -143,7 +144,7 @@ async def main() -> int:
     )
     ap.add_argument("--tool", default="exec")
     ap.add_argument("--args", default='{"command": "{cmd}"}', help="argument template")
-    ap.add_argument("--setup", help="tool called once first (its shell_id becomes {shell})")
+    ap.add_argument("--setup", help="tool called before each command ({shell} = its shell_id)")
     ap.add_argument("--name", help="column title for --server")
     opts = ap.parse_args()
     template = json.loads(opts.args)
