@@ -1,16 +1,21 @@
 """Benchmark: Conch's MCP server over stdio against a bare SDK `MCPServer`
 (bench/bare_mcp_server.py), both driven by the official SDK client (`mode="legacy"`, what
-hosts speak today), measured in the same run, interleaved:
+hosts speak today), side by side in one run, interleaved call by call, in rounds:
 
-1. spawn -> first `tools/list` answer                   (target: conch <= 1.1x bare)
-2. `exec` of `true` round trip vs bare `noop` round trip + a raw `bash -c true` spawn
-                                                        (target: <= 1.2x)
-3. `exec` of a command printing 10 MB, 16 KiB preview   (target: median <= 60 ms)
-4. 8 concurrent callers of `exec echo hi` (argv, and through bash): calls/s vs the bare server
-   spawning the same process per call
-5. idle RSS of the server process vs the bare server    (target: <= 1.1x)
+1. spawn -> first `tools/list` answer                     (target: conch <= 1.1x bare)
+2. `exec echo hi` vs the bare server spawning `bash -c 'echo hi'` per call
+                                                          (target: conch <= 0.8x bare)
+3. `exec true` in a warm persistent shell vs the bare server's no-op tool
+                                                          (target: conch <= 1.1x bare)
+4. `exec` of a command printing 10 MB, default preview    (target: median <= 60 ms)
+5. 8 concurrent callers of `exec echo hi` (argv, and through bash): calls/s vs the bare server
+   spawning the same process per call                     (target: >= 1.1x)
+6. idle RSS of the server process vs the bare server      (target: <= 1.1x)
 
-    uv run python bench/bench_mcp.py [--quick]
+The machine may be shared: every comparison prints the median of per-round medians (each round
+alternates the two sides call by call) and the spread of the per-round ratios.
+
+    uv run python bench/bench_mcp.py [--quick] [--result-detail lean|full]
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from mcp import Client, StdioServerParameters
 
 HERE = Path(__file__).resolve().parent
 BARE = [str(HERE / "bare_mcp_server.py")]
+Call = Callable[[], Awaitable[Any]]
+DETAIL = ""
 
 
 def conch_args(data_dir: str) -> list[str]:
@@ -40,6 +47,8 @@ def conch_args(data_dir: str) -> list[str]:
 
 def client(args: list[str]) -> Client:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "0"}
+    if DETAIL:
+        env["CONCH_RESULT_DETAIL"] = DETAIL
     return Client(StdioServerParameters(command=sys.executable, args=args, env=env), mode="legacy")
 
 
@@ -53,7 +62,7 @@ def server_pid(args: list[str]) -> int:
     raise RuntimeError("server process not found")
 
 
-async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
+async def timed(fn: Call) -> float:
     t0 = time.perf_counter()
     await fn()
     return time.perf_counter() - t0
@@ -66,27 +75,48 @@ async def startup(args: list[str]) -> float:
         return time.perf_counter() - t0
 
 
-async def bash_true() -> None:
-    proc = await asyncio.create_subprocess_exec("bash", "-c", "true")
-    await proc.wait()
-
-
-def med(xs: list[float]) -> float:
-    return statistics.median(xs)
+med = statistics.median
 
 
 def ms(x: float) -> str:
-    return f"{x * 1000:8.2f} ms"
+    return f"{x * 1000:7.2f} ms"
+
+
+def spread(ratios: list[float]) -> str:
+    return f"rounds {min(ratios):.2f}-{max(ratios):.2f}"
+
+
+async def side_by_side(ours: Call, theirs: Call, rounds: int, per_round: int) -> tuple:
+    """(median of our round medians, of theirs, per-round ratios), calls interleaved."""
+    mine, base, ratios = [], [], []
+    for _ in range(rounds):
+        a, b = [], []
+        for _ in range(per_round):
+            a.append(await timed(ours))
+            b.append(await timed(theirs))
+        mine.append(med(a))
+        base.append(med(b))
+        ratios.append(med(a) / med(b))
+    return med(mine), med(base), ratios
 
 
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--result-detail", default="lean", choices=("lean", "full"))
     opts = ap.parse_args()
-    n_start, n_calls, n_big, n_conc = (3, 30, 5, 80) if opts.quick else (9, 200, 15, 400)
+    global DETAIL
+    DETAIL = opts.result_detail
+    n_start, rounds, per_round, n_big, n_conc = (
+        (3, 3, 15, 5, 80) if opts.quick else (7, 5, 60, 15, 400)
+    )
     data = tempfile.mkdtemp(prefix="conch-bench-")
     conch = conch_args(data)
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; legacy stdio; medians")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load "
+        f"{os.getloadavg()[0]:.1f}; legacy stdio; result_detail {opts.result_detail}; "
+        f"{rounds} interleaved rounds"
+    )
 
     # 1. startup, interleaved
     s_conch, s_bare = [], []
@@ -107,40 +137,57 @@ async def main() -> None:
         await c.list_tools()
         await b.list_tools()
         await asyncio.sleep(1.0)
-        # 5. idle RSS (after start and one listing)
+        # 6. idle RSS (after start and one listing)
         rss_c = psutil.Process(server_pid(conch)).memory_info().rss
         rss_b = psutil.Process(server_pid(BARE)).memory_info().rss
 
-        # 2. exec true vs noop + bash -c true
-        t_exec, t_noop, t_bash = [], [], []
+        # 2. exec echo hi vs bare bash -c per call
+        bash_echo = ["bash", "-c", "echo hi"]
         for _ in range(10):
-            await c.call_tool("exec", {"argv": ["true"]})
+            await c.call_tool("exec", {"command": "echo hi"})
+            await b.call_tool("spawn", {"argv": bash_echo})
             await b.call_tool("noop", {})
-            await bash_true()
-        for _ in range(n_calls):
-            t_exec.append(await timed(lambda: c.call_tool("exec", {"command": "true"})))
-            t_noop.append(await timed(lambda: b.call_tool("noop", {})))
-            t_bash.append(await timed(bash_true))
-        base = med(t_noop) + med(t_bash)
-        r2 = med(t_exec) / base
+        m, bm, ratios = await side_by_side(
+            lambda: c.call_tool("exec", {"command": "echo hi"}),
+            lambda: b.call_tool("spawn", {"argv": bash_echo}),
+            rounds,
+            per_round,
+        )
         print(
-            f"2. exec true             conch {ms(med(t_exec))}  noop {ms(med(t_noop))} + "
-            f"bash -c true {ms(med(t_bash))}  ratio {r2:.2f}x (target <= 1.2)"
+            f"2. exec echo hi          conch {ms(m)}  bare bash -c {ms(bm)}  "
+            f"ratio {med(ratios):.2f}x (target <= 0.8; {spread(ratios)})"
         )
 
-        # 3. 10 MB of output, 16 KiB preview
+        # 3. warm shell vs no-op
+        sid = (await c.call_tool("shell_open", {})).structured_content["shell_id"]
+        warm = {"shell_id": sid, "command": "true"}
+        for _ in range(10):
+            await c.call_tool("exec", warm)
+        m, bm, ratios = await side_by_side(
+            lambda: c.call_tool("exec", warm),
+            lambda: b.call_tool("noop", {}),
+            rounds,
+            per_round,
+        )
+        print(
+            f"3. warm shell exec true  conch {ms(m)}  bare noop    {ms(bm)}  "
+            f"ratio {med(ratios):.2f}x (target <= 1.1; {spread(ratios)})"
+        )
+        await c.call_tool("shell_close", {"shell_id": sid})
+
+        # 4. 10 MB of output, default preview
         line = "a" * 99  # `yes` adds the newline: 100-byte lines
-        big = {"command": f"yes {line} | head -c 10000000", "max_output_bytes": 16384}
+        big = {"command": f"yes {line} | head -c 10000000"}
         t_big = []
         for _ in range(n_big):
             r = await c.call_tool("exec", big)
             s = r.structured_content
-            assert s["total_bytes"] == 10_000_000 and s["truncated"], (s["state"], s["total_bytes"])
+            assert s["truncated"] and s["omitted_bytes"] > 9_900_000, s.get("omitted_bytes")
             t_big.append(await timed(lambda: c.call_tool("exec", big)))
-        print(f"3. exec 10 MB output     conch {ms(med(t_big))}  (target <= 60 ms)")
+        print(f"4. exec 10 MB output     conch {ms(med(t_big))}  (target <= 60 ms)")
 
-        # 4. 8 concurrent callers
-        async def throughput(call: Callable[[], Awaitable[Any]], total: int) -> float:
+        # 5. 8 concurrent callers
+        async def throughput(call: Call, total: int) -> float:
             left = total
 
             async def worker() -> None:
@@ -171,13 +218,14 @@ async def main() -> None:
                     )
                 )
             cps_c, cps_b = med(rounds_c), med(rounds_b)
+            ratios = [x / y for x, y in zip(rounds_c, rounds_b, strict=True)]
             print(
-                f"4. 8 callers {label}  conch {cps_c:8.1f}/s  bare spawn {cps_b:8.1f}/s  "
-                f"ratio {cps_c / cps_b:.2f}x (target >= 1)"
+                f"5. 8 callers {label}  conch {cps_c:7.1f}/s  bare spawn {cps_b:7.1f}/s  "
+                f"ratio {cps_c / cps_b:.2f}x (target >= 1.1; {spread(ratios)})"
             )
         print(
-            f"5. idle RSS              conch {rss_c / 2**20:8.1f} MiB  bare "
-            f"{rss_b / 2**20:8.1f} MiB  ratio {rss_c / rss_b:.2f}x (target <= 1.1)"
+            f"6. idle RSS              conch {rss_c / 2**20:7.1f} MiB  bare "
+            f"{rss_b / 2**20:7.1f} MiB  ratio {rss_c / rss_b:.2f}x (target <= 1.1)"
         )
 
 

@@ -111,7 +111,7 @@ class LogPool:
         return item or self._make()
 
     def refill(self) -> None:
-        """Top the pool up (run in a worker thread)."""
+        """Top the pool up (the runtime runs it on a loop turn off the exec's critical path)."""
         with self._lock:
             if self._refilling or self._closed:
                 return

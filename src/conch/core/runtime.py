@@ -71,6 +71,7 @@ class Runtime:
         self.searcher: Any = None
         self.orphans_killed: list[int] = []
         self._default_cwd: str | None = None
+        self._refill_pending = False
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -231,8 +232,18 @@ class Runtime:
         return path
 
     def _refill_logs(self) -> None:
-        if self.log_pool.needs_refill():
-            self._spawn_task(asyncio.to_thread(self.log_pool.refill))
+        """Top the spare log files up on the loop's next turn: that is while the job just
+        admitted runs, so it costs its exec nothing, and no worker thread contends with the
+        loop for the GIL (a thread hand-off costs more than making the files)."""
+        if self._refill_pending or not self.log_pool.needs_refill():
+            return
+        self._refill_pending = True
+        asyncio.get_running_loop().call_soon(self._refill_now)
+
+    def _refill_now(self) -> None:
+        self._refill_pending = False
+        if not self._closed:
+            self.log_pool.refill()
 
     def new_log(self) -> tuple[str, JobLog]:
         """A fresh job id and its log file."""

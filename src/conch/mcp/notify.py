@@ -28,10 +28,32 @@ def connection_of(session: ServerSession) -> Any:
     return session._connection
 
 
+class _CountingBus(InMemorySubscriptionBus):
+    """The SDK's bus, knowing whether anyone listens (so that no change costs a thing then)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listeners = 0
+
+    def subscribe(self, listener: Callable[[Any], None]) -> Callable[[], None]:
+        unsubscribe = super().subscribe(listener)
+        self.listeners += 1
+        done = False
+
+        def once() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self.listeners -= 1
+            unsubscribe()
+
+        return once
+
+
 class ResourceNotifier:
     def __init__(self, uris_for_change: Callable[[str | None], list[str]]) -> None:
         self._uris_for_change = uris_for_change
-        self.bus = InMemorySubscriptionBus()
+        self.bus = _CountingBus()
         # connection -> URIs it subscribed to (legacy resources/subscribe)
         self._legacy: dict[Any, set[str]] = {}
         self._dirty: set[str] = set()
@@ -42,7 +64,10 @@ class ResourceNotifier:
     # -- sources -----------------------------------------------------------------------------
 
     def on_runtime_change(self, job_id: str | None) -> None:
-        """Runtime listener: a job (or the job/shell set) changed."""
+        """Runtime listener: a job (or the job/shell set) changed. Nobody subscribed: nothing
+        to mark (a subscriber reads the resource first, then gets later changes)."""
+        if not self.bus.listeners and not self._legacy:
+            return
         self._dirty.update(self._uris_for_change(job_id))
         self._wake.set()
 

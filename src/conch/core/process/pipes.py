@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from conch.core.jobs.job import Job
 from conch.core.output.log import STDERR, STDOUT
-from conch.core.process import procfs
+from conch.core.process import procfs, program
 from conch.core.process.driver import ProcessDriver
 from conch.core.process.exit_watch import decode_status
 from conch.core.process.feeder import Feeder
@@ -31,10 +31,18 @@ _DRAIN_LIMIT_S = 0.02
 
 
 def _pipe() -> tuple[int, int]:
-    r, w = os.pipe()
-    for fd in (r, w):
-        os.set_inheritable(fd, False)
-    return r, w
+    return os.pipe()  # both ends close-on-exec already (PEP 446): Popen dup2s the child's
+
+
+_devnull: int | None = None
+
+
+def _null() -> int:
+    """One /dev/null for every job's absent stdin (Popen would open and close one per call)."""
+    global _devnull
+    if _devnull is None:
+        _devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    return _devnull
 
 
 def _grow_pipe(fd: int) -> None:
@@ -73,13 +81,13 @@ class PipeProcess(ProcessDriver):
         in_r: int | None = None
         if stdin is not None or stdin_open:
             in_r, self._stdin_w = os.pipe()
-            os.set_inheritable(self._stdin_w, False)
             os.set_blocking(self._stdin_w, False)
             self._stdin_ino = os.fstat(self._stdin_w).st_ino
         try:
             proc = subprocess.Popen(
                 argv,
-                stdin=in_r if in_r is not None else subprocess.DEVNULL,
+                executable=program.executable(argv[0], env.get("PATH")),
+                stdin=in_r if in_r is not None else _null(),
                 stdout=out_w,
                 stderr=err_w,
                 cwd=cwd,

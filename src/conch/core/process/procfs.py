@@ -77,11 +77,22 @@ def own_children() -> list[int]:
     me = os.getpid()
     out: list[int] = []
     for tid in {me, threading.get_native_id()}:
-        try:
-            with open(f"/proc/{me}/task/{tid}/children", "rb") as f:
-                out.extend(int(x) for x in f.read().split())
+        try:  # os-level calls: this runs at every job's exit
+            fd = os.open(f"/proc/{me}/task/{tid}/children", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             continue
+        try:
+            data = os.read(fd, 65536)
+            while len(data) % 65536 == 0 and data:
+                more = os.read(fd, 65536)
+                if not more:
+                    break
+                data += more
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        out.extend(int(x) for x in data.split())
     return out
 
 
