@@ -10,7 +10,7 @@ import asyncio
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -92,7 +92,9 @@ class ConchMCP:
             "search.",
             instructions=instructions(self.config, rt),
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
+            # the SDK's runner takes any HandlerResult (a model or its wire dict); the
+            # constructor's annotation names only the model
+            on_call_tool=cast(Any, self._call_tool),
             on_list_resources=self._list_resources,
             on_list_resource_templates=self._list_templates,
             on_read_resource=self._read_resource,
@@ -146,7 +148,7 @@ class ConchMCP:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> dict[str, Any]:
         progress: Callable[[str], Awaitable[None]] | None = None
         if _progress_token(ctx) is not None:
             step = 0
@@ -170,12 +172,18 @@ class ConchMCP:
             fmt=self.config.text_format,
             full=outcome.full,
         )
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)],
-            structured_content=outcome.result,
-            is_error=outcome.is_error,
-            _meta=outcome.meta,
-        )
+        # the wire form itself (a handler may return a dict): the SDK checks it against the
+        # protocol's CallToolResult once on the way out, so building the model here first
+        # would only validate and dump the same data twice
+        wire: dict[str, Any] = {
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": outcome.result,
+            "isError": outcome.is_error,
+            "resultType": "complete",  # what the model's default dumps (the SDK sieves it)
+        }
+        if outcome.meta is not None:
+            wire["_meta"] = outcome.meta
+        return wire
 
     # -- resources -----------------------------------------------------------------------------
 
