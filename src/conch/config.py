@@ -52,6 +52,9 @@ class Config:
     default_yield_ms: int = _setting(10_000, "default `yield_ms` of exec", lo=0, hi=120_000)
     default_timeout_ms: int = _setting(1_800_000, "default `timeout_ms` of exec (0 = none)", lo=0)
     default_max_output_bytes: int = _setting(16384, "default inline output budget", lo=0, hi=MiB)
+    warm_bash: bool = _setting(
+        True, "keep one bash started ahead for the next plain `command` job (saves its startup)"
+    )
     # shells
     max_shells: int = _setting(16, "most persistent shells open at once", lo=1, hi=1024)
     close_timeout_ms: int = _setting(2000, "time allowed to close a shell", lo=100, hi=600_000)

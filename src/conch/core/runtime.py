@@ -24,6 +24,7 @@ from conch.core.output import window as win
 from conch.core.output.log import JobLog
 from conch.core.process import hygiene, procfs
 from conch.core.process.pipes import PipeProcess
+from conch.core.process.warm import WarmBash
 from conch.errors import ConchError, RuntimeClosedError
 
 SIGNALS = {
@@ -72,6 +73,7 @@ class Runtime:
         self.orphans_killed: list[int] = []
         self._default_cwd: str | None = None
         self._refill_pending = False
+        self._warm: WarmBash | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -99,6 +101,10 @@ class Runtime:
         self.orphans_killed = await asyncio.to_thread(hygiene.kill_orphans_of_dead_servers)
         self._attach_optional_parts()
         self._housekeeping = asyncio.ensure_future(self._housekeep())
+        if self.bash and self.config.warm_bash:
+            self._warm = WarmBash(
+                self.bash, self.default_cwd, spawn=self._spawn_warm, discard=self._discard_warm
+            )
         self._started = True
         self._refill_logs()
 
@@ -161,6 +167,8 @@ class Runtime:
             raise
 
     async def _aclose(self) -> None:
+        if self._warm is not None:
+            self._warm.close()
         if self._housekeeping:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -301,6 +309,60 @@ class Runtime:
         self.jobs.add(job)
         return job
 
+    # -- the warm bash (core/process/warm.py) -----------------------------------------------------
+
+    def _spawn_warm(self, argv: list[str], cwd: str) -> tuple[Job, PipeProcess, dict[str, str]]:
+        """A pipe job's process and log, started ahead of need, not in the job table."""
+        job_id, log = self.new_log()
+        job = Job(job_id=job_id, mode="command", cwd=cwd, log=log, on_finish=self.jobs.finished)
+        env = self.child_env(env={}, shell_env={}, caller_session_id="", pty=False, job_id=job_id)
+        driver = PipeProcess(job, self.reaper, on_output_limit=self._output_limit)
+        try:
+            driver.start(argv, cwd=cwd, env=env, stdin=None, stdin_open=True)
+        except BaseException:
+            log.unlink()
+            raise
+        job.driver = driver
+        self._drivers[job_id] = driver
+        return job, driver, env
+
+    def _discard_warm(self, job: Job) -> None:
+        """A warm bash that will not be used: EOF on its stdin ends it; then its log goes."""
+
+        def gone(j: Job) -> None:
+            self._drivers.pop(j.job_id, None)
+            j.log.unlink()
+
+        if job.terminal:
+            gone(job)
+            return
+        job.on_finish(gone)
+        if isinstance(job.driver, PipeProcess) and job.driver.stdin_open:
+            job.driver.feed(b"", close=True)
+
+    def _take_warm(
+        self, command: str, cwd: str, name: str | None, output_format: str
+    ) -> Job | None:
+        """The warm bash as this job (plain `command`, default env and cwd), or None."""
+        assert self._warm is not None
+        if name is not None and not _NAME.match(name):
+            return None  # new_job reports it
+        self.jobs.admit(name)
+
+        def fresh_env(job_id: str) -> dict[str, str]:
+            return self.child_env(
+                env={}, shell_env={}, caller_session_id="", pty=False, job_id=job_id
+            )
+
+        job = self._warm.take(command, cwd, fresh_env)
+        if job is None:
+            return None
+        job.name = name
+        job.output_format = output_format
+        job.begin(self._changed)
+        self.jobs.add(job)
+        return job
+
     def job(self, job_id: str) -> Job:
         self._check_open()
         if not isinstance(job_id, str) or not job_id:
@@ -345,8 +407,10 @@ class Runtime:
         name: str | None = None,
         shell_env: Mapping[str, str] | None = None,
         caller_session_id: str = "",
+        warm: bool = False,
     ) -> dict[str, Any]:
-        """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3."""
+        """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3.
+        ``warm``: a plain `command` may run in the bash started ahead (core/process/warm.py)."""
         await self._open()
         cfg = self.config
         given = [
@@ -407,6 +471,22 @@ class Runtime:
                 script_text=script_text,
                 **job_args,
             )
+        if (
+            warm
+            and self._warm is not None
+            and mode == "command"
+            and script_text is None
+            and stdin is None
+            and not stdin_open
+            and not env
+            and not shell_env
+            and not caller_session_id
+        ):
+            assert command is not None
+            taken = self._take_warm(command, run_cwd, name, output_format)
+            if taken is not None:
+                self._deadline(taken, timeout_ms)
+                return await self.settle(taken, yield_ms=yield_ms, budget=budget, ready=ready_spec)
         job = self.new_job(mode=mode, cwd=run_cwd, name=name, output_format=output_format)
         try:
             if script_text is not None:

@@ -91,6 +91,7 @@ async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
         **_without(args, "purpose"),
         shell_env=ctx.shell_env(),
         caller_session_id=ctx.caller_session_id(),
+        warm=True,
     )
 
 

@@ -141,6 +141,13 @@ class Job:
         self.notify()
         return True
 
+    def begin(self, on_change: Callable[[Job], None] | None) -> None:
+        """The job starts now: a process started ahead of need (core/process/warm.py) waited
+        for it, unobserved until this moment."""
+        self.started_at = datetime.now(timezone.utc)
+        self._t0 = time.monotonic()
+        self._on_change = on_change
+
     def on_finish(self, fn: Callable[[Job], None]) -> None:
         """Call fn(job) once, when the job reaches a terminal state."""
         self._finish_callbacks.append(fn)

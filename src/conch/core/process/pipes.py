@@ -198,6 +198,15 @@ class PipeProcess(ProcessDriver):
             os.close(self._stdin_w)
             self._stdin_w = None
 
+    def feed(self, data: bytes, *, close: bool) -> None:
+        """Queue bytes for stdin (written as the pipe takes them); ``close``: then EOF."""
+        if self._stdin is None:
+            raise ConchError("stdin_closed", "the job's stdin is closed (or was never opened)")
+        if data:
+            self._stdin.put(data)
+        if close:
+            self._close_stdin_when_written()
+
     async def write(self, data: bytes) -> None:
         if self._stdin is None:
             raise ConchError("stdin_closed", "the job's stdin is closed (or was never opened)")

@@ -1,0 +1,91 @@
+"""The bash started ahead of need (core/process/warm.py): a plain `command` job runs in it and
+behaves like a fresh `bash -c` spawn; anything it could get wrong spawns as before."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+
+import pytest
+
+import conch
+from conch.core.process import procfs
+
+pytestmark = pytest.mark.anyio
+
+
+async def warm_pid(rt: conch.Runtime) -> int:
+    """A warm bash started with the environment as it is now (pytest changes
+    PYTEST_CURRENT_TEST between a test's phases); its pid once it is ready."""
+    await rt.call_tool("exec", {"command": "true"})
+    for _ in range(200):
+        ready = rt._warm._ready if rt._warm is not None else None
+        if ready is not None and ready.driver.pid:
+            return ready.driver.pid
+        await asyncio.sleep(0.01)
+    raise AssertionError("no warm bash became ready")
+
+
+@pytest.fixture
+async def rt(tmp_path) -> AsyncIterator[conch.Runtime]:
+    cfg = conch.Config(data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path))
+    async with conch.Runtime(cfg) as runtime:
+        yield runtime
+
+
+async def test_a_plain_command_runs_in_the_warm_bash_like_a_fresh_spawn(rt, tmp_path):
+    pid = await warm_pid(rt)
+    r = await rt.call_tool(
+        "exec", {"command": "echo $0 $$; pwd; cat; ls /proc/$$/fd; echo err >&2; exit 3"}
+    )
+    assert r["exit_code"] == 3
+    lines = r["output"].splitlines()
+    assert lines[0] == f"{rt.bash} {pid}"  # the warm process became the job
+    assert lines[1] == str(tmp_path)
+    assert lines[2:5] == ["0", "1", "2"]  # stdin was /dev/null (cat read EOF), no other fd
+    assert lines[5] == "err"
+    listed = await rt.call_tool("list", {})
+    assert r["job_id"] in {j["job_id"] for j in listed["jobs"]}
+    assert len(listed["jobs"]) == 2  # the next warm bash is not a job
+
+
+async def test_the_warm_bash_never_hides_a_changed_environment_or_cwd(rt, monkeypatch):
+    await warm_pid(rt)
+    monkeypatch.setenv("CONCH_WARM_PROBE", "changed")
+    r = await rt.call_tool("exec", {"command": "echo ${CONCH_WARM_PROBE-unset}"})
+    assert r["output"] == "changed\n"
+    await warm_pid(rt)
+    r = await rt.call_tool("exec", {"command": "pwd", "cwd": "/"})
+    assert r["output"] == "/\n" and r["cwd"] == "/"
+    r = await rt.call_tool("exec", {"command": "echo $X", "env": {"X": "given"}})
+    assert r["output"] == "given\n"
+
+
+async def test_a_warm_job_keeps_deadlines_names_and_the_job_clock(rt):
+    await warm_pid(rt)
+    await asyncio.sleep(0.3)  # the warm bash waited: its job's clock starts at the call
+    r = await rt.call_tool("exec", {"command": "sleep 5", "timeout_ms": 300, "name": "napper"})
+    assert r["state"] == "timed_out" and r["name"] == "napper"
+    full = await rt.exec(command="true", warm=True)
+    assert full["duration_ms"] < 250
+
+
+async def test_closing_the_runtime_ends_the_warm_bash(tmp_path):
+    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "d"))) as rt:
+        pid = await warm_pid(rt)
+        assert rt._warm is not None and rt._warm._ready is not None
+        log_path = rt._warm._ready.job.log.path
+        assert os.path.exists(log_path)
+    assert not procfs.is_alive(pid)
+    assert not os.path.exists(log_path)  # it never became a job: its log goes with it
+
+
+async def test_warm_bash_off_spawns_every_job(tmp_path):
+    cfg = conch.Config(data_dir=str(tmp_path / "d"), warm_bash=False)
+    async with conch.Runtime(cfg) as rt:
+        await rt.call_tool("exec", {"command": "true"})
+        await asyncio.sleep(0.05)
+        assert rt._warm is None
+        r = await rt.call_tool("exec", {"command": "echo hi"})
+        assert r["output"] == "hi\n"
