@@ -62,7 +62,8 @@ def test_descriptors_stay_flat_over_a_thousand_retained_jobs(tmp_path: Path) -> 
         import asyncio, json, os, resource, sys
         import conch
 
-        resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
         tmp = sys.argv[1]
 
         def targets():
@@ -138,10 +139,13 @@ def test_children_start_with_default_signals_whatever_the_server_inherited(
             out = {{}}
             async with conch.Runtime(cfg) as rt:
                 for pty in (False, True):
-                    r = await rt.call_tool("exec", {{"command": SIG + "; kill -HUP $$; echo alive", "pty": pty}})
-                    out["pty" if pty else "pipe"] = [r["output"], r["state"], r["signal"]]
-                    r = await rt.call_tool("exec", {{"script": SIG + "\\nkill -INT $$\\necho alive", "pty": pty}})
-                    out[("pty" if pty else "pipe") + "_script"] = [r["output"], r["state"], r["signal"]]
+                    kind = "pty" if pty else "pipe"
+                    cmd = SIG + "; kill -HUP $$; echo alive"
+                    r = await rt.call_tool("exec", {{"command": cmd, "pty": pty}})
+                    out[kind] = [r["output"], r["state"], r["signal"]]
+                    text = SIG + "\\nkill -INT $$\\necho alive"
+                    r = await rt.call_tool("exec", {{"script": text, "pty": pty}})
+                    out[kind + "_script"] = [r["output"], r["state"], r["signal"]]
                 s = await rt.call_tool("shell_open", {{}})
                 r = await rt.call_tool("exec", {{"shell_id": s["shell_id"], "command": SIG}})
                 out["shell"] = [r["output"], r["state"], r["signal"]]
@@ -206,9 +210,7 @@ async def test_getpass_on_dev_tty_is_awaiting_a_secret_in_a_shell(rt: conch.Runt
 
 
 async def test_a_rewritten_progress_line_previews_as_its_final_content(rt: conch.Runtime) -> None:
-    r = await call(
-        rt, "exec", command="for i in $(seq 1 20000); do printf '\\r%d' $i; done; echo"
-    )
+    r = await call(rt, "exec", command="for i in $(seq 1 20000); do printf '\\r%d' $i; done; echo")
     assert r["state"] == "exited"
     assert r["output"] == "20000\n", r["output"][:300]
     assert not r["truncated"] and r["omitted_bytes"] == 0

@@ -16,7 +16,6 @@ from conch.core.output.utf8 import (
     utf8_len,
 )
 
-
 NORMALIZE_BOUND = 1 << 20
 """Most raw bytes normalized to find what a person would see in one window: a preview of a
 100 MB log costs the same as one of 1 MB."""
