@@ -23,7 +23,9 @@ def test_every_benchmark_runs_in_quick_mode():
         "bench_mcp.py",
         "bench_search.py",
         "bench_shell.py",
+        "soak.py",
         "model_view.py",
     ):
         assert f"=== {name}" in out.stdout
     assert "ratio" in out.stdout
+    assert "descriptor drift" in out.stdout and "RSS drift" in out.stdout
