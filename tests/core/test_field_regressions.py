@@ -142,13 +142,13 @@ def test_children_start_with_default_signals_whatever_the_server_inherited(
                     kind = "pty" if pty else "pipe"
                     cmd = SIG + "; kill -HUP $$; echo alive"
                     r = await rt.call_tool("exec", {{"command": cmd, "pty": pty}})
-                    out[kind] = [r["output"], r["state"], r["signal"]]
+                    out[kind] = [r["output"], r["state"], r.get("signal")]
                     text = SIG + "\\nkill -INT $$\\necho alive"
                     r = await rt.call_tool("exec", {{"script": text, "pty": pty}})
-                    out[kind + "_script"] = [r["output"], r["state"], r["signal"]]
+                    out[kind + "_script"] = [r["output"], r["state"], r.get("signal")]
                 s = await rt.call_tool("shell_open", {{}})
                 r = await rt.call_tool("exec", {{"shell_id": s["shell_id"], "command": SIG}})
-                out["shell"] = [r["output"], r["state"], r["signal"]]
+                out["shell"] = [r["output"], r["state"], r.get("signal")]
                 await rt.call_tool("shell_close", {{"shell_id": s["shell_id"]}})
             print(json.dumps(out))
 
@@ -173,7 +173,7 @@ async def test_ctrl_d_key_is_end_of_file_on_a_terminal(rt: conch.Runtime) -> Non
         w = await call(rt, "write", job_id=r["job_id"], text="hello\n")
         assert "hello\n" in w["output"]
         w = await call(rt, "write", job_id=r["job_id"], keys=["ctrl-d"])
-        assert (w["state"], w["exit_code"], w["signal"]) == ("exited", 0, None), w
+        assert (w["state"], w["exit_code"], w.get("signal")) == ("exited", 0, None), w
 
 
 # -- 5. password prompts on /dev/tty ----------------------------------------------------------
@@ -184,11 +184,11 @@ async def _sees_password_prompt(rt: conch.Runtime, **where: Any) -> None:
     job = r["job_id"]
     for _ in range(100):
         r = await call(rt, "read", job_id=job, cursor=0)
-        if r["awaiting_secret"]:  # (a shell reading its own command line waits, echo on)
+        if r.get("awaiting_secret"):  # (a shell reading its own command line waits, echo on)
             break
         await asyncio.sleep(0.05)
     assert r["state"] == "running"
-    assert r["awaiting_input"] and r["awaiting_secret"], r
+    assert r.get("awaiting_input") and r.get("awaiting_secret"), r
     assert r["output"].endswith("Password: "), r
     w = await call(rt, "write", job_id=job, text="s3cret\n", yield_ms=3000)
     assert w["state"] == "exited" and "got:s3cret\n" in w["output"], w
@@ -213,8 +213,9 @@ async def test_a_rewritten_progress_line_previews_as_its_final_content(rt: conch
     r = await call(rt, "exec", command="for i in $(seq 1 20000); do printf '\\r%d' $i; done; echo")
     assert r["state"] == "exited"
     assert r["output"] == "20000\n", r["output"][:300]
-    assert not r["truncated"] and r["omitted_bytes"] == 0
-    assert r["total_bytes"] > 100_000
+    # lean result: nothing cut, so neither truncated nor omitted_bytes is there
+    assert "truncated" not in r and "omitted_bytes" not in r
+    assert (await rt.list())["jobs"][-1]["total_bytes"] > 100_000
 
 
 def _log(tmp_path: Path, data: bytes) -> JobLog:
