@@ -22,7 +22,7 @@ from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import (
     TAG_VAR,
     Reaper,
-    child_signal_reset,
+    spawning,
 )
 from conch.errors import ConchError
 
@@ -85,18 +85,19 @@ class PipeProcess(ProcessDriver):
             os.set_blocking(self._stdin_w, False)
             self._stdin_ino = os.fstat(self._stdin_w).st_ino
         try:
-            proc = subprocess.Popen(
-                argv,
-                executable=program.executable(argv[0], env.get("PATH")),
-                stdin=in_r if in_r is not None else _null(),
-                stdout=out_w,
-                stderr=err_w,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=child_signal_reset(),
-            )
+            with spawning() as preexec:
+                proc = subprocess.Popen(
+                    argv,
+                    executable=program.executable(argv[0], env.get("PATH")),
+                    stdin=in_r if in_r is not None else _null(),
+                    stdout=out_w,
+                    stderr=err_w,
+                    cwd=cwd,
+                    env=env,
+                    start_new_session=True,
+                    close_fds=True,
+                    preexec_fn=preexec,
+                )
         except BaseException as e:
             for fd in (out_r, out_w, err_r, err_w, in_r, self._stdin_w):
                 if fd is not None:
