@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from conch.tools.call import call_tool_full
 from conch.tools.context import CallContext
-from conch.tools.dispatch import call_tool_full
 from conch.tools.render import render
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from conch import __version__
+from conch._version import __version__
 from conch.config import Config, parse_setting
 from conch.errors import ConfigError
 
@@ -163,11 +163,11 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 def cmd_tools(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if args.manifest:
-        from conch.tools.manifest import manifest
+        from conch.http.manifest import manifest
 
         out: Any = manifest(cfg)
     else:
-        from conch.tools.catalogue import catalogue
+        from conch.tools.registry import catalogue
 
         out = [t.describe() for t in catalogue(cfg.profiles)]
     json.dump(out, sys.stdout, ensure_ascii=False, indent=2)
@@ -178,7 +178,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     import asyncio
 
-    from conch.core.runtime import Runtime
+    from conch.runtime import Runtime
 
     cfg = config_from_args(args)
 

@@ -32,8 +32,8 @@ from typing import Any
 
 from conch.config import Config
 from conch.errors import ConfigError
+from conch.http.manifest import SERVICE_ID, manifest
 from conch.http.security import is_loopback
-from conch.tools.manifest import SERVICE_ID, manifest
 
 log = logging.getLogger("conch.http")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conch.core.keys import KEY_NAMES
+from conch.core.process.keys import KEY_NAMES
 
 MiB = 1024 * 1024
 ID = {

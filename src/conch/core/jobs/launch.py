@@ -55,9 +55,17 @@ def plan(
 
 
 async def prepare_script(
-    data: DataDir, bash: str | None, job: Job, text: str, cwd: str
+    data: DataDir,
+    bash: str | None,
+    job: Job,
+    text: str,
+    cwd: str,
+    *,
+    check: bool,
+    env: dict[str, str],
 ) -> list[str]:
-    """Write the script to a private file and check it with `bash -n` (runs no user code)."""
+    """Write the script to a private file; with ``check``, check it with `bash -n` first (runs
+    no user code). ``env`` is the child environment every process of Conch gets."""
     path, fd = data.new_file(data.tmp, job.job_id, "sh")
     try:
         os.write(fd, text.encode("utf-8"))
@@ -67,7 +75,7 @@ async def prepare_script(
     job.on_finish(remove_tmp_files)
     shell = bash or "/bin/sh"
     flags = ["--noprofile", "--norc"] if bash else []
-    if job.mode == "script":
+    if check:
         proc = await asyncio.create_subprocess_exec(
             shell,
             *flags,
@@ -77,7 +85,7 @@ async def prepare_script(
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             cwd=cwd,
-            env={k: v for k, v in os.environ.items() if k not in ("BASH_ENV", "ENV")},
+            env=env,
             start_new_session=True,
         )
         _, err = await proc.communicate()

@@ -71,7 +71,7 @@ def _parse_version(first_line: str) -> str:
 
 def probe_rg(path: str) -> RgInfo | None:
     """Run ``path --version``; an :class:`RgInfo` if it runs at all, else ``None``."""
-    env = {k: v for k, v in os.environ.items() if k != "RIPGREP_CONFIG_PATH"}
+    env = {"PATH": os.environ.get("PATH", "")}  # a version probe needs nothing else
     try:
         proc = subprocess.run(
             [path, "--version"],

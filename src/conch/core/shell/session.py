@@ -25,21 +25,19 @@ import shlex
 import signal
 import termios
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from conch.core.jobs.job import Job
 from conch.core.output.normalize import normalize
-from conch.core.process import procfs
+from conch.core.process import procfs, terminal
 from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree
-from conch.core.shell import terminal
+from conch.core.results import ShellSummary
 from conch.core.shell.markers import Done, MarkerParser, Output
 from conch.core.shell.scrub import PathScrubber
+from conch.core.spawn import SpawnContext
 from conch.errors import ConchError
-
-if TYPE_CHECKING:
-    from conch.core.runtime import Runtime
 
 _BOOT_TIMEOUT_S = 10.0
 _STARTUP_TIMEOUT_S = 60.0
@@ -92,7 +90,7 @@ class Shell:
 
     def __init__(
         self,
-        rt: Runtime,
+        ctx: SpawnContext,
         *,
         shell_id: str,
         name: str | None,
@@ -103,7 +101,7 @@ class Shell:
         env: dict[str, str],
         startup_command: str | None,
     ) -> None:
-        self.rt = rt
+        self.ctx = ctx
         self.shell_id = shell_id
         self.name = name
         self.kind = kind
@@ -166,10 +164,8 @@ class Shell:
     async def _spawn(self) -> None:
         self.generation += 1
         tag_id = self.shell_id if self.generation == 1 else f"{self.shell_id}.{self.generation}"
-        env = self.rt.child_env(
-            env=self._env, shell_env=None, caller_session_id="", pty=True, job_id=tag_id
-        )
-        cwd = self.cwd if os.path.isdir(self.cwd) else self.rt.config.resolved_default_cwd
+        env = self.ctx.child_env(tag_id, pty=True, env=self._env)
+        cwd = self.cwd if os.path.isdir(self.cwd) else self.ctx.config.resolved_default_cwd
         self.cwd = cwd
         self._tag = env[TAG_VAR].encode()
         self._token = secrets.token_hex(8)
@@ -177,8 +173,8 @@ class Shell:
         self._reaped = asyncio.Event()
         if self._cmd_fd is None:
             # new_file opens without O_APPEND, so pwrite rewrites the file in place
-            self._cmd_path, self._cmd_fd = self.rt.data.new_file(
-                self.rt.data.tmp, self.shell_id, "sh"
+            self._cmd_path, self._cmd_fd = self.ctx.data.new_file(
+                self.ctx.data.tmp, self.shell_id, "sh"
             )
             # bash says "bash: <file>: line 1: ...", zsh "<file>:1: ..."; typed input would
             # read "bash: line 1: ..." and "zsh:1: ..."
@@ -192,10 +188,10 @@ class Shell:
             [self.path, *ARGV[self.kind]], cwd=cwd, env=env
         )
         self.pid, self._master = pid, master
-        self._input = Feeder(master, terminal.write_master)
-        self.rt.reaper.known_sids.add(str(pid))
+        self._input = Feeder(master)
+        self.ctx.reaper.known_sids.add(str(pid))
         self._loop.add_reader(master, self._on_readable)
-        self._watch = ExitWatch(pid, self._on_exit, self.rt.reaper.awaited)
+        self._watch = ExitWatch(pid, self._on_exit, self.ctx.reaper.awaited)
         nonce = secrets.token_hex(6)
         self._capture = bytearray()
         self._internal = self._loop.create_future()
@@ -231,20 +227,10 @@ class Shell:
     # -- commands ----------------------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
-        assert self._master is not None
-        view = memoryview(data)
-        deadline = time.monotonic() + 2.0
-        while view:
-            try:
-                n = os.write(self._master, view)
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise ConchError(
-                        "internal", "the shell's terminal is not accepting input"
-                    ) from None
-                time.sleep(0.001)
-                continue
-            view = view[n:]
+        """Type into the terminal; what it cannot take now is written when it can (never
+        blocking the event loop)."""
+        assert self._input is not None
+        self._input.put(data)
 
     def _send(self, command: str, assign: dict[str, str]) -> None:
         """Put the command in the command file and type the trigger line that sources it."""
@@ -283,15 +269,44 @@ class Shell:
         self._parser.expect(nonce, echo)
         self._write(line)
 
+    async def claim(self) -> bool:
+        """Make the shell ready for a command: ``shell_busy`` if it runs one (or is starting or
+        closing); a shell that exited is restarted first. True if it was restarted."""
+        if self.busy:
+            raise ConchError(
+                "shell_busy",
+                f"shell {self.shell_id} is running "
+                f"{self.job.job_id if self.job else 'something'}; "
+                "wait for it, or signal it",
+            )
+        if self.state != "exited":
+            return False
+        self.state = "starting"  # holds the shell against a concurrent exec
+        try:
+            await self.restart()
+        except BaseException:
+            self.state = "exited"
+            raise
+        return True
+
     def run(self, job: Job, command: str, assign: dict[str, str]) -> None:
         """Start a job: the command runs in the shell; the job ends at its end marker."""
+        job.driver = ShellJob(self, job)
         self.job = job
         self.state = "busy"
         self._stop_task = None
-        if self._pending:
-            self._append(bytes(self._pending))
-            self._pending.clear()
-        self._send(command, assign)
+        try:
+            if self._pending:
+                self._append(bytes(self._pending))
+                self._pending.clear()
+            self._send(command, assign)
+        except BaseException:
+            self.job = None
+            if self.state == "busy":
+                self.state = "ready"
+            job.finish("cancelled")
+            job.log.close_writer()
+            raise
 
     # -- terminal output ---------------------------------------------------------------------
 
@@ -322,7 +337,7 @@ class Shell:
             job.log.append(data, 0)
             job.notify()
             if job.log.full:
-                self.rt._output_limit(job)
+                self.ctx.output_limit(job)
         elif len(self._pending) < _PENDING_CAP:
             self._pending += data[: _PENDING_CAP - len(self._pending)]
 
@@ -388,7 +403,7 @@ class Shell:
             job.log.close_writer()
         if self.state == "exited" and self._cleanup is None:
             # what the shell left behind (background jobs) goes with it, like a closed terminal
-            self._cleanup = self.rt._spawn_task(self._kill(0.0))
+            self._cleanup = self.ctx.spawn_task(self._kill(0.0))
 
     def _drain(self) -> None:
         deadline = time.monotonic() + 0.05
@@ -539,9 +554,9 @@ class Shell:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)  # the shell ignores TERM: no point waiting
         if grace_s > 0:
-            await terminate_tree(collect, [pid], grace_s, self.rt.reaper)
+            await terminate_tree(collect, [pid], grace_s, self.ctx.reaper)
         else:
-            await kill_tree_now(collect, [pid], self.rt.reaper, limit_s=limit_s)
+            await kill_tree_now(collect, [pid], self.ctx.reaper, limit_s=limit_s)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(reaped.wait(), limit_s)
         if self.pid == pid:
@@ -556,7 +571,7 @@ class Shell:
         if job is not None and job.kill_reason is None:
             job.kill_reason = "cancelled"
         t0 = time.monotonic()
-        grace = min(self.rt.config.kill_grace_ms / 1000, timeout_s * 0.4)
+        grace = min(self.ctx.config.kill_grace_ms / 1000, timeout_s * 0.4)
         try:
             ok = await asyncio.wait_for(self._kill(grace, limit_s=timeout_s * 0.4), timeout_s)
         except asyncio.TimeoutError:
@@ -566,7 +581,7 @@ class Shell:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(
                     kill_tree_now(
-                        self._collect, [self.pid or 0], self.rt.reaper, limit_s=remaining
+                        self._collect, [self.pid or 0], self.ctx.reaper, limit_s=remaining
                     ),
                     remaining,
                 )
@@ -579,7 +594,7 @@ class Shell:
         if self._watch is not None:
             self._watch.close()
         if self.pid is not None and not self._reaped.is_set():
-            self.rt.reaper.awaited.discard(self.pid)
+            self.ctx.reaper.awaited.discard(self.pid)
         self._close_master()
         if self._cmd_fd is not None:
             os.close(self._cmd_fd)
@@ -590,7 +605,7 @@ class Shell:
         self.state = "closed"
         return ok
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ShellSummary:
         return {
             "shell_id": self.shell_id,
             "name": self.name,

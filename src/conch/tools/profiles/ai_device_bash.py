@@ -19,20 +19,20 @@ import re
 import secrets
 import signal as signal_mod
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from conch.core.engine import Engine
 from conch.core.env import CALLER_SESSION_VAR
 from conch.core.output import window as win
 from conch.errors import ConchError
-from conch.tools.catalogue import Tool
 from conch.tools.context import CallContext
+from conch.tools.profiles._common import Profile, profile_state
+from conch.tools.tool import Tool
 
 if TYPE_CHECKING:
     from conch.core.jobs.job import Job
-    from conch.core.runtime import Runtime
 
 MAX_OUTPUT_BYTES = 8192
 MAX_ARGV_COUNT = 4096
@@ -94,14 +94,8 @@ class _Handles:
                 del self._jobs[h]
 
 
-_HANDLES: weakref.WeakKeyDictionary[Runtime, _Handles] = weakref.WeakKeyDictionary()
-
-
-def _handles(rt: Runtime) -> _Handles:
-    h = _HANDLES.get(rt)
-    if h is None:
-        h = _HANDLES[rt] = _Handles()
-    return h
+def _handles(rt: Engine) -> _Handles:
+    return profile_state(rt, _Handles)
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -298,7 +292,7 @@ def _check_script(script: str) -> None:
 # -- handlers --------------------------------------------------------------------------------------
 
 
-async def _wait_end(rt: Runtime, job: Job, limit_s: float | None) -> None:
+async def _wait_end(rt: Engine, job: Job, limit_s: float | None) -> None:
     """Wait for the job to end (forever when limit_s is None); a cancelled call kills it."""
     try:
         while not job.terminal:
@@ -316,7 +310,7 @@ async def _wait_end(rt: Runtime, job: Job, limit_s: float | None) -> None:
         raise
 
 
-async def _run(rt: Runtime, args: dict[str, Any], ctx: CallContext, tool_mode: str) -> dict:
+async def _run(rt: Engine, args: dict[str, Any], ctx: CallContext, tool_mode: str) -> dict:
     budget, timeout_s = _check_common(args)
     behavior = args.get("timeout_behavior", "background")
     shell_env = _shell_env(ctx)
@@ -344,6 +338,7 @@ async def _run(rt: Runtime, args: dict[str, Any], ctx: CallContext, tool_mode: s
             max_output_bytes=0,
             shell_env=shell_env,
             caller_session_id=ctx.caller_session_id(),
+            on_start=ctx.job_started,
         )
     except ConchError as e:
         raise _exec_failure(e) from None
@@ -377,7 +372,7 @@ async def _run(rt: Runtime, args: dict[str, Any], ctx: CallContext, tool_mode: s
     return _job_result(job, tool_mode, budget, handle=handle)
 
 
-def _alive(rt: Runtime, job_id: str) -> bool:
+def _alive(rt: Engine, job_id: str) -> bool:
     try:
         rt.job(job_id)
     except ConchError:
@@ -411,7 +406,7 @@ def _failure_with_output(e: _Fail, tool_mode: str | None) -> dict[str, Any]:
     return r
 
 
-async def _get(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _get(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     timeout = args.get("timeout", 0)
     nbytes = args.get("bytes", GET_DEFAULT_BYTES)
     if timeout is not None and timeout < 0:
@@ -465,8 +460,8 @@ def _error_result(tool_mode: str | None) -> Callable[[ConchError, Mapping[str, A
 
 def _exec_handler(
     tool_mode: str,
-) -> Callable[[Runtime, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
-    async def run(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+) -> Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
+    async def run(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         try:
             return await _run(rt, args, ctx, tool_mode)
         except _Fail as e:
@@ -659,3 +654,6 @@ def tools() -> tuple[Tool, ...]:
         )
     )
     return tuple(out)
+
+
+PROFILE = Profile("ai-device-bash", tools)

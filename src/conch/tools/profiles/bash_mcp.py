@@ -13,18 +13,16 @@ import base64
 import os
 import platform
 import sys
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from conch.core.engine import Engine
 from conch.errors import ConchError
-from conch.tools.catalogue import Tool
 from conch.tools.context import CallContext
-
-if TYPE_CHECKING:
-    from conch.core.runtime import Runtime
+from conch.tools.profiles._common import Profile, profile_state
+from conch.tools.tool import Tool
 
 DEFAULT_MAX_OUTPUT_BYTES = 65536
 MAX_TIMEOUT_MS = 300000
@@ -74,14 +72,17 @@ def _from_conch(e: ConchError) -> _Fail:
 
 # -- per-runtime: the output cap each job was started with -------------------------------
 
-_CAPS: weakref.WeakKeyDictionary[Runtime, dict[str, int]] = weakref.WeakKeyDictionary()
+
+class _Caps(dict[str, int]):
+    """job id -> the max_output_bytes its bash.exec gave; entries of evicted jobs are pruned."""
+
+    def prune(self, rt: Engine) -> None:
+        for job_id in [j for j in self if j not in rt.jobs]:
+            del self[job_id]
 
 
-def _caps(rt: Runtime) -> dict[str, int]:
-    caps = _CAPS.get(rt)
-    if caps is None:
-        caps = _CAPS[rt] = {}
-    return caps
+def _caps(rt: Engine) -> _Caps:
+    return profile_state(rt, _Caps)
 
 
 # -- job results -----------------------------------------------------------------------------------
@@ -110,7 +111,7 @@ def _summary(s: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _job_result(rt: Runtime, job_id: str) -> dict[str, Any]:
+async def _job_result(rt: Engine, job_id: str) -> dict[str, Any]:
     cap = _caps(rt).get(job_id, DEFAULT_MAX_OUTPUT_BYTES)
     job = rt.job(job_id)
     if job.mode in ("pty", "shell"):  # one terminal stream: it is all stdout
@@ -183,7 +184,7 @@ def _outcome(s: Mapping[str, Any], parse_error: str | None) -> tuple[str | None,
 # -- handlers --------------------------------------------------------------------------------------
 
 
-async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     if ("command" in args) == ("argv" in args):
         raise _Fail("INVALID_ARGUMENT", "Provide exactly one of command or argv.")
     argv = args.get("argv")
@@ -203,21 +204,24 @@ async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
             max_output_bytes=0,
             shell_env=ctx.shell_env(),
             caller_session_id=ctx.caller_session_id(),
+            on_start=ctx.job_started,
         )
     except ConchError as e:
         raise _from_conch(e) from None
-    _caps(rt)[s["job_id"]] = args.get("max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES)
+    caps = _caps(rt)
+    caps.prune(rt)
+    caps[s["job_id"]] = args.get("max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES)
     return await _job_result(rt, s["job_id"])
 
 
-def _job(rt: Runtime, job_id: str) -> Any:
+def _job(rt: Engine, job_id: str) -> Any:
     try:
         return rt.job(job_id)
     except ConchError:
         raise _Fail("JOB_NOT_FOUND", _NOT_FOUND) from None
 
 
-async def _job_get(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _job_get(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     job = _job(rt, args["job_id"])
     wait_ms = args.get("wait_ms", 0)
     if wait_ms and not job.terminal:
@@ -225,7 +229,7 @@ async def _job_get(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[
     return await _job_result(rt, job.job_id)
 
 
-async def _job_cancel(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _job_cancel(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     job = _job(rt, args["job_id"])
     if not job.terminal:
         # TERM, then KILL after the runtime's grace; answer once the tree is gone
@@ -234,7 +238,7 @@ async def _job_cancel(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> di
     return await _job_result(rt, job.job_id)
 
 
-async def _jobs(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _jobs(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     listing = await rt.list()
     return {"success": True, "jobs": [_summary(j) for j in listing["jobs"]]}
 
@@ -246,7 +250,7 @@ def _data(text: str, b64: str | None) -> tuple[str, dict[str, str]]:
     return f"[base64:{len(base64.b64decode(b64))}]", {"bytes": b64}
 
 
-async def _search(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _search(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     path = args.get("path")
     if path is not None and not os.path.exists(os.path.join(rt.config.resolved_default_cwd, path)):
         raise _Fail("INVALID_ARGUMENT", f"Path does not exist: {path}")
@@ -315,7 +319,7 @@ async def _search(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[s
 _ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
 
 
-async def _info(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _info(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     info = await rt.info()
     machine = platform.machine().lower()
     return {
@@ -363,9 +367,9 @@ def _error_result(e: ConchError, args: Mapping[str, Any]) -> tuple[dict[str, Any
 
 
 def _handler(
-    fn: Callable[[Runtime, dict[str, Any], CallContext], Awaitable[dict[str, Any]]],
-) -> Callable[[Runtime, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
-    async def run(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    fn: Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]],
+) -> Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
+    async def run(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         try:
             return await fn(rt, args, ctx)
         except _Fail as e:
@@ -548,3 +552,6 @@ def tools() -> tuple[Tool, ...]:
         )
         for name, title, description, schema, output, fn, read_only in specs
     )
+
+
+PROFILE = Profile("bash-mcp", tools)

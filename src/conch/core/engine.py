@@ -1,4 +1,9 @@
-"""The runtime: owns jobs, shells and the search engine; every front end calls into it."""
+"""The engine: owns jobs, every driver (pipe, PTY, shell command), the shells and search.
+
+It knows nothing of tools, profiles or transports: the embedded façade ``conch.Runtime``
+(conch/runtime.py) adds those on top. What the objects it owns need from it they get through
+one :class:`~conch.core.spawn.SpawnContext`, never the engine itself.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +11,17 @@ import asyncio
 import builtins
 import contextlib
 import os
+import platform
 import re
 import signal as signal_mod
+import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from conch.config import Config
 from conch.core.datadir import DataDir, LogPool
-from conch.core.env import build_env, check_env
+from conch.core.env import CALLER_SESSION_VAR, check_env
 from conch.core.jobs import launch
 from conch.core.jobs.job import Job, new_id
 from conch.core.jobs.ready import ReadySpec, parse_ready, wait_ready
@@ -23,7 +30,14 @@ from conch.core.jobs.table import JobTable
 from conch.core.output import window as win
 from conch.core.output.log import JobLog
 from conch.core.process import hygiene, procfs
+from conch.core.process.driver import ProcessDriver
+from conch.core.process.keys import encode_keys
 from conch.core.process.pipes import PipeProcess
+from conch.core.process.pty import PtyProcess
+from conch.core.results import JobSnapshot, ListResult, ShellClosed, ShellOpened
+from conch.core.search import Searcher
+from conch.core.shell.manager import ShellManager
+from conch.core.spawn import SpawnContext
 from conch.errors import ConchError, RuntimeClosedError
 
 SIGNALS = {
@@ -39,11 +53,14 @@ SIGNALS = {
 }
 _HOUSEKEEPING_S = 0.5
 _SHUTDOWN_GRACE_S = 1.0
+_ACLOSE_LIMIT_S = 2.0
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")
 
 
-class Runtime:
-    """Conch's engine, usable in-process: ``async with Runtime(Config()) as rt: ...``."""
+class Engine:
+    """Conch's engine, usable in-process: ``async with Engine(Config()) as engine: ...``.
+
+    Users want ``conch.Runtime`` (the same methods plus the tool catalogue)."""
 
     def __init__(self, config: Config | None = None, *, owns_process: bool = False) -> None:
         self.config = config or Config()
@@ -53,27 +70,32 @@ class Runtime:
         self._closed = False
         self._close_task: asyncio.Task[None] | None = None
         self._listeners: list[Callable[[str | None], None]] = []
-        self.instance = ""
         self.data = DataDir(self.config.resolved_data_dir)
         self.log_pool = LogPool(self.data, lambda: new_id("j"))
         self.reaper = hygiene.Reaper(reap_all=owns_process)
+        self.spawn = SpawnContext(self.config, self.data, self.reaper, on_change=self._changed)
         self.jobs = JobTable(
             max_running=self.config.max_running,
             max_jobs=self.config.max_jobs,
             retention_s=self.config.retention_s,
             on_evict=self._evicted,
         )
-        self._drivers: dict[str, PipeProcess] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        # every one-shot driver (pipe and PTY); shell commands belong to their shell
+        self._drivers: dict[str, ProcessDriver] = {}
         self._housekeeping: asyncio.Task[None] | None = None
         self.bash = launch.find_bash()
-        self._shells: Any = None  # conch.core.shell.manager.ShellManager, made on first use
-        self.searcher: Any = None
+        self._shells: ShellManager | None = None
+        self.searcher: Searcher | None = None
         self.orphans_killed: list[int] = []
+
+    @property
+    def instance(self) -> str:
+        """This runtime's tag prefix (set at start)."""
+        return self.spawn.instance
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Runtime:
+    async def __aenter__(self) -> Engine:
         await self.start()
         return self
 
@@ -93,30 +115,28 @@ class Runtime:
         self.data.prepare()
         self.data.remove_expired(self.config.log_ttl_s)
         hygiene.enable_subreaper()
-        self.instance = hygiene.instance_id()
+        self.spawn.instance = hygiene.instance_id()
         self.orphans_killed = await asyncio.to_thread(hygiene.kill_orphans_of_dead_servers)
-        self._attach_optional_parts()
+        self.searcher = Searcher(self.config.resolved_default_cwd, env=self._search_env)
         self._housekeeping = asyncio.ensure_future(self._housekeep())
         self._started = True
         self._refill_logs()
 
-    def _attach_optional_parts(self) -> None:
-        try:
-            from conch.core.search import Searcher
-        except ImportError:
-            self.searcher = None
-        else:
-            self.searcher = Searcher(self.config.resolved_default_cwd)
+    def _search_env(self) -> dict[str, str]:
+        return self.spawn.child_env("search", pty=False)
 
     @property
-    def shells(self) -> Any:
-        """The persistent-shell manager (conch.core.shell), made on first use: a server that
-        never opens a shell does not pay for importing it at startup."""
+    def shells(self) -> ShellManager | None:
+        """The persistent-shell manager, made on first use (None once closed)."""
         if self._shells is None and not self._closed and self._started:
-            from conch.core.shell.manager import ShellManager
-
-            self._shells = ShellManager(self)
+            self._shells = ShellManager(self.spawn)
         return self._shells
+
+    def _shell_manager(self) -> ShellManager:
+        shells = self.shells
+        if shells is None:
+            raise ConchError("closed", "the runtime is closing")
+        return shells
 
     def _check_open(self) -> None:
         if self._closed:
@@ -157,24 +177,27 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._housekeeping
         grace = min(self.config.kill_grace_ms / 1000, _SHUTDOWN_GRACE_S)
-        drivers = list(self._drivers.values())
-        for d in drivers:
+        pipes = [d for d in self._drivers.values() if isinstance(d, PipeProcess)]
+        ptys = [d for d in self._drivers.values() if isinstance(d, PtyProcess)]
+        for d in pipes:
             d.begin_shutdown()
         # one sweep over everything this runtime started (each job's session and group, and
         # every process carrying this instance's tag), however many jobs are retained
-        live = [d.pid for d in drivers if d.pid and (not d.job.terminal or d.pipes_open)]
+        live = [d.pid for d in pipes if d.pid and (not d.job.terminal or d.pipes_open)]
         sids = {str(p) for p in live}
         prefix = f"{self.instance}/".encode()
 
         def collect() -> set[int]:
             return procfs.scan_instance(hygiene.TAG_VAR.encode(), prefix, sids)
 
-        work: list[Any] = [hygiene.terminate_tree(collect, live, grace, self.reaper)]
+        work: list[Awaitable[Any]] = [hygiene.terminate_tree(collect, live, grace, self.reaper)]
         if self._shells is not None:
             work.append(self._shells.aclose())
+        if ptys:
+            work.append(self._close_ptys(ptys))
         await asyncio.gather(*work, return_exceptions=True)
-        await asyncio.gather(*(d.end_shutdown() for d in drivers), return_exceptions=True)
-        for t in list(self._tasks):
+        await asyncio.gather(*(d.end_shutdown() for d in pipes), return_exceptions=True)
+        for t in list(self.spawn.tasks):
             t.cancel()
         self.log_pool.close()
         for job in self.jobs:
@@ -183,6 +206,16 @@ class Runtime:
             if not self.reaper.sweep(final=True):
                 break
         self._drivers.clear()
+
+    async def _close_ptys(self, ptys: list[PtyProcess]) -> None:
+        """PTY programs at shutdown: stopped in parallel, bounded in time."""
+        limit = min(_ACLOSE_LIMIT_S, self.config.close_timeout_ms / 1000)
+        grace = min(self.config.kill_grace_ms / 1000, limit * 0.4)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*(d.aclose(grace) for d in ptys), return_exceptions=True),
+                limit + 1,
+            )
 
     # -- change listeners (MCP resources, dashboard) ---------------------------------------------
 
@@ -202,55 +235,20 @@ class Runtime:
         job.log.unlink()
         self._changed(None)
 
-    def _spawn_task(self, coro: Any) -> asyncio.Task[Any]:
-        t = asyncio.ensure_future(coro)
-        self._tasks.add(t)
-        t.add_done_callback(self._tasks.discard)
-        return t
-
     # -- helpers -------------------------------------------------------------------------------
 
     def resolve_cwd(self, cwd: str | None) -> str:
-        base = self.config.resolved_default_cwd
-        if cwd is None or cwd == "":
-            path = base
-        else:
-            if "\x00" in cwd:
-                raise ConchError("invalid_argument", "cwd must not contain NUL")
-            path = os.path.normpath(os.path.join(base, os.path.expanduser(cwd)))
-        if not os.path.isdir(path):
-            raise ConchError("cwd_not_found", f"working directory does not exist: {path}")
-        return path
+        return self.spawn.resolve_cwd(cwd)
 
     def _refill_logs(self) -> None:
         if self.log_pool.needs_refill():
-            self._spawn_task(asyncio.to_thread(self.log_pool.refill))
+            self.spawn.spawn_task(asyncio.to_thread(self.log_pool.refill))
 
     def new_log(self) -> tuple[str, JobLog]:
         """A fresh job id and its log file."""
         job_id, path, fd = self.log_pool.take()
         self._refill_logs()
         return job_id, JobLog(path, fd, self.config.max_log_bytes)
-
-    def child_env(
-        self,
-        *,
-        env: Mapping[str, str] | None,
-        shell_env: Mapping[str, str] | None,
-        caller_session_id: str,
-        pty: bool,
-        job_id: str,
-    ) -> dict[str, str]:
-        secrets = tuple(s for s in (self.config.auth_token, self.config.caller_context_token) if s)
-        return build_env(
-            agent_env=self.config.agent_env,
-            pty=pty,
-            secrets=secrets,
-            env=env,
-            shell_env=shell_env,
-            caller_session_id=caller_session_id,
-            tag=(hygiene.TAG_VAR, f"{self.instance}/{job_id}"),
-        )
 
     def new_job(
         self,
@@ -264,7 +262,9 @@ class Runtime:
         """Admit and register a job (used by every execution mode, shells included)."""
         if name is not None and not _NAME.match(name):
             raise ConchError(
-                "invalid_argument", "name must start with a letter and use letters, digits, . _ -"
+                "invalid_argument",
+                "name must start with a letter and use letters, digits, . _ -",
+                field="name",
             )
         self.jobs.admit(name)
         job_id, log = self.new_log()
@@ -288,22 +288,6 @@ class Runtime:
             raise ConchError("invalid_argument", "job_id must be a non-empty string")
         return self.jobs.get(job_id)
 
-    def _deadline(self, job: Job, timeout_ms: int) -> None:
-        if timeout_ms <= 0:
-            return
-        loop = asyncio.get_running_loop()
-
-        def fire() -> None:
-            if not job.terminal and job.driver is not None:
-                self._spawn_task(job.driver.stop("timed_out", self.config.kill_grace_ms / 1000))
-
-        handle = loop.call_later(timeout_ms / 1000, fire)
-        job.on_finish(lambda _job: handle.cancel())
-
-    def _output_limit(self, job: Job) -> None:
-        if not job.terminal and job.driver is not None and job.kill_reason is None:
-            self._spawn_task(job.driver.stop("output_limit", self.config.kill_grace_ms / 1000))
-
     # -- exec ----------------------------------------------------------------------------------
 
     async def exec(
@@ -326,8 +310,11 @@ class Runtime:
         name: str | None = None,
         shell_env: Mapping[str, str] | None = None,
         caller_session_id: str = "",
-    ) -> dict[str, Any]:
-        """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3."""
+        on_start: Callable[[Job], None] | None = None,
+    ) -> JobSnapshot:
+        """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3.
+
+        ``on_start(job)`` is called as soon as the job exists (progress reporting uses it)."""
         await self._open()
         cfg = self.config
         given = [
@@ -351,21 +338,7 @@ class Runtime:
         env = check_env(env)
         shell_env = check_env(shell_env, "_meta.shell_env")
         ready_spec = parse_ready(ready)
-        # what shell and PTY jobs take alike (they are created by the shell manager)
-        job_args: dict[str, Any] = dict(
-            env=env,
-            timeout_ms=timeout_ms,
-            yield_ms=yield_ms,
-            budget=budget,
-            output_format=output_format,
-            ready=ready_spec,
-            name=name,
-            shell_env=shell_env,
-            caller_session_id=caller_session_id,
-        )
         if shell_id is not None:
-            if self.shells is None:
-                raise ConchError("invalid_argument", "persistent shells are not available")
             if command is None:
                 raise ConchError("invalid_argument", "a shell runs `command` (not argv or script)")
             if stdin is not None or stdin_open or pty:
@@ -373,56 +346,93 @@ class Runtime:
                     "invalid_argument",
                     "stdin, stdin_open and pty do not apply to shell jobs; use write",
                 )
-            return await self.shells.exec(shell_id, command=command, **job_args)
-        run_cwd = self.resolve_cwd(cwd)
-        mode, args, script_text = launch.plan(self.bash, command, argv, script)
-        if pty:
-            if self.shells is None:
-                raise ConchError("invalid_argument", "pty jobs are not available")
-            return await self.shells.exec_pty(
-                args,
-                mode=mode,
-                cwd=run_cwd,
-                stdin=stdin,
-                stdin_open=stdin_open,
-                script_text=script_text,
-                **job_args,
+            job = await self._start_shell_command(
+                shell_id, command, env, shell_env, caller_session_id, name, output_format
             )
-        job = self.new_job(mode=mode, cwd=run_cwd, name=name, output_format=output_format)
-        try:
-            if script_text is not None:
-                args = await self.prepare_script(job, script_text, run_cwd)
-            child_env = self.child_env(
-                env=env,
-                shell_env=shell_env,
-                caller_session_id=caller_session_id,
-                pty=False,
-                job_id=job.job_id,
+        else:
+            run_cwd = self.resolve_cwd(cwd)
+            mode, args, script_text = launch.plan(self.bash, command, argv, script)
+            job = self.new_job(
+                mode="pty" if pty else mode, cwd=run_cwd, name=name, output_format=output_format
             )
-            driver = PipeProcess(job, self.reaper, on_output_limit=self._output_limit)
-            driver.start(
-                args,
-                cwd=run_cwd,
-                env=child_env,
-                stdin=stdin.encode("utf-8") if stdin is not None else None,
-                stdin_open=stdin_open,
-            )
-        except BaseException:
-            self.jobs._drop(job)
-            raise
-        job.driver = driver
-        self._drivers[job.job_id] = driver
-        self._deadline(job, timeout_ms)
-        return await self.settle(job, yield_ms=yield_ms, budget=budget, ready=ready_spec)
+            try:
+                if script_text is not None:
+                    args = await launch.prepare_script(
+                        self.data,
+                        self.bash,
+                        job,
+                        script_text,
+                        run_cwd,
+                        check=mode == "script",
+                        env=self.spawn.child_env(job.job_id, pty=False),
+                    )
+                child_env = self.spawn.child_env(
+                    job.job_id,
+                    pty=pty,
+                    env=env,
+                    shell_env=shell_env,
+                    caller_session_id=caller_session_id,
+                )
+                stdin_bytes = stdin.encode("utf-8") if stdin is not None else None
+                driver: ProcessDriver
+                if pty:
+                    if self._closed:
+                        raise ConchError("closed", "the runtime is closing")
+                    driver = PtyProcess(job, self.reaper, on_output_limit=self.spawn.output_limit)
+                    driver.start(
+                        args,
+                        cwd=run_cwd,
+                        env=child_env,
+                        stdin=stdin_bytes,
+                        # typed input given and stdin not kept open: the program then reads EOF
+                        eof_after_stdin=stdin is not None and not stdin_open,
+                    )
+                else:
+                    driver = PipeProcess(job, self.reaper, on_output_limit=self.spawn.output_limit)
+                    driver.start(
+                        args, cwd=run_cwd, env=child_env, stdin=stdin_bytes, stdin_open=stdin_open
+                    )
+            except BaseException:
+                self.jobs.drop(job)
+                raise
+            job.driver = driver
+            self._drivers[job.job_id] = driver
+        if on_start is not None:
+            on_start(job)
+        self.spawn.deadline(job, timeout_ms)
+        result = await self._exec_result(job, yield_ms=yield_ms, budget=budget, ready=ready_spec)
+        if shell_id is not None:
+            result["shell_id"] = job.shell_id
+            result["cwd"] = job.cwd
+        return result
 
-    async def prepare_script(self, job: Job, text: str, cwd: str) -> list[str]:
-        """The argv that runs ``text`` from a private file (checked with `bash -n` first for
-        script jobs); the file goes when the job ends."""
-        return await launch.prepare_script(self.data, self.bash, job, text, cwd)
+    async def _start_shell_command(
+        self,
+        shell_id: str,
+        command: str,
+        env: dict[str, str],
+        shell_env: dict[str, str],
+        caller_session_id: str,
+        name: str | None,
+        output_format: str,
+    ) -> Job:
+        sh = self._shell_manager().get(shell_id)
+        if not isinstance(command, str) or "\x00" in command:
+            raise ConchError("invalid_argument", "command must be a string without NUL")
+        restarted = await sh.claim()
+        job = self.new_job(
+            mode="shell", cwd=sh.cwd, name=name, shell_id=sh.shell_id, output_format=output_format
+        )
+        job.restarted = restarted
+        assign = {**env, **shell_env}
+        if caller_session_id or assign:
+            assign[CALLER_SESSION_VAR] = caller_session_id
+        sh.run(job, command, assign)
+        return job
 
-    async def settle(
+    async def _exec_result(
         self, job: Job, *, yield_ms: int, budget: int, ready: ReadySpec | None
-    ) -> dict[str, Any]:
+    ) -> JobSnapshot:
         """Wait up to yield_ms for the job to end (or become ready); the exec result."""
         try:
             if ready is not None:
@@ -435,7 +445,7 @@ class Runtime:
             # the caller gave up on the exec (e.g. MCP cancellation): the job goes with it
             if not job.terminal and job.driver is not None:
                 await asyncio.shield(
-                    self._spawn_task(job.driver.stop("cancelled", self.config.kill_grace_ms / 1000))
+                    self.spawn.spawn_task(job.driver.stop("cancelled", self.spawn.grace_s))
                 )
             raise
         w = win.preview(job.log, budget, final=job.terminal)
@@ -455,7 +465,7 @@ class Runtime:
         stream: str | None = None,
         raw: bool = False,
         tail: bool = False,
-    ) -> dict[str, Any]:
+    ) -> JobSnapshot:
         await self._open()
         job = self.job(job_id)
         budget = self.config.default_max_output_bytes if max_bytes is None else max_bytes
@@ -524,7 +534,7 @@ class Runtime:
         keys: list[str] | None = None,
         eof: bool = False,
         yield_ms: int = 1000,
-    ) -> dict[str, Any]:
+    ) -> JobSnapshot:
         await self._open()
         job = self.job(job_id)
         if not 0 <= yield_ms <= 120_000:
@@ -537,8 +547,6 @@ class Runtime:
         if text is not None:
             data += text.encode("utf-8")
         if keys:
-            from conch.core.keys import encode_keys
-
             if job.mode in ("pty", "shell"):
                 data += encode_keys(keys)
             else:
@@ -597,9 +605,7 @@ class Runtime:
 
     async def signal(
         self, job_id: str, signal: str = "terminate", *, wait_ms: int = 2000
-    ) -> dict[str, Any]:
-        import signal as sigmod
-
+    ) -> JobSnapshot:
         await self._open()
         job = self.job(job_id)
         if signal not in SIGNALS:
@@ -619,11 +625,13 @@ class Runtime:
             w = win.Window("", job.read_cursor.get(None, 0), job.read_cursor.get(None, 0))
             return snapshot(job, w)
         if signal in ("terminate", "kill"):
-            task = self._spawn_task(driver.stop("cancelled", 0.0 if signal == "kill" else grace))
+            task = self.spawn.spawn_task(
+                driver.stop("cancelled", 0.0 if signal == "kill" else grace)
+            )
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(task), wait_ms / 1000)
         else:
-            driver.send_signal(getattr(sigmod, SIGNALS[signal]))
+            driver.send_signal(getattr(signal_mod, SIGNALS[signal]))
             if signal not in ("stop", "continue"):
                 await job.wait_until(lambda: job.terminal, wait_ms / 1000)
         start = job.read_cursor.get(None, 0)
@@ -641,7 +649,7 @@ class Runtime:
 
     # -- list / info ---------------------------------------------------------------------------
 
-    async def list(self, state: str = "all") -> dict[str, Any]:
+    async def list(self, state: str = "all") -> ListResult:
         await self._open()
         if state not in ("all", "running"):
             raise ConchError("invalid_argument", "state must be running or all")
@@ -652,8 +660,6 @@ class Runtime:
 
     async def info(self) -> dict[str, Any]:
         await self._open()
-        import platform
-        import sys
 
         from conch import __version__
 
@@ -687,46 +693,52 @@ class Runtime:
             },
             "running_jobs": self.jobs.running,
             "retained_jobs": len(self.jobs),
-            "profiles": list(cfg.profiles),
-            "transports": ["embedded", "stdio", "streamable-http", "sse", "http-invoke"],
         }
 
     # -- shells and search (delegated) -----------------------------------------------------------
 
-    async def shell_open(self, **kwargs: Any) -> dict[str, Any]:
+    async def shell_open(
+        self,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        shell: str | None = None,
+        startup_command: str | None = None,
+        name: str | None = None,
+    ) -> ShellOpened:
         await self._open()
-        if self.shells is None:
-            raise ConchError("invalid_argument", "persistent shells are not available")
-        result: dict[str, Any] = await self.shells.open(**kwargs)
-        return result
+        return await self._shell_manager().open(
+            cwd=cwd, env=env, shell=shell, startup_command=startup_command, name=name
+        )
 
-    async def shell_close(self, shell_id: str) -> dict[str, Any]:
+    async def shell_close(self, shell_id: str) -> ShellClosed:
         await self._open()
-        if self.shells is None:
-            raise ConchError("not_found", f"no shell {shell_id!r}")
-        result: dict[str, Any] = await self.shells.close(shell_id)
-        return result
+        return await self._shell_manager().close(shell_id)
 
-    async def search(self, **kwargs: Any) -> dict[str, Any]:
-        await self._open()
-        if self.searcher is None:
-            raise ConchError("rg_not_found", "search is not available in this installation")
-        result: dict[str, Any] = await self.searcher.search(**kwargs)
-        return result
-
-    # -- the tool catalogue ------------------------------------------------------------------------
-
-    def tools(self) -> builtins.list[dict[str, Any]]:
-        from conch.tools.catalogue import catalogue
-
-        return [t.describe() for t in catalogue(self.config.profiles)]
-
-    async def call_tool(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *, context: Any = None
+    async def search(
+        self,
+        *,
+        pattern: str,
+        path: str | None = None,
+        regex: bool = False,
+        ignore_case: bool = False,
+        hidden: bool = False,
+        glob: builtins.list[str] | None = None,
+        context: int = 0,
+        mode: str = "matches",
+        max_matches: int = 100,
+        timeout_ms: int = 30000,
     ) -> dict[str, Any]:
-        """Call a tool by name; returns its structured result or ``{"error": {...}}``."""
-        if not self._closed and not self._started:
-            await self.start()
-        from conch.tools.dispatch import call_tool
-
-        return await call_tool(self, name, arguments, context)
+        await self._open()
+        assert self.searcher is not None
+        return await self.searcher.search(
+            pattern=pattern,
+            path=path,
+            regex=regex,
+            ignore_case=ignore_case,
+            hidden=hidden,
+            glob=glob,
+            context=context,
+            mode=mode,
+            max_matches=max_matches,
+            timeout_ms=timeout_ms,
+        )

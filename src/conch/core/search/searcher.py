@@ -23,8 +23,10 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any, Literal, Union
 
+from conch.core.env import build_env
 from conch.core.search.rg import RgInfo, find_rg
 from conch.errors import ConchError
 
@@ -447,9 +449,18 @@ async def _reap(proto: _RgProtocol) -> None:
 class Searcher:
     """Runs searches with ripgrep. ``rg="auto"`` finds rg lazily on first use."""
 
-    def __init__(self, default_cwd: str, rg: RgSetting = "auto") -> None:
+    def __init__(
+        self,
+        default_cwd: str,
+        rg: RgSetting = "auto",
+        *,
+        env: Callable[[], dict[str, str]] | None = None,
+    ) -> None:
+        """``env()`` gives rg's environment: the runtime passes its child environment (no
+        Conch secrets, tagged); alone, the filtered server environment."""
         self.default_cwd = default_cwd
         self._rg_setting: RgSetting = rg
+        self._env = env or (lambda: build_env(agent_env=False, pty=False))
 
     # -- ripgrep -------------------------------------------------------------------------
 
@@ -566,7 +577,8 @@ class Searcher:
                 argv.append(f"--context={context}")
         argv += ["-e", pattern, "--", path_arg]
 
-        env = {k: v for k, v in os.environ.items() if k != "RIPGREP_CONFIG_PATH"}
+        env = self._env()
+        env.pop("RIPGREP_CONFIG_PATH", None)
         results = _Results(mode, max_matches, strip_dot=path is None)
         parser: _JsonParser | _NullParser
         if mode == "matches":

@@ -88,13 +88,6 @@ def read_master(fd: int) -> bytes | None:
         return None
 
 
-def write_master(fd: int, data: bytes) -> int:
-    try:
-        return os.write(fd, data)
-    except BlockingIOError:
-        return 0
-
-
 def _syscall(pid: int) -> list[str]:
     try:
         with open(f"/proc/{pid}/syscall") as f:
