@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from conch._version import __version__
 from conch.config import Config
 from conch.core.datadir import DataDir, LogPool
 from conch.core.env import CALLER_SESSION_VAR, check_env
@@ -660,9 +661,6 @@ class Engine:
 
     async def info(self) -> dict[str, Any]:
         await self._open()
-
-        from conch import __version__
-
         cfg = self.config
         shells = self.shells.available() if self.shells is not None else []
         return {
