@@ -192,6 +192,21 @@ async def test_ready_false_when_job_ends_first(rt):
     assert r["state"] == "exited" and r["ready"] is False
 
 
+async def test_ready_pattern_matches_across_escape_and_utf8_cut_between_writes(rt):
+    # the output arrives as "Listen\x1b[" + "1ming on caf\xc3" + "\xa9\n": normalized chunk by
+    # chunk, the escape and the character would be lost at the cuts
+    r = await rt.exec(
+        command=(
+            "printf 'Listen\\033['; sleep 0.3; printf '1ming on caf\\303'; sleep 0.3; "
+            "printf '\\251\\n'; sleep 30"
+        ),
+        ready={"pattern": "Listening on café$"},
+        yield_ms=10000,
+    )
+    assert r["state"] == "running" and r["ready"] is True
+    await rt.signal(r["job_id"], "kill")
+
+
 async def test_ready_port(rt):
     import socket
 
