@@ -294,3 +294,23 @@ async def test_eof_after_a_large_write_closes_once_everything_is_written(rt):
     await rt.write(r["job_id"], text="y" * 500_000, eof=True, yield_ms=10000)
     done = await rt.read(r["job_id"], cursor=0, wait_ms=10000, until="exit")
     assert done["state"] == "exited" and done["output"].strip() == "500000"
+
+
+async def test_script_syntax_check_gets_the_child_env_without_conch_secrets(tmp_path, monkeypatch):
+    import conch
+
+    secret = "tok-5e1f0a9d77"
+    monkeypatch.setenv("CONCH_AUTH_TOKEN", secret)
+    monkeypatch.setenv("SOMETHING_ELSE", secret)
+    seen = tmp_path / "env.txt"
+    bash = tmp_path / "bash"  # records the environment of `bash -n`, then is bash
+    bash.write_text(f'#!/bin/sh\nif [ "$3" = "-n" ]; then env > {seen}; fi\nexec /bin/bash "$@"\n')
+    bash.chmod(0o755)
+    cfg = conch.Config(data_dir=str(tmp_path / "d"), auth_token=secret)
+    async with conch.Runtime(cfg) as rt:
+        rt.bash = str(bash)
+        r = await rt.exec(script="echo ok\n")
+    assert r["output"] == "ok\n"
+    env = seen.read_text()
+    assert secret not in env and "CONCH_AUTH_TOKEN" not in env
+    assert "CONCH_TAG=" in env  # tagged like every child: a shutdown sweep finds it
