@@ -12,7 +12,6 @@ import builtins
 import contextlib
 import os
 import platform
-import re
 import signal as signal_mod
 import sys
 import time
@@ -22,10 +21,10 @@ from typing import Any
 from conch._version import __version__
 from conch.config import Config
 from conch.core.datadir import DataDir, LogPool
-from conch.core.env import CALLER_SESSION_VAR, check_env
+from conch.core.env import CALLER_SESSION_VAR
 from conch.core.jobs import launch
 from conch.core.jobs.job import Job, new_id
-from conch.core.jobs.ready import ReadySpec, parse_ready, wait_ready
+from conch.core.jobs.ready import ReadySpec, wait_ready
 from conch.core.jobs.snapshot import STREAMS, snapshot, summary
 from conch.core.jobs.table import JobTable
 from conch.core.output import window as win
@@ -35,27 +34,24 @@ from conch.core.process.driver import ProcessDriver
 from conch.core.process.keys import encode_keys
 from conch.core.process.pipes import PipeProcess
 from conch.core.process.pty import PtyProcess
+from conch.core.requests import (
+    ExecRequest,
+    check_name,
+    exec_request,
+    list_request,
+    read_request,
+    signal_request,
+    write_request,
+)
 from conch.core.results import JobSnapshot, ListResult, ShellClosed, ShellOpened
 from conch.core.search import Searcher
 from conch.core.shell.manager import ShellManager
 from conch.core.spawn import SpawnContext
 from conch.errors import ConchError, RuntimeClosedError
 
-SIGNALS = {
-    "interrupt": "SIGINT",
-    "terminate": "SIGTERM",
-    "kill": "SIGKILL",
-    "hangup": "SIGHUP",
-    "quit": "SIGQUIT",
-    "stop": "SIGSTOP",
-    "continue": "SIGCONT",
-    "usr1": "SIGUSR1",
-    "usr2": "SIGUSR2",
-}
 _HOUSEKEEPING_S = 0.5
 _SHUTDOWN_GRACE_S = 1.0
 _ACLOSE_LIMIT_S = 2.0
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")
 
 
 class Engine:
@@ -261,13 +257,7 @@ class Engine:
         output_format: str = "text",
     ) -> Job:
         """Admit and register a job (used by every execution mode, shells included)."""
-        if name is not None and not _NAME.match(name):
-            raise ConchError(
-                "invalid_argument",
-                "name must start with a letter and use letters, digits, . _ -",
-                field="name",
-            )
-        self.jobs.admit(name)
+        self.jobs.admit(check_name(name))
         job_id, log = self.new_log()
         job = Job(
             job_id=job_id,
@@ -317,118 +307,113 @@ class Engine:
 
         ``on_start(job)`` is called as soon as the job exists (progress reporting uses it)."""
         await self._open()
-        cfg = self.config
-        given = [
-            k
-            for k, v in (("command", command), ("argv", argv), ("script", script))
-            if v is not None
-        ]
-        if len(given) != 1:
-            raise ConchError("invalid_argument", "give exactly one of command, argv or script")
-        yield_ms = cfg.default_yield_ms if yield_ms is None else yield_ms
-        timeout_ms = cfg.default_timeout_ms if timeout_ms is None else timeout_ms
-        budget = cfg.default_max_output_bytes if max_output_bytes is None else max_output_bytes
-        if not 0 <= yield_ms <= 120_000:
-            raise ConchError("invalid_argument", "yield_ms must be between 0 and 120000")
-        if timeout_ms < 0:
-            raise ConchError("invalid_argument", "timeout_ms must be >= 0 (0 = no deadline)")
-        if not 0 <= budget <= 1024 * 1024:
-            raise ConchError("invalid_argument", "max_output_bytes must be between 0 and 1048576")
-        if output_format not in ("text", "json", "jsonl", "auto"):
-            raise ConchError("invalid_argument", "output_format must be text, json, jsonl or auto")
-        env = check_env(env)
-        shell_env = check_env(shell_env, "_meta.shell_env")
-        ready_spec = parse_ready(ready)
-        if shell_id is not None:
-            if command is None:
-                raise ConchError("invalid_argument", "a shell runs `command` (not argv or script)")
-            if stdin is not None or stdin_open or pty:
-                raise ConchError(
-                    "invalid_argument",
-                    "stdin, stdin_open and pty do not apply to shell jobs; use write",
-                )
-            job = await self._start_shell_command(
-                shell_id, command, env, shell_env, caller_session_id, name, output_format
-            )
+        req = exec_request(
+            self.config,
+            command=command,
+            argv=argv,
+            script=script,
+            shell_id=shell_id,
+            stdin=stdin,
+            stdin_open=stdin_open,
+            pty=pty,
+            cwd=cwd,
+            env=env,
+            timeout_ms=timeout_ms,
+            yield_ms=yield_ms,
+            max_output_bytes=max_output_bytes,
+            output_format=output_format,
+            ready=ready,
+            name=name,
+            shell_env=shell_env,
+        )
+        if req.shell_id is not None:
+            job = await self._start_shell_command(req, caller_session_id)
         else:
-            run_cwd = self.resolve_cwd(cwd)
-            mode, args, script_text = launch.plan(self.bash, command, argv, script)
-            job = self.new_job(
-                mode="pty" if pty else mode, cwd=run_cwd, name=name, output_format=output_format
-            )
-            try:
-                if script_text is not None:
-                    args = await launch.prepare_script(
-                        self.data,
-                        self.bash,
-                        job,
-                        script_text,
-                        run_cwd,
-                        check=mode == "script",
-                        env=self.spawn.child_env(job.job_id, pty=False),
-                    )
-                child_env = self.spawn.child_env(
-                    job.job_id,
-                    pty=pty,
-                    env=env,
-                    shell_env=shell_env,
-                    caller_session_id=caller_session_id,
-                )
-                stdin_bytes = stdin.encode("utf-8") if stdin is not None else None
-                driver: ProcessDriver
-                if pty:
-                    if self._closed:
-                        raise ConchError("closed", "the runtime is closing")
-                    driver = PtyProcess(job, self.reaper, on_output_limit=self.spawn.output_limit)
-                    driver.start(
-                        args,
-                        cwd=run_cwd,
-                        env=child_env,
-                        stdin=stdin_bytes,
-                        # typed input given and stdin not kept open: the program then reads EOF
-                        eof_after_stdin=stdin is not None and not stdin_open,
-                    )
-                else:
-                    driver = PipeProcess(job, self.reaper, on_output_limit=self.spawn.output_limit)
-                    driver.start(
-                        args, cwd=run_cwd, env=child_env, stdin=stdin_bytes, stdin_open=stdin_open
-                    )
-            except BaseException:
-                self.jobs.drop(job)
-                raise
-            job.driver = driver
-            self._drivers[job.job_id] = driver
+            job = await self._start_process(req, caller_session_id)
         if on_start is not None:
             on_start(job)
-        self.spawn.deadline(job, timeout_ms)
-        result = await self._exec_result(job, yield_ms=yield_ms, budget=budget, ready=ready_spec)
-        if shell_id is not None:
+        self.spawn.deadline(job, req.timeout_ms)
+        result = await self._exec_result(
+            job, yield_ms=req.yield_ms, budget=req.budget, ready=req.ready
+        )
+        if req.shell_id is not None:
             result["shell_id"] = job.shell_id
             result["cwd"] = job.cwd
         return result
 
-    async def _start_shell_command(
-        self,
-        shell_id: str,
-        command: str,
-        env: dict[str, str],
-        shell_env: dict[str, str],
-        caller_session_id: str,
-        name: str | None,
-        output_format: str,
-    ) -> Job:
-        sh = self._shell_manager().get(shell_id)
-        if not isinstance(command, str) or "\x00" in command:
+    async def _start_process(self, req: ExecRequest, caller_session_id: str) -> Job:
+        """A one-shot job on pipes or on its own terminal (``pty``)."""
+        run_cwd = self.resolve_cwd(req.cwd)
+        mode, args, script_text = launch.plan(self.bash, req.command, req.argv, req.script)
+        job = self.new_job(
+            mode="pty" if req.pty else mode,
+            cwd=run_cwd,
+            name=req.name,
+            output_format=req.output_format,
+        )
+        try:
+            if script_text is not None:
+                args = await launch.prepare_script(
+                    self.data,
+                    self.bash,
+                    job,
+                    script_text,
+                    run_cwd,
+                    check=mode == "script",
+                    env=self.spawn.child_env(job.job_id, pty=False),
+                )
+            child_env = self.spawn.child_env(
+                job.job_id,
+                pty=req.pty,
+                env=req.env,
+                shell_env=req.shell_env,
+                caller_session_id=caller_session_id,
+            )
+            stdin = req.stdin.encode("utf-8") if req.stdin is not None else None
+            driver: ProcessDriver
+            if req.pty:
+                if self._closed:
+                    raise ConchError("closed", "the runtime is closing")
+                driver = PtyProcess(job, self.reaper, on_output_limit=self.spawn.output_limit)
+                driver.start(
+                    args,
+                    cwd=run_cwd,
+                    env=child_env,
+                    stdin=stdin,
+                    # typed input given and stdin not kept open: the program then reads EOF
+                    eof_after_stdin=req.stdin is not None and not req.stdin_open,
+                )
+            else:
+                driver = PipeProcess(job, self.reaper, on_output_limit=self.spawn.output_limit)
+                driver.start(
+                    args, cwd=run_cwd, env=child_env, stdin=stdin, stdin_open=req.stdin_open
+                )
+        except BaseException:
+            self.jobs.drop(job)
+            raise
+        job.driver = driver
+        self._drivers[job.job_id] = driver
+        return job
+
+    async def _start_shell_command(self, req: ExecRequest, caller_session_id: str) -> Job:
+        """A command in a persistent shell (the shell's own driver runs it)."""
+        assert req.shell_id is not None and req.command is not None
+        sh = self._shell_manager().get(req.shell_id)
+        if not isinstance(req.command, str) or "\x00" in req.command:
             raise ConchError("invalid_argument", "command must be a string without NUL")
         restarted = await sh.claim()
         job = self.new_job(
-            mode="shell", cwd=sh.cwd, name=name, shell_id=sh.shell_id, output_format=output_format
+            mode="shell",
+            cwd=sh.cwd,
+            name=req.name,
+            shell_id=sh.shell_id,
+            output_format=req.output_format,
         )
         job.restarted = restarted
-        assign = {**env, **shell_env}
+        assign = {**req.env, **req.shell_env}
         if caller_session_id or assign:
             assign[CALLER_SESSION_VAR] = caller_session_id
-        sh.run(job, command, assign)
+        sh.run(job, req.command, assign)
         return job
 
     async def _exec_result(
@@ -469,61 +454,38 @@ class Engine:
     ) -> JobSnapshot:
         await self._open()
         job = self.job(job_id)
-        budget = self.config.default_max_output_bytes if max_bytes is None else max_bytes
-        if not 1 <= budget <= 1024 * 1024:
-            raise ConchError("invalid_argument", "max_bytes must be between 1 and 1048576")
-        if not 0 <= wait_ms <= 120_000:
-            raise ConchError("invalid_argument", "wait_ms must be between 0 and 120000")
-        if stream not in STREAMS:
-            raise ConchError("invalid_argument", "stream must be stdout or stderr")
-        if stream is not None and job.mode in ("pty", "shell"):
+        req = read_request(
+            self.config,
+            cursor=cursor,
+            max_bytes=max_bytes,
+            wait_ms=wait_ms,
+            until=until,
+            stream=stream,
+        )
+        if stream is not None and not job.streams:
             raise ConchError("invalid_argument", "pty and shell jobs have a single stream")
         sidx = STREAMS[stream]
-        if cursor is not None and (not isinstance(cursor, int) or cursor < 0):
-            raise ConchError("invalid_argument", "cursor must be a non-negative integer")
-        pattern = None
-        if isinstance(until, Mapping):
-            try:
-                pattern = re.compile(str(until.get("pattern", "")))
-            except re.error as e:
-                raise ConchError(
-                    "invalid_argument", f"until.pattern is not a valid regex: {e}"
-                ) from None
-        elif until not in ("change", "exit"):
-            raise ConchError("invalid_argument", "until must be change, exit or {pattern}")
         start = job.read_cursor.get(stream, 0) if cursor is None else cursor
         total = job.log.size(sidx)
         if start > total:
             raise ConchError("invalid_argument", f"cursor {start} is past the end ({total} bytes)")
         if wait_ms > 0:
-            if until == "exit":
+            if req.until == "exit":
                 await job.wait_until(lambda: job.terminal, wait_ms / 1000)
-            elif pattern is not None:
+            elif req.pattern is not None:
                 since = start if stream is None else job.log.size()
-                await wait_ready(job, ReadySpec(pattern=pattern), wait_ms / 1000, since=since)
+                await wait_ready(job, ReadySpec(pattern=req.pattern), wait_ms / 1000, since=since)
             else:
                 # a finished job may still get output from processes it left running
                 await job.wait_until(
                     lambda: job.log.size(sidx) > start or (job.terminal and job.log.closed),
                     wait_ms / 1000,
                 )
-        total = job.log.size(sidx)
         if tail:
-            w = win.backward(
-                job.log, start if cursor is not None else 0, total, budget, stream=sidx, raw=raw
-            )
-            w = win.Window(
-                w.text, w.cursor, w.next_cursor, truncated=w.cursor > 0, omitted_bytes=w.cursor
-            )
+            floor = start if cursor is not None else 0
+            w = win.last(job.log, floor, req.budget, stream=sidx, raw=raw)
         else:
-            w = win.forward(job.log, start, total, budget, stream=sidx, raw=raw, final=job.terminal)
-            w = win.Window(
-                w.text,
-                w.cursor,
-                w.next_cursor,
-                truncated=w.truncated,
-                omitted_bytes=total - w.next_cursor,
-            )
+            w = win.following(job.log, start, req.budget, stream=sidx, raw=raw, final=job.terminal)
         job.read_cursor[stream] = w.next_cursor
         return snapshot(job, w, stream=stream)
 
@@ -538,17 +500,14 @@ class Engine:
     ) -> JobSnapshot:
         await self._open()
         job = self.job(job_id)
-        if not 0 <= yield_ms <= 120_000:
-            raise ConchError("invalid_argument", "yield_ms must be between 0 and 120000")
-        if text is None and not keys and not eof:
-            raise ConchError("invalid_argument", "give text, keys or eof")
+        text, keys, eof, yield_ms = write_request(text=text, keys=keys, eof=eof, yield_ms=yield_ms)
         data = b""
         if job.terminal or job.driver is None:
             raise ConchError("not_running", f"job {job.job_id} is {job.state}; nothing to write to")
         if text is not None:
             data += text.encode("utf-8")
         if keys:
-            if job.mode in ("pty", "shell"):
+            if not job.streams:  # a terminal: keys are what the terminal sends for them
                 data += encode_keys(keys)
             else:
                 # a pipe has no terminal: keys mean what they would mean to a person
@@ -570,22 +529,7 @@ class Engine:
         if eof:
             await job.driver.close_stdin()
         await self._settle_output(job, yield_ms / 1000)
-        w = win.forward(
-            job.log,
-            before,
-            job.log.size(),
-            self.config.default_max_output_bytes,
-            stream=None,
-            raw=False,
-            final=job.terminal,
-        )
-        w = win.Window(
-            w.text,
-            w.cursor,
-            w.next_cursor,
-            truncated=w.truncated,
-            omitted_bytes=job.log.size() - w.next_cursor,
-        )
+        w = win.following(job.log, before, self.config.default_max_output_bytes, final=job.terminal)
         job.read_cursor[None] = w.next_cursor
         return snapshot(job, w)
 
@@ -609,10 +553,7 @@ class Engine:
     ) -> JobSnapshot:
         await self._open()
         job = self.job(job_id)
-        if signal not in SIGNALS:
-            raise ConchError("invalid_argument", f"signal must be one of {', '.join(SIGNALS)}")
-        if not 0 <= wait_ms <= 120_000:
-            raise ConchError("invalid_argument", "wait_ms must be between 0 and 120000")
+        signame, wait_ms = signal_request(signal, wait_ms)
         driver = job.driver
         if driver is None:
             raise ConchError("not_running", f"job {job.job_id} has no process")
@@ -632,19 +573,11 @@ class Engine:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(task), wait_ms / 1000)
         else:
-            driver.send_signal(getattr(signal_mod, SIGNALS[signal]))
+            driver.send_signal(getattr(signal_mod, signame))
             if signal not in ("stop", "continue"):
                 await job.wait_until(lambda: job.terminal, wait_ms / 1000)
         start = job.read_cursor.get(None, 0)
-        w = win.forward(
-            job.log,
-            start,
-            job.log.size(),
-            self.config.default_max_output_bytes,
-            stream=None,
-            raw=False,
-            final=job.terminal,
-        )
+        w = win.following(job.log, start, self.config.default_max_output_bytes, final=job.terminal)
         job.read_cursor[None] = w.next_cursor
         return snapshot(job, w)
 
@@ -652,8 +585,7 @@ class Engine:
 
     async def list(self, state: str = "all") -> ListResult:
         await self._open()
-        if state not in ("all", "running"):
-            raise ConchError("invalid_argument", "state must be running or all")
+        list_request(state)
         self.jobs.evict()
         jobs = [summary(j) for j in self.jobs if state == "all" or not j.terminal]
         shells = self.shells.summaries() if self.shells is not None else []

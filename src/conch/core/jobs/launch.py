@@ -14,11 +14,20 @@ from conch.errors import ConchError
 BIG_COMMAND = 100_000  # above this a command goes through a file: argv strings are capped
 
 
-def find_bash() -> str | None:
-    for p in ("/bin/bash", "/usr/bin/bash"):
+SHELL_DIRS = ("/bin", "/usr/bin", "/usr/local/bin", "/opt/homebrew/bin")
+
+
+def find_shell(kind: str) -> str | None:
+    """The one way Conch finds a shell (``bash``, ``zsh``): the system's first, then PATH."""
+    for d in SHELL_DIRS:
+        p = os.path.join(d, kind)
         if os.access(p, os.X_OK):
             return p
-    return shutil.which("bash")
+    return shutil.which(kind)
+
+
+def find_bash() -> str | None:
+    return find_shell("bash")
 
 
 def plan(

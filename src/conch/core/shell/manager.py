@@ -9,28 +9,20 @@ import asyncio
 import contextlib
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Mapping
 
 from conch.core.env import check_env
 from conch.core.jobs.job import new_id
+from conch.core.jobs.launch import find_shell
+from conch.core.requests import NAME
 from conch.core.results import ShellAvailable, ShellClosed, ShellOpened, ShellSummary
 from conch.core.shell.session import Shell
 from conch.core.spawn import SpawnContext
 from conch.errors import ConchError
 
 KINDS = ("bash", "zsh")
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")
 _ACLOSE_LIMIT_S = 2.0
-
-
-def _find(kind: str) -> str | None:
-    for d in ("/bin", "/usr/bin", "/usr/local/bin", "/opt/homebrew/bin"):
-        p = os.path.join(d, kind)
-        if os.access(p, os.X_OK):
-            return p
-    return shutil.which(kind)
 
 
 def _version(path: str) -> str:
@@ -65,7 +57,7 @@ class ShellManager:
         if self._available is None:
             found: list[ShellAvailable] = []
             for kind in KINDS:
-                path = _find(kind)
+                path = find_shell(kind)
                 if path:
                     found.append({"name": kind, "path": path, "version": _version(path)})
             self._available = found
@@ -119,7 +111,7 @@ class ShellManager:
             raise ConchError("closed", "the runtime is closing")
         env = check_env(env)
         if name is not None:
-            if not isinstance(name, str) or not _NAME.match(name):
+            if not isinstance(name, str) or not NAME.match(name):
                 raise ConchError(
                     "invalid_argument",
                     "name must start with a letter and use letters, digits, . _ -",

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from conch.config import ENV_NAME_PATTERN, MAX_WAIT_MS
 from conch.core.engine import Engine
 from conch.core.env import CALLER_SESSION_VAR
 from conch.core.output import window as win
@@ -45,8 +46,8 @@ _MARKER = "\n...[output omitted]...\n"  # the seed's preview marker (24 bytes)
 # Linux pid_max is at most 2**22: a handle from this range can never be mistaken for a pid
 _HANDLE_MIN = 10_000_000
 _HANDLE_MAX = 2**31 - 1
-_MAX_YIELD_MS = 120_000
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MAX_YIELD_MS = MAX_WAIT_MS
+_ENV_NAME = re.compile(ENV_NAME_PATTERN)
 _DEFAULT_SUMMARY = {"bash": "bash", "run": "run command", "script": "script"}
 _TOOL_MODE = {"command": "bash", "argv": "run", "script": "script"}
 _FIELD_CODES = {

@@ -114,7 +114,7 @@ def _summary(s: Mapping[str, Any]) -> dict[str, Any]:
 async def _job_result(rt: Engine, job_id: str) -> dict[str, Any]:
     cap = _caps(rt).get(job_id, DEFAULT_MAX_OUTPUT_BYTES)
     job = rt.job(job_id)
-    if job.mode in ("pty", "shell"):  # one terminal stream: it is all stdout
+    if not job.streams:  # one terminal stream: it is all stdout
         out = await rt.read(job_id, cursor=0, max_bytes=cap, raw=True)
         err = None
     else:
