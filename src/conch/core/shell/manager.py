@@ -18,6 +18,7 @@ from conch.core.jobs.launch import find_shell
 from conch.core.requests import NAME
 from conch.core.results import ShellAvailable, ShellClosed, ShellOpened, ShellSummary
 from conch.core.shell.session import Shell
+from conch.core.shell.state import ShellState
 from conch.core.spawn import SpawnContext
 from conch.errors import ConchError
 
@@ -90,12 +91,12 @@ class ShellManager:
         sh = self._shells.get(shell_id)
         if sh is None:
             sh = next((s for s in self._shells.values() if s.name == shell_id), None)
-        if sh is None or sh.state == "closed":
+        if sh is None or sh.state is ShellState.CLOSED:
             raise ConchError("not_found", f"no shell {shell_id!r}")
         return sh
 
     def summaries(self) -> list[ShellSummary]:
-        return [s.summary() for s in self._shells.values() if s.state != "closed"]
+        return [s.summary() for s in self._shells.values() if s.state is not ShellState.CLOSED]
 
     # -- open / close ------------------------------------------------------------------------
 
@@ -155,12 +156,12 @@ class ShellManager:
             "shell": kind,
             "version": version,
             "cwd": sh.cwd,
-            "state": sh.state,
+            "state": sh.state.value,
         }
 
     async def close(self, shell_id: str) -> ShellClosed:
         sh = self.get(shell_id)
-        if sh.state == "closing":
+        if sh.state is ShellState.CLOSING:
             raise ConchError("not_found", f"shell {shell_id!r} is already closing")
         ok = await asyncio.shield(sh.close(self.ctx.config.close_timeout_ms / 1000))
         self._shells.pop(sh.shell_id, None)

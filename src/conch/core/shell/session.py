@@ -36,6 +36,7 @@ from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, term
 from conch.core.results import ShellSummary
 from conch.core.shell.markers import Done, MarkerParser, Output
 from conch.core.shell.scrub import PathScrubber
+from conch.core.shell.state import UNAVAILABLE, ShellState, move
 from conch.core.spawn import SpawnContext
 from conch.errors import ConchError
 
@@ -110,7 +111,7 @@ class Shell:
         self.cwd = cwd
         self._env = env
         self._startup = startup_command
-        self.state = "starting"
+        self.state = ShellState.STARTING
         self.job: Job | None = None
         self.generation = 0
         self.pid: int | None = None
@@ -134,15 +135,21 @@ class Shell:
         self._reaped: asyncio.Event = asyncio.Event()
         self._cleanup: asyncio.Task[Any] | None = None
 
+    # -- state -------------------------------------------------------------------------------
+
+    def _to(self, new: ShellState) -> None:
+        """The one place the shell's state moves (see state.py for the moves)."""
+        self.state = move(self.state, new)
+
     # -- start -------------------------------------------------------------------------------
 
     @property
     def busy(self) -> bool:
-        return self.job is not None or self.state in ("starting", "closing", "closed")
+        return self.job is not None or self.state in UNAVAILABLE
 
     async def start(self) -> None:
         """Spawn, bootstrap and run the startup command; on failure nothing is left running."""
-        self.state = "starting"
+        self._to(ShellState.STARTING)
         try:
             await self._spawn()
             if self._startup:
@@ -157,9 +164,9 @@ class Shell:
                 self.cwd = self._current_cwd()  # the startup command may have cd'ed
         except BaseException:
             await self._kill(0.0)
-            self.state = "exited"
+            self._to(ShellState.EXITED)
             raise
-        self.state = "ready"
+        self._to(ShellState.READY)
 
     async def _spawn(self) -> None:
         self.generation += 1
@@ -279,13 +286,13 @@ class Shell:
                 f"{self.job.job_id if self.job else 'something'}; "
                 "wait for it, or signal it",
             )
-        if self.state != "exited":
+        if self.state is not ShellState.EXITED:
             return False
-        self.state = "starting"  # holds the shell against a concurrent exec
+        self._to(ShellState.STARTING)  # holds the shell against a concurrent exec
         try:
             await self.restart()
         except BaseException:
-            self.state = "exited"
+            self._to(ShellState.EXITED)
             raise
         return True
 
@@ -293,7 +300,7 @@ class Shell:
         """Start a job: the command runs in the shell; the job ends at its end marker."""
         job.driver = ShellJob(self, job)
         self.job = job
-        self.state = "busy"
+        self._to(ShellState.BUSY)
         self._stop_task = None
         try:
             if self._pending:
@@ -302,8 +309,8 @@ class Shell:
             self._send(command, assign)
         except BaseException:
             self.job = None
-            if self.state == "busy":
-                self.state = "ready"
+            if self.state is ShellState.BUSY:
+                self._to(ShellState.READY)
             job.finish("cancelled")
             job.log.close_writer()
             raise
@@ -366,8 +373,8 @@ class Shell:
         self.job = None
         if self._input is not None:
             self._input.clear()  # what the command did not read must not become shell input
-        if self.state == "busy":
-            self.state = "ready"
+        if self.state is ShellState.BUSY:
+            self._to(ShellState.READY)
         if job.kill_reason:
             state = job.kill_reason
         elif status > 128 and status - 128 in job.sent_signals:
@@ -393,15 +400,15 @@ class Shell:
             )
             self._internal.exception()  # mark retrieved
         job = self.job
-        if self.state in ("ready", "busy"):
-            self.state = "exited"
+        if self.state in (ShellState.READY, ShellState.BUSY):
+            self._to(ShellState.EXITED)
         if job is not None:
             self.job = None
             job.cwd = self.cwd
             state = job.kill_reason or "exited"
             job.finish(state, exit_code=code, signum=signum)
             job.log.close_writer()
-        if self.state == "exited" and self._cleanup is None:
+        if self.state is ShellState.EXITED and self._cleanup is None:
             # what the shell left behind (background jobs) goes with it, like a closed terminal
             self._cleanup = self.ctx.spawn_task(self._kill(0.0))
 
@@ -496,9 +503,9 @@ class Shell:
             return
         # the shell did not come back: start a fresh one in the same place, then end the job
         self.job = None
-        closing = self.state in ("closing", "closed")
+        closing = self.state in (ShellState.CLOSING, ShellState.CLOSED)
         if not closing:
-            self.state = "starting"
+            self._to(ShellState.STARTING)
         await self._kill(0.0)
         job.restarted = True
         if not closing:
@@ -566,7 +573,7 @@ class Shell:
 
     async def close(self, timeout_s: float) -> bool:
         """End the shell and everything in it within timeout_s; True if cleanup completed."""
-        self.state = "closing"
+        self._to(ShellState.CLOSING)
         job = self.job
         if job is not None and job.kill_reason is None:
             job.kill_reason = "cancelled"
@@ -602,7 +609,7 @@ class Shell:
         if self._cmd_path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self._cmd_path)
-        self.state = "closed"
+        self._to(ShellState.CLOSED)
         return ok
 
     def summary(self) -> ShellSummary:
@@ -610,7 +617,7 @@ class Shell:
             "shell_id": self.shell_id,
             "name": self.name,
             "shell": self.kind,
-            "state": "busy" if self.job is not None else self.state,
+            "state": "busy" if self.job is not None else self.state.value,
             "cwd": self.cwd,
             "job_id": self.job.job_id if self.job is not None else None,
         }
