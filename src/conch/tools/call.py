@@ -50,6 +50,8 @@ async def call_tool_full(
             raise ConchError(
                 "invalid_argument",
                 "`host` is not supported: Conch runs commands on this machine only",
+                field="host",
+                value="is not a known argument",
             )
         validate(tool.input_schema, args)
         meta = {"summary": tool.summary(args)} if tool.summary else None

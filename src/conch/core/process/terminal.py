@@ -12,13 +12,11 @@ import fcntl
 import os
 import platform
 import struct
-import subprocess
 import termios
 from collections.abc import Iterable
 from typing import Any
 
-from conch.core.process import procfs
-from conch.errors import ConchError
+from conch.core.process import popen, procfs
 
 ROWS, COLS = 50, 200
 _READS = {
@@ -50,32 +48,22 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, 
         attrs[1] &= ~termios.ONLCR  # programs print \n, the log gets \n
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=slave,
-                stdout=slave,
-                stderr=slave,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=_take_terminal,
-            )
-        except FileNotFoundError:
-            raise ConchError("spawn_failed", f"program not found: {argv[0]}") from None
-        except PermissionError:
-            raise ConchError("spawn_failed", f"permission denied: {argv[0]}") from None
-        except (OSError, subprocess.SubprocessError) as e:
-            raise ConchError("spawn_failed", f"could not start {argv[0]}: {e}") from None
+        pid = popen.spawn(
+            argv,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=env,
+            preexec_fn=_take_terminal,
+        )
     except BaseException:
         os.close(master)
         raise
     finally:
         os.close(slave)
-    proc.returncode = 0  # Popen must never reap this pid: its owner does
     os.set_blocking(master, False)
-    return proc.pid, master, tty, attrs
+    return pid, master, tty, attrs
 
 
 def read_master(fd: int) -> bytes | None:

@@ -29,7 +29,7 @@ from conch.core.env import CALLER_SESSION_VAR
 from conch.core.output import window as win
 from conch.errors import ConchError
 from conch.tools.context import CallContext
-from conch.tools.profiles._common import Profile, profile_state
+from conch.tools.profiles._common import Profile, ProfileError, profile_state
 from conch.tools.tool import Tool
 
 if TYPE_CHECKING:
@@ -62,13 +62,11 @@ _FIELD_CODES = {
 }
 
 
-class _Fail(Exception):
+class _Fail(ProfileError):
     """A seed-level failure: becomes a 12-key result with success false."""
 
     def __init__(self, code: str, message: str, exit_code: int | None = -1) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(code, message)
         self.exit_code = exit_code
 
 
@@ -383,12 +381,12 @@ def _alive(rt: Engine, job_id: str) -> bool:
 
 def _exec_failure(e: ConchError) -> _Fail:
     if e.code == "cwd_not_found":
-        return _Fail("CWD_NOT_FOUND", f"工作目录不存在: {e.message.rsplit(': ', 1)[-1]}")
+        return _Fail("CWD_NOT_FOUND", f"工作目录不存在: {e.value}")
     if e.code == "syntax_error":
         return _Syntax(e.message)
     if e.code == "spawn_failed":
         return _Fail("EXECUTION_ERROR", f"无法启动命令: {e.message}")
-    if e.code == "invalid_argument" and "_meta.shell_env" in e.message:
+    if e.code == "invalid_argument" and e.field == "_meta.shell_env":
         return _Fail("INVALID_META", e.message)
     return _Fail("EXECUTION_ERROR", f"执行失败: {e.message}")
 
@@ -442,7 +440,7 @@ async def _get(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, 
 def _error_result(tool_mode: str | None) -> Callable[[ConchError, Mapping[str, Any]], Any]:
     def shape(e: ConchError, args: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         if e.code == "invalid_argument":
-            field = re.split(r"[.\[:]", e.message, maxsplit=1)[0].strip()
+            field = re.split(r"[.\[]", e.field or "", maxsplit=1)[0]
             code = _FIELD_CODES.get(field, "INVALID_ARGUMENT")
             if field == "bytes" and tool_mode is None:
                 code = "INVALID_BYTES"

@@ -13,7 +13,7 @@ import base64
 import os
 import platform
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -21,7 +21,7 @@ from typing import Any
 from conch.core.engine import Engine
 from conch.errors import ConchError
 from conch.tools.context import CallContext
-from conch.tools.profiles._common import Profile, profile_state
+from conch.tools.profiles._common import Profile, ProfileError, guard, obj, profile_state
 from conch.tools.tool import Tool
 
 DEFAULT_MAX_OUTPUT_BYTES = 65536
@@ -50,11 +50,8 @@ _CODES = {
 }
 
 
-class _Fail(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+class _Fail(ProfileError):
+    """A failure in the seed's words: ``{success: false, code, error}``."""
 
 
 def _failure(code: str, message: str) -> dict[str, Any]:
@@ -65,7 +62,7 @@ def _from_conch(e: ConchError) -> _Fail:
     if e.code == "not_found":
         return _Fail("JOB_NOT_FOUND", _NOT_FOUND)
     message = e.message
-    if e.code == "spawn_failed" and message.startswith("program not found"):
+    if e.code == "spawn_failed" and e.field == "argv" and e.value == "not found":
         message = f"spawn ENOENT: {message}"
     return _Fail(_CODES.get(e.code, "RUNNER_ERROR"), message)
 
@@ -347,13 +344,11 @@ async def _info(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
 
 def _seed_message(e: ConchError, args: Mapping[str, Any]) -> str:
     """The validator's ``key: is not a known argument`` in the seed's words."""
-    head, _, tail = e.message.partition(": ")
+    head, tail = e.field or "", e.value
     if tail == "is not a known argument" and "." not in head and "[" not in head:
         return f"Unknown parameter: {head}"
     if tail == "is required" and "." not in head:
         return f"Missing parameter: {head}"
-    if e.message.startswith("`host`"):
-        return "Unknown parameter: host"
     return e.message
 
 
@@ -366,32 +361,11 @@ def _error_result(e: ConchError, args: Mapping[str, Any]) -> tuple[dict[str, Any
     return _failure(f.code, f.message), True
 
 
-def _handler(
-    fn: Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]],
-) -> Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
-    async def run(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        try:
-            return await fn(rt, args, ctx)
-        except _Fail as e:
-            return _failure(e.code, e.message)
-
-    return run
-
-
 def _is_error(result: dict[str, Any]) -> bool:
     return result.get("success") is False
 
 
 # -- schemas ---------------------------------------------------------------------------------------
-
-
-def _obj(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(required),
-        "additionalProperties": False,
-    }
 
 
 _JOB_ID = {"type": "string", "minLength": 1, "maxLength": 128}
@@ -401,7 +375,7 @@ _WAIT = {
     "maximum": 1000,
     "description": "Milliseconds to wait for the job to finish before answering.",
 }
-EXEC_INPUT = _obj(
+EXEC_INPUT = obj(
     {
         "command": {"type": "string", "description": "Bash command line (no state persists)."},
         "argv": {
@@ -431,10 +405,10 @@ EXEC_INPUT = _obj(
         },
     }
 )
-JOB_GET_INPUT = _obj({"job_id": _JOB_ID, "wait_ms": {**_WAIT, "default": 0}}, ("job_id",))
-JOB_CANCEL_INPUT = _obj({"job_id": _JOB_ID}, ("job_id",))
-EMPTY_INPUT = _obj({})
-SEARCH_INPUT = _obj(
+JOB_GET_INPUT = obj({"job_id": _JOB_ID, "wait_ms": {**_WAIT, "default": 0}}, ("job_id",))
+JOB_CANCEL_INPUT = obj({"job_id": _JOB_ID}, ("job_id",))
+EMPTY_INPUT = obj({})
+SEARCH_INPUT = obj(
     {
         "pattern": {"type": "string", "minLength": 1},
         "path": {"type": "string", "minLength": 1, "description": "Default: the service cwd."},
@@ -543,7 +517,7 @@ def tools() -> tuple[Tool, ...]:
             description,
             schema,
             output,
-            _handler(fn),
+            guard(fn, lambda e, args: _failure(e.code, e.message), _Fail),
             read_only=read_only,
             destructive=name in ("bash.exec", "bash.job_cancel"),
             error_result=_error_result,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any
@@ -24,7 +24,16 @@ from conch.core.engine import Engine
 from conch.core.results import JobSnapshot, ShellSummary
 from conch.errors import ConchError
 from conch.tools.context import CallContext
-from conch.tools.profiles._common import Profile, ProfileState, Resource, profile_state
+from conch.tools.profiles._common import (
+    Profile,
+    ProfileError,
+    ProfileState,
+    Resource,
+    guard,
+    nbytes,
+    obj,
+    profile_state,
+)
 from conch.tools.tool import Tool
 from conch.tools.views import fence, tail_text
 
@@ -65,13 +74,11 @@ TAGS = {
 }
 
 
-class _Reject(Exception):
+class _Reject(ProfileError):
     """The operation was rejected: becomes ``{"error": {...}}`` with isError."""
 
     def __init__(self, code: str, message: str | None = None, retryable: bool | None = None):
-        super().__init__(code)
-        self.code = code
-        self.message = message or MESSAGES[code]
+        super().__init__(code, message or MESSAGES[code])
         self.retryable = RETRYABLE.get(code, False) if retryable is None else retryable
 
 
@@ -173,10 +180,6 @@ def _snapshot(rt: Engine, shell_id: str, s: JobSnapshot) -> dict[str, Any]:
     return out
 
 
-def _nbytes(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
 # -- handlers --------------------------------------------------------------------------------------
 
 
@@ -186,10 +189,10 @@ async def _open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
         raise _Reject("invalid_argument", "cwd: must be an absolute path")
     env = args.get("env") or {}
     for k, v in env.items():
-        if _nbytes(v) > MAX_ENV_VALUE_BYTES:
+        if nbytes(v) > MAX_ENV_VALUE_BYTES:
             raise _Reject("invalid_argument", f"env.{k}: must be at most 32768 UTF-8 bytes")
     startup = args.get("startup_command")
-    if startup is not None and _nbytes(startup) > MAX_COMMAND_BYTES:
+    if startup is not None and nbytes(startup) > MAX_COMMAND_BYTES:
         raise _Reject("invalid_argument", "startup_command: too long")
     try:
         r = await rt.shell_open(cwd=cwd, env=env, startup_command=startup)
@@ -211,7 +214,7 @@ async def _open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
 
 async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     shell_id = args["shell_id"]
-    if _nbytes(args["command"]) > MAX_COMMAND_BYTES:
+    if nbytes(args["command"]) > MAX_COMMAND_BYTES:
         raise _Reject("invalid_argument", f"command: must be at most {MAX_COMMAND_BYTES} bytes")
     _shell(rt, shell_id, for_exec=True)
     try:
@@ -268,7 +271,7 @@ def _active(rt: Engine, args: Mapping[str, Any]) -> Any:
 
 async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     text = args["text"]
-    if _nbytes(text) > MAX_WRITE_BYTES:
+    if nbytes(text) > MAX_WRITE_BYTES:
         raise _Reject("invalid_argument", f"text: must be at most {MAX_WRITE_BYTES} UTF-8 bytes")
     _active(rt, args)
     try:
@@ -279,7 +282,7 @@ async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str
         "shell_id": args["shell_id"],
         "exec_id": args["exec_id"],
         "status": "accepted",
-        "accepted_bytes": _nbytes(text),
+        "accepted_bytes": nbytes(text),
     }
 
 
@@ -409,18 +412,6 @@ def _error_result(e: ConchError, args: Mapping[str, Any]) -> tuple[dict[str, Any
     return _envelope(r, args), True
 
 
-def _handler(
-    fn: Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]],
-) -> Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
-    async def run(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        try:
-            return await fn(rt, args, ctx)
-        except _Reject as e:
-            return _envelope(e, args)
-
-    return run
-
-
 def _is_error(result: dict[str, Any]) -> bool:
     return "error" in result
 
@@ -428,20 +419,11 @@ def _is_error(result: dict[str, Any]) -> bool:
 # -- schemas ---------------------------------------------------------------------------------------
 
 
-def _obj(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(required),
-        "additionalProperties": False,
-    }
-
-
 _ID = {"type": "string", "minLength": 1, "maxLength": _MAX_ID_BYTES}
 _SHELL_ID = {**_ID, "description": "The shell, from shell_open."}
 _EXEC_ID = {**_ID, "description": "The execution, from shell_exec."}
 
-OPEN_INPUT = _obj(
+OPEN_INPUT = obj(
     {
         "cwd": {
             "type": "string",
@@ -462,7 +444,7 @@ OPEN_INPUT = _obj(
         },
     }
 )
-EXEC_INPUT = _obj(
+EXEC_INPUT = obj(
     {
         "shell_id": _SHELL_ID,
         "command": {"type": "string", "description": "Command text (may be multi-line)."},
@@ -490,7 +472,7 @@ EXEC_INPUT = _obj(
     },
     ("shell_id", "command"),
 )
-READ_INPUT = _obj(
+READ_INPUT = obj(
     {
         "shell_id": _SHELL_ID,
         "exec_id": _EXEC_ID,
@@ -511,7 +493,7 @@ READ_INPUT = _obj(
     },
     ("shell_id", "exec_id", "cursor"),
 )
-WRITE_INPUT = _obj(
+WRITE_INPUT = obj(
     {
         "shell_id": _SHELL_ID,
         "exec_id": _EXEC_ID,
@@ -519,7 +501,7 @@ WRITE_INPUT = _obj(
     },
     ("shell_id", "exec_id", "text"),
 )
-SIGNAL_INPUT = _obj(
+SIGNAL_INPUT = obj(
     {
         "shell_id": _SHELL_ID,
         "exec_id": _EXEC_ID,
@@ -527,8 +509,8 @@ SIGNAL_INPUT = _obj(
     },
     ("shell_id", "exec_id", "signal"),
 )
-LIST_INPUT = _obj({})
-CLOSE_INPUT = _obj({"shell_id": _SHELL_ID}, ("shell_id",))
+LIST_INPUT = obj({})
+CLOSE_INPUT = obj({"shell_id": _SHELL_ID}, ("shell_id",))
 
 _CURSORS = {
     "shell_id": {"type": "string"},
@@ -755,7 +737,7 @@ def tools() -> tuple[Tool, ...]:
             description,
             schema,
             output,
-            _handler(fn),
+            guard(fn, _envelope, _Reject),
             meta={
                 "tfbash-mcp/errorSchema": ERROR_SCHEMA,
                 "a2c_tool_meta": {"tags": list(TAGS[name])},

@@ -1,0 +1,54 @@
+"""Starting a child process: the one place pipe jobs, PTY jobs and shells are spawned.
+
+Each child leads a new session (its tree can be found and killed as one), inherits no file
+descriptor but the three it is given, gets default signal dispositions back, and is reaped by
+its owner (an ExitWatch), never by ``subprocess``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+
+from conch.errors import ConchError
+
+Stdio = int  # a file descriptor, or subprocess.DEVNULL
+
+
+def spawn(
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    stdin: Stdio,
+    stdout: Stdio,
+    stderr: Stdio,
+    preexec_fn: Callable[[], None] | None = None,
+) -> int:
+    """Start ``argv``; its pid. A failure to start is ``spawn_failed``."""
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+            restore_signals=True,
+            preexec_fn=preexec_fn,
+        )
+    except FileNotFoundError:
+        raise ConchError(
+            "spawn_failed", f"program not found: {argv[0]}", field="argv", value="not found"
+        ) from None
+    except PermissionError:
+        raise ConchError(
+            "spawn_failed", f"permission denied: {argv[0]}", field="argv", value="not permitted"
+        ) from None
+    except (OSError, subprocess.SubprocessError) as e:
+        detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ConchError("spawn_failed", f"could not start {argv[0]}: {detail}") from None
+    proc.returncode = 0  # Popen must never reap this pid: its owner does
+    return proc.pid
