@@ -14,11 +14,19 @@ from typing import Any
 
 from conch.config import Config
 from conch.core.engine import Engine
+from conch.core.results import InfoResult
 from conch.tools.call import ToolOutcome, call_tool_full
 from conch.tools.context import CallContext
 from conch.tools.registry import ToolRegistry
 
 TRANSPORTS = ("embedded", "stdio", "streamable-http", "sse", "http-invoke")
+
+
+class RuntimeInfo(InfoResult):
+    """``info``: the engine's facts plus the active profiles and the transports."""
+
+    profiles: list[str]
+    transports: list[str]
 
 
 class Runtime(Engine):
@@ -32,11 +40,12 @@ class Runtime(Engine):
         await self.start()
         return self
 
-    async def info(self) -> dict[str, Any]:
-        out = await super().info()
-        out["profiles"] = list(self.config.profiles)
-        out["transports"] = list(TRANSPORTS)
-        return out
+    async def info(self) -> RuntimeInfo:
+        return {
+            **await super().info(),
+            "profiles": list(self.config.profiles),
+            "transports": list(TRANSPORTS),
+        }
 
     def tools(self) -> builtins.list[dict[str, Any]]:
         """Every tool of the active profiles as MCP ``tools/list`` shows it."""

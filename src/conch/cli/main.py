@@ -184,7 +184,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     async def info() -> dict[str, Any]:
         async with Runtime(cfg) as rt:
-            return await rt.info()
+            return dict(await rt.info())
 
     json.dump(asyncio.run(info()), sys.stdout, ensure_ascii=False, indent=2)
     sys.stdout.write("\n")

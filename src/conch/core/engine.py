@@ -43,7 +43,14 @@ from conch.core.requests import (
     signal_request,
     write_request,
 )
-from conch.core.results import JobSnapshot, ListResult, ShellClosed, ShellOpened
+from conch.core.results import (
+    InfoResult,
+    JobSnapshot,
+    ListResult,
+    SearchResult,
+    ShellClosed,
+    ShellOpened,
+)
 from conch.core.search import Searcher
 from conch.core.shell.manager import ShellManager
 from conch.core.spawn import SpawnContext
@@ -591,7 +598,7 @@ class Engine:
         shells = self.shells.summaries() if self.shells is not None else []
         return {"jobs": jobs, "shells": shells}
 
-    async def info(self) -> dict[str, Any]:
+    async def info(self) -> InfoResult:
         await self._open()
         cfg = self.config
         shells = self.shells.available() if self.shells is not None else []
@@ -657,7 +664,7 @@ class Engine:
         mode: str = "matches",
         max_matches: int = 100,
         timeout_ms: int = 30000,
-    ) -> dict[str, Any]:
+    ) -> SearchResult:
         await self._open()
         assert self.searcher is not None
         return await self.searcher.search(

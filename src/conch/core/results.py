@@ -87,3 +87,57 @@ class ShellAvailable(TypedDict):
 class ListResult(TypedDict):
     jobs: list[JobSummary]
     shells: list[ShellSummary]
+
+
+class RgSummary(TypedDict):
+    path: str | None
+    version: str | None
+
+
+class Limits(TypedDict):
+    max_running: int
+    max_jobs: int
+    retention_s: int
+    max_log_bytes: int
+    kill_grace_ms: int
+    max_shells: int
+    close_timeout_ms: int
+    default_yield_ms: int
+    default_timeout_ms: int
+    default_max_output_bytes: int
+
+
+class InfoResult(TypedDict):
+    """The engine's part of ``info`` (the runtime adds profiles and transports)."""
+
+    version: str
+    python: str
+    platform: str
+    machine: str
+    pid: int
+    default_cwd: str
+    data_dir: str
+    bash: str | None
+    shells: list[ShellAvailable]
+    rg: RgSummary
+    containment: str
+    limits: Limits
+    running_jobs: int
+    retained_jobs: int
+
+
+class _SearchResult(TypedDict):
+    mode: str
+    matches: list[dict[str, Any]]  # {path, line, column, text, submatches, before, after}
+    files: list[str]
+    counts: dict[str, int]
+    truncated: bool
+    timed_out: bool
+    elapsed_ms: int
+
+
+class SearchResult(_SearchResult, total=False):
+    """The result of ``search``; ``files_base64`` and ``errors`` only when there are any."""
+
+    files_base64: list[str | None]
+    errors: list[str]

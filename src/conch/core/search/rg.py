@@ -14,7 +14,7 @@ import sysconfig
 import threading
 from dataclasses import dataclass
 
-__all__ = ["RgInfo", "candidate_paths", "find_rg", "probe_rg", "reset_cache"]
+__all__ = ["RgInfo", "candidate_paths", "find_rg", "probe_rg"]
 
 _VERSION_TIMEOUT_S = 10.0
 
@@ -106,11 +106,3 @@ def find_rg() -> RgInfo | None:
             _cached = result
             _cached_done = True
     return _cached
-
-
-def reset_cache() -> None:
-    """Forget the cached lookup (for tests, or after installing ripgrep)."""
-    global _cached, _cached_done
-    with _lock:
-        _cached = None
-        _cached_done = False

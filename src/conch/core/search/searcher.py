@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, Literal, Union
 
 from conch.core.env import build_env
+from conch.core.results import RgSummary, SearchResult
 from conch.core.search.rg import RgInfo, find_rg
 from conch.errors import ConchError
 
@@ -469,7 +470,7 @@ class Searcher:
             return find_rg()
         return self._rg_setting if isinstance(self._rg_setting, RgInfo) else None
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> RgSummary:
         """``{"path", "version"}`` of the rg in use, both ``None`` when there is none."""
         rg = self._resolved_rg()
         if rg is None:
@@ -500,7 +501,7 @@ class Searcher:
         mode: str = "matches",
         max_matches: int = 100,
         timeout_ms: int = 30000,
-    ) -> dict[str, Any]:
+    ) -> SearchResult:
         """Search ``path`` (default: the default cwd) for ``pattern``; see SPEC §6 ``search``."""
         if not isinstance(pattern, str):
             raise _invalid("pattern must be a string")
@@ -636,7 +637,7 @@ class Searcher:
                 text = f"rg failed (exit status {returncode})" + (f": {detail}" if detail else "")
                 raise ConchError("search_failed", _trim(text))
 
-        out: dict[str, Any] = {
+        out: SearchResult = {
             "mode": mode,
             "matches": results.matches,
             "files": results.files,

@@ -53,11 +53,11 @@ async def _shell_close(rt: Engine, args: dict[str, Any], ctx: CallContext) -> di
 
 
 async def _search(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return await rt.search(**args)
+    return dict(await rt.search(**args))
 
 
 async def _info(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return await rt.info()
+    return dict(await rt.info())
 
 
 EXEC_DESCRIPTION = "\n".join(
