@@ -93,14 +93,21 @@ def _blocked_on_terminal(pid: int, tty: str) -> bool:
     if call and call[0].isdigit() and arch in _READS:
         nr = int(call[0])
         if nr in _READS[arch] and len(call) > 1:
-            return procfs.fd_target(pid, int(call[1], 16)) == tty
+            return _is_terminal(procfs.fd_target(pid, int(call[1], 16)), tty)
         if nr in _WAITS[arch]:
-            return procfs.fd_target(pid, 0) == tty
+            return _is_terminal(procfs.fd_target(pid, 0), tty)
         return False
     wchan = procfs.wchan(pid)
     if wchan.startswith(_TTY_WCHAN) or wchan.startswith(_POLL_WCHAN):
-        return procfs.fd_target(pid, 0) == tty
+        return _is_terminal(procfs.fd_target(pid, 0), tty)
     return False
+
+
+def _is_terminal(target: str, tty: str) -> bool:
+    """Whether an fd's target is our terminal. Password prompts (getpass, sudo, ssh) open
+    ``/dev/tty``, which names the process's controlling terminal: for a process of the
+    terminal's foreground group (the only ones asked about) that is ours."""
+    return target == tty or target == "/dev/tty"
 
 
 def input_state(master: int, tty: str, pids: Iterable[int]) -> tuple[bool, bool]:

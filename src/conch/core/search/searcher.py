@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, Literal, Union
 
 from conch.core.env import build_env
+from conch.core.process.hygiene import child_signal_reset
 from conch.core.results import RgSummary, SearchResult
 from conch.core.search.rg import RgInfo, find_rg
 from conch.errors import ConchError
@@ -600,6 +601,7 @@ class Searcher:
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
+                preexec_fn=child_signal_reset(),
             )
         except FileNotFoundError:
             raise ConchError("rg_not_found", _RG_NOT_FOUND_MESSAGE) from None
