@@ -34,6 +34,8 @@ from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree
 from conch.core.results import ShellSummary
+from conch.core.shell.boot import ARGV, BOOT, env_prelude
+from conch.core.shell.command import ShellCommandDriver
 from conch.core.shell.markers import Done, MarkerParser, Output
 from conch.core.shell.scrub import PathScrubber
 from conch.core.shell.state import UNAVAILABLE, ShellState, move
@@ -46,44 +48,6 @@ _PENDING_CAP = 16 * 1024 * 1024
 _PAD_LIMIT = 64 * 1024
 _SIGINT_BIT = 1 << (signal.SIGINT - 1)
 _SIGQUIT_BIT = 1 << (signal.SIGQUIT - 1)
-
-_HOOK = (
-    "__conch_p(){ local __conch_s=$?;PS1='';PS2='';"
-    'if [ -n "$__conch_r" ];then eval "$__conch_r";__conch_r=;fi;'
-    'printf \'\\036%s:%s:%s\\037\' "$__conch_t" "$__conch_n" "$__conch_s";}'
-)
-BOOT = {
-    "bash": (
-        "PS1='';PS2='';PS3='';unset PROMPT_COMMAND HISTFILE;set +m;"
-        "__conch_t=@TOKEN@;__conch_n=@NONCE@;__conch_r=;" + _HOOK + ";"
-        'PROMPT_COMMAND=__conch_p;exit(){ builtin exit "$@" 2>/dev/null;}\n'
-    ),
-    "zsh": (
-        "unsetopt zle prompt_sp prompt_cr prompt_subst;"
-        "setopt no_monitor no_notify no_hup no_check_jobs no_beep;"
-        "PS1='';PS2='';RPS1='';RPS2='';PROMPT_EOL_MARK='';unset HISTFILE;"
-        "__conch_t=@TOKEN@;__conch_n=@NONCE@;__conch_r=;"
-        + _HOOK.replace("PS1='';", "PS1='';RPS1='';")
-        + ";precmd_functions=(__conch_p)\n"
-    ),
-}
-ARGV = {"bash": ["--noprofile", "--norc", "--noediting", "-i"], "zsh": ["-f", "-i"]}
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "'\\''") + "'"
-
-
-def env_prelude(assign: dict[str, str]) -> str:
-    """Shell text exporting assign for one command; the prompt hook restores the old values."""
-    parts = []
-    for k, v in assign.items():
-        parts.append(
-            f'if [ -n "${{{k}+x}}" ];then __conch_o_{k}=${k};'
-            f'__conch_r="$__conch_r {k}=\\$__conch_o_{k};unset __conch_o_{k};";'
-            f'else __conch_r="$__conch_r unset {k};";fi;export {k}={_quote(v)}\n'
-        )
-    return "".join(parts)
 
 
 class Shell:
@@ -298,7 +262,7 @@ class Shell:
 
     def run(self, job: Job, command: str, assign: dict[str, str]) -> None:
         """Start a job: the command runs in the shell; the job ends at its end marker."""
-        job.driver = ShellJob(self, job)
+        job.driver = ShellCommandDriver(self, job)
         self.job = job
         self._to(ShellState.BUSY)
         self._stop_task = None
@@ -621,45 +585,3 @@ class Shell:
             "cwd": self.cwd,
             "job_id": self.job.job_id if self.job is not None else None,
         }
-
-
-class ShellJob:
-    """The JobDriver of one command running in a persistent shell."""
-
-    def __init__(self, shell: Shell, job: Job) -> None:
-        self.shell = shell
-        self.job = job
-        self.pid: int | None = shell.pid
-
-    @property
-    def stdin_open(self) -> bool:
-        return not self.job.terminal
-
-    async def write(self, data: bytes) -> None:
-        if self.job.terminal:
-            raise ConchError("not_running", f"job {self.job.job_id} is {self.job.state}")
-        self.shell.write(data)
-
-    async def close_stdin(self) -> None:
-        if not self.job.terminal:
-            self.shell.eof()
-
-    def send_signal(self, signum: int) -> None:
-        if self.job.terminal:
-            return
-        self.job.sent_signals.add(signum)
-        self.shell.signal_command(signum)
-
-    async def stop(self, reason: str, grace_s: float) -> None:
-        await self.shell.stop_job(self.job, reason, grace_s)
-
-    async def kill_lingering(self) -> None:
-        return None  # background processes belong to the shell until it closes
-
-    def input_state(self) -> tuple[bool, bool]:
-        if self.job.terminal:
-            return False, False
-        return self.shell.input_state()
-
-    def lingering(self) -> list[int]:
-        return []
