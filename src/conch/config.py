@@ -198,3 +198,12 @@ def parse_setting(name: str, text: str) -> Any:
     if kind is list:
         return [p.strip() for p in text.split(",") if p.strip()]
     return text
+
+
+def local_url(host: str, port: int | str) -> str:
+    """The URL a client on this machine uses for a server bound to ``host:port``: a wildcard
+    bind (or none) is reached on loopback; an IPv6 host gets its brackets."""
+    host = host.strip().strip("[]")
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -58,7 +58,7 @@ class Runtime(Engine):
         context: CallContext | None = None,
     ) -> ToolOutcome:
         """Call a tool: its result, whether it is an error, and its ``_meta``."""
-        if not self._closed and not self._started:
+        if not self.closed and not self.started:
             await self.start()
         return await call_tool_full(self, name, arguments, context, registry=self.registry)
 

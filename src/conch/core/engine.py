@@ -93,6 +93,15 @@ class Engine:
         self.orphans_killed: list[int] = []
 
     @property
+    def closed(self) -> bool:
+        """True once ``aclose()`` was called: every call after it raises RuntimeClosedError."""
+        return self._closed
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    @property
     def instance(self) -> str:
         """This runtime's tag prefix (set at start)."""
         return self.spawn.instance

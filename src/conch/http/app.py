@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from conch._version import __version__
 from conch.config import Config
-from conch.http import dashboard
+from conch.http import IS_ERROR_HEADER, dashboard
 from conch.http.manifest import SERVICE_ID, manifest
 from conch.http.register import Registrar
 from conch.http.security import MAX_BODY_BYTES, Guard
@@ -37,7 +37,6 @@ from conch.runtime import Runtime
 from conch.tools.context import CallContext, caller_context_trusted
 
 log = logging.getLogger("conch.http")
-IS_ERROR_HEADER = "X-Conch-Is-Error"
 # The guard checks Host/Origin on every route; the SDK's own check would only repeat it
 # (and rejects a port-less `Host: localhost`).
 _SDK_SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)

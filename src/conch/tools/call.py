@@ -15,8 +15,8 @@ from conch.core.jobs.job import Job
 from conch.errors import ConchError, RuntimeClosedError
 from conch.tools.context import CallContext, check_purpose
 from conch.tools.registry import ToolRegistry, registry_of
-from conch.tools.validate import validate
 from conch.tools.tool import Tool
+from conch.tools.validate import validate
 from conch.tools.views import last_line
 
 log = logging.getLogger("conch.tools")
