@@ -32,8 +32,8 @@ from conch.core.output.log import JobLog
 from conch.core.process import hygiene, procfs
 from conch.core.process.driver import ProcessDriver
 from conch.core.process.keys import encode_keys
-from conch.core.process.pipes import PipeProcess
-from conch.core.process.pty import PtyProcess
+from conch.core.process.pipes import PipeDriver
+from conch.core.process.pty import PtyDriver
 from conch.core.requests import (
     ExecRequest,
     check_name,
@@ -190,8 +190,8 @@ class Engine:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._housekeeping
         grace = min(self.config.kill_grace_ms / 1000, _SHUTDOWN_GRACE_S)
-        pipes = [d for d in self._drivers.values() if isinstance(d, PipeProcess)]
-        ptys = [d for d in self._drivers.values() if isinstance(d, PtyProcess)]
+        pipes = [d for d in self._drivers.values() if isinstance(d, PipeDriver)]
+        ptys = [d for d in self._drivers.values() if isinstance(d, PtyDriver)]
         for d in pipes:
             d.begin_shutdown()
         # one sweep over everything this runtime started (each job's session and group, and
@@ -220,7 +220,7 @@ class Engine:
                 break
         self._drivers.clear()
 
-    async def _close_ptys(self, ptys: list[PtyProcess]) -> None:
+    async def _close_ptys(self, ptys: list[PtyDriver]) -> None:
         """PTY programs at shutdown: stopped in parallel, bounded in time."""
         limit = min(_ACLOSE_LIMIT_S, self.config.close_timeout_ms / 1000)
         grace = min(self.config.kill_grace_ms / 1000, limit * 0.4)
@@ -390,7 +390,7 @@ class Engine:
             if req.pty:
                 if self._closed:
                     raise ConchError("closed", "the runtime is closing")
-                driver = PtyProcess(job, self.reaper, on_output_limit=self.spawn.output_limit)
+                driver = PtyDriver(job, self.reaper, on_output_limit=self.spawn.output_limit)
                 driver.start(
                     args,
                     cwd=run_cwd,
@@ -400,7 +400,7 @@ class Engine:
                     eof_after_stdin=req.stdin is not None and not req.stdin_open,
                 )
             else:
-                driver = PipeProcess(job, self.reaper, on_output_limit=self.spawn.output_limit)
+                driver = PipeDriver(job, self.reaper, on_output_limit=self.spawn.output_limit)
                 driver.start(
                     args, cwd=run_cwd, env=child_env, stdin=stdin, stdin_open=req.stdin_open
                 )

@@ -45,7 +45,7 @@ def _grow_pipe(fd: int) -> None:
             fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
 
 
-class PipeProcess(ProcessDriver):
+class PipeDriver(ProcessDriver):
     """Driver of a job whose process talks through pipes."""
 
     def __init__(self, job: Job, reaper: Reaper, *, on_output_limit: Callable[[Job], None]) -> None:

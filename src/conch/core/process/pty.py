@@ -20,7 +20,7 @@ from conch.errors import ConchError
 _DRAIN_LIMIT_S = 0.05
 
 
-class PtyProcess(ProcessDriver):
+class PtyDriver(ProcessDriver):
     """Driver of a job whose program runs on its own terminal."""
 
     def __init__(self, job: Job, reaper: Reaper, *, on_output_limit: Callable[[Job], None]) -> None:
