@@ -112,23 +112,10 @@ def exec_request(
                 "stdin", "stdin, stdin_open and pty do not apply to shell jobs; use write"
             )
     return ExecRequest(
-        command=command,
-        argv=argv,
-        script=script,
-        shell_id=shell_id,
-        stdin=stdin,
-        stdin_open=stdin_open,
-        pty=pty,
-        cwd=cwd,
-        env=checked_env,
-        shell_env=checked_shell_env,
-        timeout_ms=timeout_ms,
-        yield_ms=yield_ms,
-        budget=budget,
-        output_format=output_format,
-        ready=ready_spec,
-        name=name,
-    )
+        command, argv, script, shell_id, stdin, stdin_open, pty, cwd,
+        checked_env, checked_shell_env, timeout_ms, yield_ms, budget, output_format,
+        ready_spec, name,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
