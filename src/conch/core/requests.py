@@ -175,6 +175,19 @@ def signal_request(signal: str, wait_ms: int) -> tuple[str, int]:
     return SIGNALS[signal], check_wait("wait_ms", wait_ms)
 
 
+def shell_open_request(
+    env: Mapping[str, str] | None, name: str | None, startup_command: str | None
+) -> tuple[dict[str, str], str | None, str | None]:
+    """(env, name, startup_command) of a ``shell_open``, checked."""
+    checked_env = check_env(env)
+    check_name(name)
+    if startup_command is not None and (
+        not isinstance(startup_command, str) or "\x00" in startup_command
+    ):
+        raise _invalid("startup_command", "startup_command must be a string without NUL")
+    return checked_env, name, startup_command
+
+
 def list_request(state: str) -> str:
     if state not in LIST_STATES:
         raise _invalid("state", "state must be running or all")
