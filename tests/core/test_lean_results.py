@@ -13,7 +13,7 @@ import pytest
 import conch
 from conch.config import Config, parse_setting
 from conch.errors import ConfigError
-from conch.tools.dispatch import call_tool_full
+from conch.tools.call import call_tool_full
 from conch.tools.lean import FULL_ONLY
 from conch.tools.render import render
 

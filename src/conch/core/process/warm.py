@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from conch.core.jobs.job import Job
-from conch.core.process.pipes import PipeProcess
+from conch.core.process.pipes import PipeDriver
 
 #: read the command up to its NUL, give the command /dev/null as stdin, run it
 BOOTSTRAP = 'IFS= read -r -d "" __conch_c; exec 0</dev/null; eval "unset __conch_c;$__conch_c"'
@@ -32,7 +32,7 @@ MAX_COMMAND_BYTES = 4096
 @dataclass
 class _Warm:
     job: Job
-    driver: PipeProcess
+    driver: PipeDriver
     env: dict[str, str]
     cwd: str
 
@@ -45,7 +45,7 @@ class WarmBash:
         self,
         bash: str,
         cwd: str,
-        spawn: Callable[[list[str], str], tuple[Job, PipeProcess, dict[str, str]]],
+        spawn: Callable[[list[str], str], tuple[Job, PipeDriver, dict[str, str]]],
         discard: Callable[[Job], None],
     ) -> None:
         self._argv = [bash, "--noprofile", "--norc", "-c", BOOTSTRAP]
