@@ -22,7 +22,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def rt(tmp_path: Any) -> AsyncIterator[conch.Runtime]:
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "data"))) as runtime:
+    # these tests read every snapshot field: full detail (lean results: test_lean_results.py)
+    async with conch.Runtime(
+        conch.Config(result_detail="full", data_dir=str(tmp_path / "data"))
+    ) as runtime:
         yield runtime
     assert psutil.Process().children(recursive=True) == []
 
@@ -71,7 +74,7 @@ async def test_interrupt_ends_a_pty_job(rt: conch.Runtime) -> None:
 
 
 async def test_terminate_of_a_term_ignoring_pty_job(tmp_path: Any) -> None:
-    cfg = conch.Config(data_dir=str(tmp_path / "data"), kill_grace_ms=300)
+    cfg = conch.Config(result_detail="full", data_dir=str(tmp_path / "data"), kill_grace_ms=300)
     async with conch.Runtime(cfg) as rt:
         r = await pty(rt, command="trap '' TERM INT; sleep 30", yield_ms=100)
         t0 = time.monotonic()
@@ -95,7 +98,9 @@ async def test_missing_program_is_spawn_failed(rt: conch.Runtime) -> None:
 async def test_pty_stdin_without_stdin_open_ends_with_eof(tmp_path):
     import conch
 
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "d"))) as rt:
+    async with conch.Runtime(
+        conch.Config(result_detail="full", data_dir=str(tmp_path / "d"))
+    ) as rt:
         r = await rt.exec(
             command="cat >/dev/null; echo done", pty=True, stdin="a\nb", yield_ms=5000
         )

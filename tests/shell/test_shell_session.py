@@ -25,7 +25,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def rt(tmp_path: Any) -> AsyncIterator[conch.Runtime]:
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "data"))) as runtime:
+    # these tests read every snapshot field: full detail (lean results: test_lean_results.py)
+    async with conch.Runtime(
+        conch.Config(result_detail="full", data_dir=str(tmp_path / "data"))
+    ) as runtime:
         yield runtime
     assert psutil.Process().children(recursive=True) == []
 
@@ -269,7 +272,7 @@ async def test_close_of_a_busy_term_ignoring_shell_is_quick(rt: conch.Runtime) -
 
 
 async def test_capacity(tmp_path: Any) -> None:
-    cfg = conch.Config(data_dir=str(tmp_path / "data"), max_shells=2)
+    cfg = conch.Config(result_detail="full", data_dir=str(tmp_path / "data"), max_shells=2)
     async with conch.Runtime(cfg) as rt:
         await open_shell(rt)
         await open_shell(rt)
@@ -324,7 +327,9 @@ async def test_list_and_info_show_shells_without_secrets(rt: conch.Runtime) -> N
 
 async def test_aclose_leaves_no_process(tmp_path: Any) -> None:
     fds_before = set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else set()
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "data"))) as rt:
+    async with conch.Runtime(
+        conch.Config(result_detail="full", data_dir=str(tmp_path / "data"))
+    ) as rt:
         sids = [await open_shell(rt) for _ in range(3)]
         for sid in sids:
             await run(rt, sid, "(trap '' TERM; sleep 60) & sleep 61 &")
@@ -349,7 +354,9 @@ async def test_startup_command_cd_is_reported_at_open(tmp_path):
     import conch
 
     (tmp_path / "proj").mkdir()
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "d"))) as rt:
+    async with conch.Runtime(
+        conch.Config(result_detail="full", data_dir=str(tmp_path / "d"))
+    ) as rt:
         s = await rt.shell_open(cwd=str(tmp_path), startup_command="cd proj")
         assert s["cwd"] == os.path.realpath(tmp_path / "proj")
         await rt.shell_close(s["shell_id"])
@@ -357,7 +364,9 @@ async def test_startup_command_cd_is_reported_at_open(tmp_path):
 
 @pytest.mark.anyio
 async def test_syntax_errors_do_not_show_the_private_command_file(tmp_path):
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "d"))) as rt:
+    async with conch.Runtime(
+        conch.Config(result_detail="full", data_dir=str(tmp_path / "d"))
+    ) as rt:
         s = await rt.shell_open(shell="bash")
         r = await rt.exec(shell_id=s["shell_id"], command="if then fi")
         assert r["exit_code"] == 2
