@@ -7,8 +7,9 @@ points stdin at /dev/null and evaluates it, so the job costs a pipe write instea
 A replacement is started on the next loop turn, while the command runs.
 
 It serves only the plain case, and only when it would behave like a fresh spawn: the default
-working directory, no stdin, and exactly the environment a fresh child would get now (compared
-at dispatch, so a changed server environment is never missed). Everything else spawns as
+working directory, no stdin, no sandbox or limits, and exactly the environment a fresh child
+would get now (compared at dispatch, so a changed server environment is never missed). At the
+cgroup level it was started in a cgroup of its own, like any job. Everything else spawns as
 before. What differs from ``bash -c``: bash's own diagnostics name ``eval`` rather than
 ``-c``, and ``BASH_EXECUTION_STRING`` is the bootstrap.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from conch.core.jobs.job import Job
@@ -45,7 +46,7 @@ class WarmBash:
         self,
         bash: str,
         cwd: str,
-        spawn: Callable[[list[str], str], tuple[Job, PipeDriver, dict[str, str]]],
+        spawn: Callable[[list[str], str], Awaitable[tuple[Job, PipeDriver, dict[str, str]]]],
         discard: Callable[[Job], None],
     ) -> None:
         self._argv = [bash, "--noprofile", "--norc", "-c", BOOTSTRAP]
@@ -55,6 +56,7 @@ class WarmBash:
         self._ready: _Warm | None = None
         self._filling = False
         self._closed = False
+        self._task: asyncio.Task[None] | None = None
 
     def take(self, command: str, cwd: str, env: Callable[[str], dict[str, str]]) -> Job | None:
         """The waiting job, now running ``command`` — or None (spawn as usual). ``env(job_id)``
@@ -83,19 +85,26 @@ class WarmBash:
         if self._filling or self._closed or self._ready is not None:
             return
         self._filling = True
-        asyncio.get_running_loop().call_soon(self._fill)
+        self._task = asyncio.ensure_future(self._fill())
 
-    def _fill(self) -> None:
-        self._filling = False
-        if self._closed or self._ready is not None:
-            return
-        with contextlib.suppress(Exception):  # no warm bash: jobs spawn as usual
-            job, driver, env = self._spawn(self._argv, self._cwd)
-            self._ready = _Warm(job, driver, env, self._cwd)
+    async def _fill(self) -> None:
+        try:
+            if self._closed or self._ready is not None:
+                return
+            with contextlib.suppress(Exception):  # no warm bash: jobs spawn as usual
+                job, driver, env = await self._spawn(self._argv, self._cwd)
+                if self._closed:
+                    self._discard(job)
+                    return
+                self._ready = _Warm(job, driver, env, self._cwd)
+        finally:
+            self._filling = False
 
     def close(self) -> None:
         """The runtime is closing (its shutdown sweep kills the waiting bash)."""
         self._closed = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
         warm, self._ready = self._ready, None
         if warm is not None:
             self._discard(warm.job)
