@@ -42,6 +42,9 @@ def _identity(s: Result, out: dict[str, Any]) -> str | None:
     sig = s.get("signal")
     if sig is not None:
         out["signal"] = sig
+    limit = s.get("limit")
+    if limit is not None:
+        out["limit"] = limit
     return shell_id
 
 

@@ -343,6 +343,7 @@ JOB_SUMMARY = {
             "limit",
             "exit_code",
             "signal",
+            "limit",
             "ok",
             "started_at",
             "duration_ms",
