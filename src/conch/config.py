@@ -70,6 +70,7 @@ class Config:
     auth_token: str = _setting("", "bearer token required on every HTTP route", secret=True)
     caller_context_token: str = _setting("", "token for the caller-context header", secret=True)
     register: str = _setting("", "gateway URL to register the manifest with")
+    dashboard_control: bool = _setting(False, "dashboard: stop buttons on running jobs (signal)")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

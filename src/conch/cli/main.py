@@ -57,11 +57,16 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
             flags.append("--profile")
         meta = f.metadata
         extra = f" (one of: {', '.join(meta['choices'])})" if meta.get("choices") else ""
+        # a bare boolean flag (`--dashboard-control`) means true
+        bare: dict[str, Any] = (
+            {"nargs": "?", "const": "true"} if isinstance(f.default, bool) else {}
+        )
         group.add_argument(
             *flags,
             dest=f"setting_{f.name}",
             metavar=f.name.upper(),
             default=None,
+            **bare,
             help=f"{meta.get('help', '')}{extra} [default: {_describe_default(f)}]",
         )
 

@@ -5,7 +5,8 @@
 POST /invoke     {"method", "params"} -> the tool's structured result (HTTP 200, errors too)
 GET /health      liveness and job counts
 GET /manifest    seed 3's service manifest
-GET /            the dashboard (+ /api/jobs, /api/jobs/{job_id}/log)
+GET /            the dashboard (+ /api/jobs, /api/jobs/{job_id}/log, POST /login, /logout,
+                 and POST /api/jobs/{job_id}/signal with --dashboard-control)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 from conch import __version__
 from conch.config import Config
 from conch.core.runtime import Runtime
-from conch.http import dashboard
+from conch.http import dashboard, signin
 from conch.http.register import Registrar
 from conch.http.security import MAX_BODY_BYTES, Guard
 from conch.mcp.server import ConchMCP, caller_context_trusted
@@ -89,6 +90,9 @@ class ConchHTTP:
                 Route("/", dashboard.page, methods=["GET"]),
                 Route("/api/jobs", dashboard.api_jobs, methods=["GET"]),
                 Route("/api/jobs/{job_id}/log", dashboard.api_log, methods=["GET"]),
+                Route("/api/jobs/{job_id}/signal", dashboard.api_signal, methods=["POST"]),
+                Route("/login", self.login, methods=["POST"]),
+                Route("/logout", signin.logout, methods=["POST"]),
                 Route("/health", self.health, methods=["GET"]),
                 Route("/manifest", self.manifest, methods=["GET"]),
                 Route("/invoke", self.invoke, methods=["POST"]),
@@ -99,9 +103,13 @@ class ConchHTTP:
             lifespan=self.lifespan,
         )
         starlette.state.runtime = self.runtime
+        starlette.state.config = self.config
         return Guard(starlette, bind_host=self.config.host, token=self.config.auth_token)
 
     # -- routes ----------------------------------------------------------------------------------
+
+    async def login(self, request: Request) -> Response:
+        return await signin.login(request, self.config.auth_token)
 
     async def health(self, request: Request) -> Response:
         rt = self.runtime

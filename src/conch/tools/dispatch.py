@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from conch.core.jobs.label import JobLabel, current_label
 from conch.errors import ConchError, RuntimeClosedError
 from conch.tools.catalogue import Tool, catalogue
 from conch.tools.context import CallContext, check_purpose
@@ -56,7 +57,11 @@ async def call_tool_full(
             summary = check_purpose(args.get(tool.summary_arg))
             if summary is not None:
                 meta = {"summary": summary}
-        result = await _run_with_progress(rt, tool, args, ctx)
+        token = current_label.set(describe_call(args))
+        try:
+            result = await _run_with_progress(rt, tool, args, ctx)
+        finally:
+            current_label.reset(token)
         is_error = tool.result_is_error(result) if tool.result_is_error else False
         return ToolOutcome(result, is_error, meta)
     except ConchError as e:
@@ -76,6 +81,24 @@ async def call_tool(
     rt: Runtime, name: str, arguments: Mapping[str, Any] | None, context: CallContext | None = None
 ) -> dict[str, Any]:
     return (await call_tool_full(rt, name, arguments, context)).result
+
+
+def describe_call(args: Mapping[str, Any]) -> JobLabel | None:
+    """What a call runs (its ``command``, ``argv`` or ``script``) and its ``purpose``, for the
+    job it creates; None when it runs nothing. Every profile names these arguments alike."""
+    command, argv, script = args.get("command"), args.get("argv"), args.get("script")
+    purpose = args.get("purpose")
+    label = JobLabel(
+        command=command if isinstance(command, str) else None,
+        argv=tuple(argv)
+        if isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+        else None,
+        script=script if isinstance(script, str) else None,
+        purpose=purpose.strip() or None if isinstance(purpose, str) else None,
+    )
+    if label.command is None and label.argv is None and label.script is None:
+        return None
+    return label
 
 
 def _error(
