@@ -24,6 +24,7 @@ from conch.config import Config
 from conch.core.runtime import Runtime
 from conch.errors import ConchError
 from conch.mcp.notify import ResourceNotifier
+from conch.mcp.tasks import ConchTasks, TaskListenHandler, install
 from conch.tools import resources
 from conch.tools.catalogue import catalogue
 from conch.tools.context import CallContext
@@ -83,7 +84,10 @@ class ConchMCP:
         self._tool_list = types.ListToolsResult(
             tools=[types.Tool.model_validate(t.describe()) for t in self._tools]
         )
-        self.listen_handler = ListenHandler(self.notifier.bus)
+        self.tasks = ConchTasks(self)
+        self.listen_handler = TaskListenHandler(
+            ListenHandler(self.notifier.bus), self.notifier.bus, self.tasks
+        )
         self.server: Server[Any] = Server(
             "conch",
             version=__version__,
@@ -100,6 +104,7 @@ class ConchMCP:
             on_unsubscribe_resource=self._unsubscribe,
             on_subscriptions_listen=self.listen_handler,
         )
+        install(self.server, self.tasks, self._call_tool)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -114,6 +119,7 @@ class ConchMCP:
             self._unlisten()
             self._unlisten = None
         self.listen_handler.close()
+        await self.tasks.aclose()
         await self.notifier.aclose()
 
     def initialization_options(self) -> InitializationOptions:
@@ -122,6 +128,10 @@ class ConchMCP:
         )
 
     # -- tools ---------------------------------------------------------------------------------
+
+    @property
+    def tools(self) -> list[Any]:
+        return list(self._tools)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -147,25 +157,36 @@ class ConchMCP:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        progress: Callable[[str], Awaitable[None]] | None = None
-        if _progress_token(ctx) is not None:
+        meta = dict(params.meta) if params.meta else None
+        return await self.run_tool(ctx, params.name, params.arguments, meta)
+
+    async def run_tool(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        meta: dict[str, Any] | None,
+        *,
+        progress: bool = True,
+    ) -> types.CallToolResult:
+        """Run one tool call as ``tools/call`` does (also for the work of an MCP task, which
+        sends no progress: the request that started it has been answered)."""
+        report: Callable[[str], Awaitable[None]] | None = None
+        if progress and _progress_token(ctx) is not None:
             step = 0
 
-            async def progress(message: str) -> None:
+            async def report(message: str) -> None:
                 nonlocal step
                 step += 1
                 await ctx.session.report_progress(step, None, message)
 
-        meta = dict(params.meta) if params.meta else None
-        call = CallContext(meta=meta, trusted=self._trusted(ctx), progress=progress)
+        call = CallContext(meta=meta, trusted=self._trusted(ctx), progress=report)
         self._in_flight += 1
         try:
-            outcome = await call_tool_full(self.rt, params.name, params.arguments, call)
+            outcome = await call_tool_full(self.rt, name, arguments, call)
         finally:
             self._in_flight -= 1
-        text = render(
-            params.name, outcome.result, is_error=outcome.is_error, fmt=self.config.text_format
-        )
+        text = render(name, outcome.result, is_error=outcome.is_error, fmt=self.config.text_format)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             structured_content=outcome.result,
