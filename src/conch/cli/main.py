@@ -99,6 +99,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return run_http(cfg)
     from conch.mcp.stdio import run_stdio
 
+    if cfg.secret_prompt == "elicit":
+        from conch.http.secret_page import LoopbackSecretPages
+
+        return run_stdio(cfg, secret_pages=LoopbackSecretPages())
+
     return run_stdio(cfg)
 
 

@@ -32,6 +32,7 @@ from conch.config import Config
 from conch.core.runtime import Runtime
 from conch.http import dashboard, signin
 from conch.http.register import Registrar
+from conch.http.secret_page import LoopbackSecretPages
 from conch.http.security import MAX_BODY_BYTES, Guard
 from conch.mcp.server import ConchMCP, caller_context_trusted
 from conch.tools.context import CallContext
@@ -57,7 +58,8 @@ class ConchHTTP:
         # --register: checked here, so a bad gateway URL fails before the socket is bound
         self.registrar = registrar or (Registrar(cfg) if cfg.register else None)
         self.runtime = Runtime(cfg, owns_process=True)
-        self.mcp = ConchMCP(self.runtime, transport="http")
+        pages = LoopbackSecretPages() if cfg.secret_prompt == "elicit" else None
+        self.mcp = ConchMCP(self.runtime, transport="http", secret_pages=pages)
         self.sessions = StreamableHTTPSessionManager(
             app=self.mcp.server,
             security_settings=_SDK_SECURITY,

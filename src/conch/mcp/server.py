@@ -24,6 +24,7 @@ from conch.config import Config
 from conch.core.runtime import Runtime
 from conch.errors import ConchError
 from conch.mcp.notify import ResourceNotifier
+from conch.mcp.secrets import WATCHED_TOOLS, SecretPages, SecretPrompter, url_elicitation_supported
 from conch.mcp.tasks import ConchTasks, TaskListenHandler, install
 from conch.tools import resources
 from conch.tools.catalogue import catalogue
@@ -73,10 +74,15 @@ class ConchMCP:
     """One MCP server bound to one runtime. ``transport`` is ``stdio`` (trusted caller) or
     ``http`` (trusted only with the caller-context header matching the configured token)."""
 
-    def __init__(self, rt: Runtime, *, transport: str = "stdio") -> None:
+    def __init__(
+        self, rt: Runtime, *, transport: str = "stdio", secret_pages: SecretPages | None = None
+    ) -> None:
         self.rt = rt
         self.config = rt.config
         self.transport = transport
+        self.secrets: SecretPrompter | None = None
+        if self.config.secret_prompt == "elicit" and secret_pages is not None:
+            self.secrets = SecretPrompter(rt, secret_pages)
         self.notifier = ResourceNotifier(lambda job_id: resources.change_uris(rt, job_id))
         self._unlisten: Callable[[], None] | None = None
         self._tools = catalogue(self.config.profiles)
@@ -120,6 +126,8 @@ class ConchMCP:
             self._unlisten = None
         self.listen_handler.close()
         await self.tasks.aclose()
+        if self.secrets is not None:
+            await self.secrets.aclose()
         await self.notifier.aclose()
 
     def initialization_options(self) -> InitializationOptions:
@@ -156,8 +164,22 @@ class ConchMCP:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         meta = dict(params.meta) if params.meta else None
+        prompter = self.secrets
+        if (
+            prompter is not None
+            and params.name in WATCHED_TOOLS
+            and any(t.name == params.name for t in self._tools)
+            and url_elicitation_supported(ctx)
+        ):
+            return await prompter.run(
+                ctx,
+                params.name,
+                params.arguments,
+                params.request_state,
+                lambda: self.run_tool(ctx, params.name, params.arguments, meta),
+            )
         return await self.run_tool(ctx, params.name, params.arguments, meta)
 
     async def run_tool(

@@ -112,7 +112,8 @@ def _blocked_on_terminal(pid: int, tty: str) -> bool:
     if call and call[0].isdigit() and arch in _READS:
         nr = int(call[0])
         if nr in _READS[arch] and len(call) > 1:
-            return procfs.fd_target(pid, int(call[1], 16)) == tty
+            # /dev/tty (getpass, ssh, sudo) is this terminal for its foreground processes
+            return procfs.fd_target(pid, int(call[1], 16)) in (tty, "/dev/tty")
         if nr in _WAITS[arch]:
             return procfs.fd_target(pid, 0) == tty
         return False
