@@ -230,12 +230,13 @@ class ConchTasks(Extension):
     ) -> types.CallToolResult:
         first = await self._mcp.run_tool(ctx, "exec", {**args, "yield_ms": 0}, meta)
         snap = first.structured_content or {}
-        if first.is_error or snap.get("state") != "running" or "job_id" not in snap:
+        if first.is_error or "job_id" not in snap:
             return first
         job = self._mcp.rt.job(snap["job_id"])
-        rec = self._register(job.job_id, "exec")
-        rec.work = asyncio.current_task()
-        record.append(rec)
+        if not job.terminal:
+            rec = self._register(job.job_id, "exec")
+            rec.work = asyncio.current_task()
+            record.append(rec)
         while not job.terminal:
             await job.wait_change(job.version, 60.0)
         budget = args.get("max_output_bytes", self._mcp.config.default_max_output_bytes)
