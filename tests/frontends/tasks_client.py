@@ -40,6 +40,7 @@ class TaskView(types.Result):
     poll_interval_ms: int | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = None
 
 
 class TaskIdParams(types.RequestParams):
@@ -61,6 +62,16 @@ class CancelTask(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
     name_param = "taskId"
 
 
+class UpdateTaskParams(types.RequestParams):
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+class UpdateTask(types.Request[UpdateTaskParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    name_param = "taskId"
+
+
 class TaskNotificationParams(types.NotificationParams):
     model_config = ConfigDict(extra="allow")
     task_id: str
@@ -73,8 +84,12 @@ class TasksExtension(ClientExtension):
 
     identifier = TASKS
 
-    def __init__(self, poll_s: float = 0.2) -> None:
+    def __init__(self, poll_s: float = 0.2, elicit: Any = None) -> None:
+        """``elicit(None, ElicitRequestURLParams) -> ElicitResult`` answers a task's
+        ``input_required`` elicitations (like the client's elicitation callback)."""
         self.poll_s = poll_s
+        self.elicit = elicit
+        self.answered: set[str] = set()
         self.created: list[CreateTaskResult] = []
         self.polls: list[TaskView] = []
         self.notified: list[TaskNotificationParams] = []
@@ -101,10 +116,26 @@ class TasksExtension(ClientExtension):
             self.polls.append(view)
             if view.status in TERMINAL:
                 break
+            if view.status == "input_required" and self.elicit is not None:
+                await self._answer(ctx.session, view)
             await anyio.sleep(self.poll_s)
         if view.result is None:
             raise RuntimeError(f"task {view.task_id} ended {view.status} without a result")
         return types.CallToolResult.model_validate(view.result)
+
+    async def _answer(self, session: Any, view: TaskView) -> None:
+        for key, request in (view.input_requests or {}).items():
+            if key in self.answered:  # the same request shows on every poll until it is met
+                continue
+            self.answered.add(key)
+            assert request["method"] == "elicitation/create"
+            params = types.ElicitRequestURLParams.model_validate(request["params"])
+            answer = await self.elicit(None, params)
+            update = UpdateTaskParams(
+                task_id=view.task_id,
+                input_responses={key: answer.model_dump(by_alias=True, exclude_none=True)},
+            )
+            await session.send_request(UpdateTask(params=update), types.EmptyResult)
 
 
 async def get_task(session: Any, task_id: str) -> TaskView:

@@ -205,3 +205,28 @@ async def test_the_page_is_guarded_single_use_and_expires():
         assert ok[0] == 200 and got == ["s3"]
     finally:
         await pages.aclose()
+
+
+async def test_a_task_waiting_for_a_secret_is_input_required_with_the_page(tmp_path: Path):
+    from tasks_client import TasksExtension
+
+    person = Person()
+    ext = TasksExtension(poll_s=0.2, elicit=person)
+    args = [
+        "-m",
+        "conch",
+        "serve",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--secret-prompt",
+        "elicit",
+    ]
+    params = StdioServerParameters(command=sys.executable, args=args, env={**os.environ})
+    async with Client(params, extensions=[ext], elicitation_callback=person) as c:
+        r = await c.call_tool("exec", {"command": "sleep 1.5; " + READ_S, "pty": True})
+    assert [t.task_id for t in ext.created] == [r.structured_content["job_id"]]
+    asked = [p for p in ext.polls if p.status == "input_required"]
+    assert asked and all(len(p.input_requests or {}) == 1 for p in asked)
+    assert len({next(iter(p.input_requests or {})) for p in asked}) == 1  # one key per prompt
+    assert "MATCH-read" in r.structured_content["output"] and len(person.asked) == 1
+    nowhere_but_the_terminal(tmp_path, r.model_dump(), [p.model_dump() for p in ext.polls])

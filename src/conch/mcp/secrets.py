@@ -97,8 +97,9 @@ class SecretPrompter:
         self._pages = pages
         self._key = secrets.token_bytes(32)
         self._pending: dict[str, _Pending] = {}
-        self._prompted: dict[str, str] = {}  # job id -> page id of the prompt being answered
+        self._prompted: dict[str, SecretPage] = {}  # job id -> the page of its current prompt
         self._side: set[asyncio.Future[Any]] = set()
+        self._declined: set[str] = set()  # page ids the person declined (tasks)
 
     # -- the waiting call ----------------------------------------------------------------------
 
@@ -141,7 +142,7 @@ class SecretPrompter:
                 if job.job_id in self._prompted:
                     continue  # this prompt has its page already
                 page = await self._pages.open(_message(job), self._deliverer(job))
-                self._prompted[job.job_id] = page.page_id
+                self._prompted[job.job_id] = page
                 request = types.ElicitRequest(
                     params=types.ElicitRequestURLParams(
                         message=_message(job), url=page.url, elicitation_id=page.page_id
@@ -181,6 +182,33 @@ class SecretPrompter:
         side = asyncio.ensure_future(ask())
         self._side.add(side)
         side.add_done_callback(self._side.discard)
+
+    # -- tasks (conch.mcp.tasks) -----------------------------------------------------------------
+
+    async def task_input(self, job: Job) -> tuple[str, dict[str, Any]] | None:
+        """For a task on ``job``: (key, the ``elicitation/create`` request) while the job waits
+        for a secret — the same key and page on every poll until the prompt goes — or None."""
+        if not awaiting_secret(job):
+            self._prompted.pop(job.job_id, None)
+            return None
+        page = self._prompted.get(job.job_id)
+        if page is None:
+            page = await self._pages.open(_message(job), self._deliverer(job))
+            self._prompted[job.job_id] = page
+        if page.page_id in self._declined:
+            return None
+        request = types.ElicitRequest(
+            params=types.ElicitRequestURLParams(
+                message=_message(job), url=page.url, elicitation_id=page.page_id
+            )
+        )
+        return page.page_id, request.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    def task_answer(self, key: str, action: str) -> None:
+        """A ``tasks/update`` answer to a prompt: a declined or cancelled page is closed."""
+        if action != "accept" and any(p.page_id == key for p in self._prompted.values()):
+            self._declined.add(key)
+            self._pages.cancel(key)
 
     # -- pages ---------------------------------------------------------------------------------
 

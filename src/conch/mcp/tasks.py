@@ -45,12 +45,14 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, Field
 
 from conch.errors import ConchError
+from conch.mcp.secrets import url_elicitation_supported
 from conch.tools.dispatch import last_line
 
 if TYPE_CHECKING:
     from conch.config import Config
     from conch.core.jobs.job import Job
     from conch.core.runtime import Runtime
+    from conch.mcp.secrets import SecretPrompter
 
 log = logging.getLogger("conch.mcp")
 
@@ -114,6 +116,7 @@ class TaskHost(Protocol):
 
     rt: Runtime
     config: Config
+    secrets: SecretPrompter | None
 
     @property
     def tools(self) -> list[Any]: ...
@@ -138,6 +141,8 @@ class TaskRecord:
     seen_version: int = -1
     work: asyncio.Future[types.CallToolResult] | None = None
     cancel_requested: bool = False
+    url_elicitation: bool = False  # the client can be asked for a secret (--secret-prompt)
+    input_request: tuple[str, dict[str, Any]] | None = None  # outstanding (key, request)
 
 
 class ConchTasks(Extension):
@@ -199,6 +204,7 @@ class ConchTasks(Extension):
                 del self._tasks[record[0].task_id]  # answered directly: no task was created
             return work.result()
         rec = record[0]
+        rec.url_elicitation = url_elicitation_supported(ctx)
         work.add_done_callback(lambda _w: self._finished(rec))
         return {"resultType": "task", **self._view(rec, detailed=False)}
 
@@ -313,6 +319,11 @@ class ConchTasks(Extension):
                 message += " · awaiting input"
         out["statusMessage"] = message
         if not detailed or work is None or not work.done():
+            if detailed and rec.input_request is not None and not rec.cancel_requested:
+                key, request = rec.input_request
+                out["status"] = "input_required"
+                out["statusMessage"] = message + " · a secret is asked for"
+                out["inputRequests"] = {key: request}
             return out
         if rec.cancel_requested or (
             rec.tool == "exec" and job is not None and job.state == "cancelled"
@@ -335,7 +346,19 @@ class ConchTasks(Extension):
         self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams
     ) -> HandlerResult:
         _require(ctx)
-        return self._view(self._lookup(params.task_id))
+        rec = self._lookup(params.task_id)
+        await self._ask_for_input(rec)
+        return self._view(rec)
+
+    async def _ask_for_input(self, rec: TaskRecord) -> None:
+        """With ``--secret-prompt elicit``: a task whose job waits for a secret is
+        ``input_required`` with the URL elicitation of a one-time page."""
+        prompter = self._mcp.secrets
+        job = self._job(rec)
+        if prompter is None or not rec.url_elicitation or job is None or job.terminal:
+            rec.input_request = None
+            return
+        rec.input_request = await prompter.task_input(job)
 
     async def _result(
         self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams
@@ -362,8 +385,15 @@ class ConchTasks(Extension):
         self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
     ) -> HandlerResult:
         _require(ctx)
-        self._lookup(params.task_id)
-        return {}  # Conch never asks for input through a task; nothing is outstanding
+        rec = self._lookup(params.task_id)
+        prompter = self._mcp.secrets
+        for key, response in params.input_responses.items():
+            action = response.get("action") if isinstance(response, dict) else None
+            if prompter is not None and isinstance(action, str):
+                prompter.task_answer(key, action)
+                if action != "accept" and rec.input_request and rec.input_request[0] == key:
+                    rec.input_request = None
+        return {}  # a secret itself never comes this way: the page writes it to the terminal
 
     # -- status notifications --------------------------------------------------------------------
 
