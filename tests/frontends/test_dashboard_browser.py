@@ -77,6 +77,7 @@ def test_dashboard_shows_what_each_job_runs_its_purpose_and_colours(
             "exec",
             {"script": "echo first-line\necho second-line\necho 3\necho 4\necho 5\necho 6"},
         )
+        raw = call(srv, "exec", {"command": "echo \x1b[35mRAW-ESC-CMD\x1b[0m"})
         browser.get(f"{srv.url}/#{coloured['job_id']}")
         red = browser.wait(
             lambda: browser.run(
@@ -106,6 +107,12 @@ def test_dashboard_shows_what_each_job_runs_its_purpose_and_colours(
         assert "RED-ALERT" in row and "show the colours to a person" in row
         assert "printf" in browser.text(browser.find("#cmd"))
         assert browser.text(browser.find("#why")) == "show the colours to a person"
+        # a raw ESC inside a command string is shown as \x1b, never put into the DOM
+        raw_row = browser.run(
+            "return document.querySelector('tr[data-job=\"' + arguments[0] + '\"]').textContent",
+            raw["job_id"],
+        )
+        assert "echo \\x1b[35mRAW-ESC-CMD\\x1b[0m" in raw_row
         argv_row = browser.text(row_of(browser, argv["job_id"]))
         assert "echo 'argv job' x" in argv_row and "argv purpose" in argv_row
         browser.click(row_of(browser, script["job_id"]))

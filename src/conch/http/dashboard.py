@@ -10,6 +10,7 @@ page has stop buttons: ``POST /api/jobs/{job_id}/signal`` runs the ``signal`` to
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shlex
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,14 @@ STOP_SIGNALS = ("interrupt", "terminate", "kill")
 _NO_STORE = {"Cache-Control": "no-store"}
 
 
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    """Control characters (an ESC in a command string) shown as ``\\xNN``, never raw."""
+    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def what_it_runs(job: Job) -> dict[str, Any]:
     """``what`` (display text of the command, argv or the script's first lines), ``what_kind``
     and ``purpose``; empty when the job was not started through a tool call."""
@@ -44,11 +53,11 @@ def what_it_runs(job: Job) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {"purpose": label.purpose}
     if label.command is not None:
-        out.update(what=label.command, what_kind="command")
+        out.update(what=_visible(label.command), what_kind="command")
     elif label.argv is not None:
-        out.update(what=shlex.join(label.argv), what_kind="argv")
+        out.update(what=_visible(shlex.join(label.argv)), what_kind="argv")
     elif label.script is not None:
-        lines = label.script.strip("\n").splitlines()
+        lines = _visible(label.script.strip("\n")).splitlines()
         head = "\n".join(lines[:SCRIPT_LINES])
         more = len(lines) - SCRIPT_LINES
         out.update(what=head + (f"\n… ({more} more lines)" if more > 0 else ""), what_kind="script")
