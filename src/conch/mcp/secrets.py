@@ -141,7 +141,7 @@ class SecretPrompter:
                     continue
                 if job.job_id in self._prompted:
                     continue  # this prompt has its page already
-                page = await self._pages.open(_message(job), self._deliverer(job))
+                page = await self._open(job)
                 self._prompted[job.job_id] = page
                 request = types.ElicitRequest(
                     params=types.ElicitRequestURLParams(
@@ -193,7 +193,7 @@ class SecretPrompter:
             return None
         page = self._prompted.get(job.job_id)
         if page is None:
-            page = await self._pages.open(_message(job), self._deliverer(job))
+            page = await self._open(job)
             self._prompted[job.job_id] = page
         if page.page_id in self._declined:
             return None
@@ -211,6 +211,14 @@ class SecretPrompter:
             self._pages.cancel(key)
 
     # -- pages ---------------------------------------------------------------------------------
+
+    async def _open(self, job: Job) -> SecretPage:
+        for job_id, page in list(self._prompted.items()):  # prompts of jobs that have ended
+            known = self._job(job_id)
+            if known is None or known.terminal:
+                del self._prompted[job_id]
+                self._declined.discard(page.page_id)
+        return await self._pages.open(_message(job), self._deliverer(job))
 
     def _deliverer(self, job: Job) -> Callable[[str], Awaitable[bool]]:
         async def deliver(secret: str) -> bool:

@@ -250,6 +250,9 @@ class ConchTasks(Extension):
         return await self._mcp.run_tool(ctx, "read", final, meta, progress=False)
 
     def _register(self, task_id: str, tool: str) -> TaskRecord:
+        for known, rec in list(self._tasks.items()):  # tasks go with their evicted jobs
+            if (rec.work is None or rec.work.done()) and self._job(rec) is None:
+                del self._tasks[known]
         old = self._tasks.get(task_id)
         if old is not None and old.work is not None and not old.work.done():
             old.work.cancel()  # a newer task on the same job replaces it
