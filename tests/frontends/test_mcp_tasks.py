@@ -204,3 +204,19 @@ async def test_listening_for_tasks_without_declaring_the_extension_is_refused(se
         with pytest.raises(MCPError) as e:
             await c.session.send_request(listen, types.SubscriptionsListenResult)
         assert e.value.error.code == -32021
+
+
+async def test_one_task_per_job_a_read_beside_a_live_task_runs_as_usual(serve_args):
+    ext = TasksExtension()
+    async with connect("stdio", serve_args, None, extensions=[ext]) as c:
+        created = await c.session.call_tool(
+            "exec", {"command": "sleep 3; echo end-3"}, allow_claimed=True
+        )
+        assert isinstance(created, CreateTaskResult)
+        r = await c.session.call_tool(
+            "read", {"job_id": created.task_id, "wait_ms": 1500}, allow_claimed=True
+        )
+        assert r.structured_content["state"] == "running"  # a plain result, not a new task
+        final = await task_result(c.session, created.task_id)
+        assert final.structured_content["output"] == "end-3\n"
+        assert (await get_task(c.session, created.task_id)).status == "completed"

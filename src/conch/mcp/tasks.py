@@ -184,25 +184,28 @@ class ConchTasks(Extension):
         if params.name == "exec":
             work = asyncio.ensure_future(self._exec_work(ctx, args, meta, record))
         else:
-            job = self._mcp.rt.job(args["job_id"])
-            record.append(self._register(job.job_id, params.name))
+            job_id = self._mcp.rt.job(args["job_id"]).job_id
             work = asyncio.ensure_future(self._mcp.run_tool(ctx, params.name, args, meta))
-            record[0].work = work
         self._track(work)
         try:
             done, _ = await asyncio.wait({work}, timeout=SETTLE_S)
-            while not done and not record:  # an exec still spawning: wait for its job id
+            while not done and params.name == "exec" and not record:  # exec still spawning
                 done, _ = await asyncio.wait({work}, timeout=0.05)
         except BaseException:
-            # the caller gave up before a task existed: like a cancelled call, stop the job
+            # the caller gave up before a task existed: like a cancelled call (exec: the job
+            # stops with it; read and write only stop waiting)
             work.cancel()
-            if params.name == "exec" and record:
+            if record:
+                self._forget(record[0])
                 await self._stop(record[0].task_id)
             raise
         if done:
-            if record and self._tasks.get(record[0].task_id) is record[0]:
-                del self._tasks[record[0].task_id]  # answered directly: no task was created
+            if record:
+                self._forget(record[0])  # answered directly: no task was created
             return work.result()
+        if params.name != "exec":
+            record.append(self._register(job_id, params.name))
+            record[0].work = work
         rec = record[0]
         rec.url_elicitation = url_elicitation_supported(ctx)
         work.add_done_callback(lambda _w: self._finished(rec))
@@ -221,6 +224,9 @@ class ConchTasks(Extension):
             return False  # the tool itself reports not_found
         if job.terminal:
             return False
+        live = self._tasks.get(job.job_id)
+        if live is not None and live.work is not None and not live.work.done():
+            return False  # one task per job at a time: this call runs as it always has
         if name == "read":
             return isinstance(args.get("wait_ms"), int) and args["wait_ms"] > 0
         return args.get("yield_ms", 1000) != 0
@@ -253,11 +259,13 @@ class ConchTasks(Extension):
         for known, rec in list(self._tasks.items()):  # tasks go with their evicted jobs
             if (rec.work is None or rec.work.done()) and self._job(rec) is None:
                 del self._tasks[known]
-        old = self._tasks.get(task_id)
-        if old is not None and old.work is not None and not old.work.done():
-            old.work.cancel()  # a newer task on the same job replaces it
+        # a finished task on the same job is replaced
         rec = self._tasks[task_id] = TaskRecord(task_id=task_id, tool=tool)
         return rec
+
+    def _forget(self, rec: TaskRecord) -> None:
+        if self._tasks.get(rec.task_id) is rec:
+            del self._tasks[rec.task_id]
 
     def _track(self, work: asyncio.Future[Any]) -> None:
         self._work.add(work)
