@@ -131,7 +131,9 @@ class SecretPrompter:
                 if done:
                     return work.result()
                 if job_id is None and before is not None:
-                    fresh = [j for j in self._rt.jobs if j.job_id not in before]
+                    fresh = [
+                        j for j in self._rt.jobs if j.job_id not in before and _started_by(j, args)
+                    ]
                     job_id = fresh[-1].job_id if fresh else None
                 job = self._job(job_id)
                 if job is None:
@@ -278,6 +280,20 @@ class SecretPrompter:
         for side in list(self._side):
             side.cancel()
         await self._pages.aclose()
+
+
+def _started_by(job: Job, args: Mapping[str, Any]) -> bool:
+    """Whether a job that appeared during an ``exec`` call is the one it started (and not a
+    concurrent call's): same shell, same command."""
+    label = job.label
+    if label is None or job.shell_id != args.get("shell_id"):
+        return False
+    argv = args.get("argv")
+    return (
+        label.command == args.get("command")
+        and label.script == args.get("script")
+        and label.argv == (tuple(argv) if isinstance(argv, list) else None)
+    )
 
 
 def _binding(name: str, arguments: Mapping[str, Any] | None) -> str:
