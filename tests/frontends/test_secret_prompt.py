@@ -194,15 +194,34 @@ async def test_the_page_is_guarded_single_use_and_expires():
         wrong = page.url.rsplit("/", 1)[0] + "/not-the-token"
         assert (await anyio.to_thread.run_sync(http_call, wrong))[0] == 410
         bad = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "secret=a%0Ab"))
-        assert "nothing was sent" in bad[1] and got == []  # no line breaks into a terminal
-        again = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "secret=c"))
-        assert again[0] == 410 and got == []  # single use, even after a refused value
+        assert bad[0] == 400 and "nothing was sent" in bad[1] and got == []  # no line breaks
+        empty = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "other=1"))
+        assert empty[0] == 400 and got == []
+        ok = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "secret=c"))
+        assert ok[0] == 200 and got == ["c"]
+        again = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "secret=d"))
+        assert again[0] == 410 and got == ["c"]  # single use
+        got.clear()
         late = await pages.open("another", deliver)
         await anyio.sleep(1.2)
         assert (await anyio.to_thread.run_sync(http_call, late.url))[0] == 410
         fresh = await pages.open("a third", deliver)
         ok = await anyio.to_thread.run_sync(lambda: http_call(fresh.url, "POST", "secret=s3"))
         assert ok[0] == 200 and got == ["s3"]
+        as_json = await pages.open("a fourth", deliver)
+
+        def post_json() -> tuple[int, str]:
+            u = urllib.parse.urlsplit(as_json.url)
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+            try:
+                body = json.dumps({"secret": "j4"})
+                conn.request("POST", u.path, body, {"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                return resp.status, resp.read().decode()
+            finally:
+                conn.close()
+
+        assert (await anyio.to_thread.run_sync(post_json))[0] == 200 and got == ["s3", "j4"]
     finally:
         await pages.aclose()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
+import json
 import logging
 import secrets
 import time
@@ -151,11 +152,16 @@ class LoopbackSecretPages:
             return _page("This page has expired or was already used.", status=410)
         if request.method == "GET":
             return _page(page.message, form=True)
-        page.used = True  # single use, whatever happens next
-        body = (await request.body()).decode("utf-8", "replace")
-        value = parse_qs(body, keep_blank_values=True, max_num_fields=4).get("secret", [""])[0]
+        value = _submitted(request.headers.get("content-type", ""), await request.body())
+        if value is None:
+            return _page("The form was empty; nothing was sent.", form=True, status=400)
         if len(value) > MAX_SECRET_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in value):
-            return _page("That value has a line break or control character; nothing was sent.")
+            return _page(
+                "That value has a line break or control character; nothing was sent.",
+                form=True,
+                status=400,
+            )
+        page.used = True  # single use: one value goes to the terminal, whatever happens next
         try:
             sent = await page.deliver(value)
         except Exception:
@@ -164,6 +170,33 @@ class LoopbackSecretPages:
         if not sent:
             return _page("The program is no longer waiting for it; nothing was sent.", status=409)
         return _page("Sent to the terminal. You can close this page.")
+
+
+FIELDS = ("secret", "password", "value")
+
+
+def _submitted(content_type: str, body: bytes) -> str | None:
+    """The value of the page's form (``secret=…``), or of a JSON object's ``secret``; None
+    when the request carries none."""
+    text = body.decode("utf-8", "replace")
+    if content_type.split(";")[0].strip().lower() == "application/json":
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if isinstance(data, dict):
+            for key in FIELDS:
+                if isinstance(data.get(key), str):
+                    return str(data[key])
+        return None
+    try:
+        fields = parse_qs(text, keep_blank_values=True, max_num_fields=8)
+    except ValueError:
+        return None
+    for key in FIELDS:
+        if key in fields:
+            return fields[key][0]
+    return None
 
 
 def _page(message: str, *, form: bool = False, status: int = 200) -> Response:
