@@ -139,6 +139,7 @@ def test_token_dashboard_signs_in_with_a_form_and_the_api_still_needs_the_bearer
     srv = start_http(tmp_path, "--auth-token", TOKEN, token=TOKEN)
     try:
         job = call(srv, "exec", {"command": "echo signed-in-view", "purpose": "p-1"}, token=TOKEN)
+        assert status_of(srv, "GET", "/login", {}) == 200  # the form has its own address too
         browser.get(srv.url + "/")
         form = browser.find("form#signin")
         assert browser.find_all("#jobs") == []  # nothing of the dashboard before signing in

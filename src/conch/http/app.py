@@ -93,7 +93,7 @@ class ConchHTTP:
                 Route("/api/jobs", dashboard.api_jobs, methods=["GET"]),
                 Route("/api/jobs/{job_id}/log", dashboard.api_log, methods=["GET"]),
                 Route("/api/jobs/{job_id}/signal", dashboard.api_signal, methods=["POST"]),
-                Route("/login", self.login, methods=["POST"]),
+                Route("/login", self.login, methods=["GET", "POST"]),
                 Route("/logout", signin.logout, methods=["POST"]),
                 Route("/health", self.health, methods=["GET"]),
                 Route("/manifest", self.manifest, methods=["GET"]),
@@ -111,6 +111,8 @@ class ConchHTTP:
     # -- routes ----------------------------------------------------------------------------------
 
     async def login(self, request: Request) -> Response:
+        if request.method == "GET" and self.config.auth_token:
+            return signin.signin_page(status=200)
         return await signin.login(request, self.config.auth_token)
 
     async def health(self, request: Request) -> Response:

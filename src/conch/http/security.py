@@ -147,8 +147,8 @@ class Guard:
         path = scope.get("path", "")
         if scope["type"] != "http" or not signin.is_dashboard_path(path):
             return False
-        if path in ("/login", "/logout") and scope.get("method") == "POST":
-            return True  # sign-in checks the typed token; sign-out only clears the cookie
+        if path == "/login" or (path == "/logout" and scope.get("method") == "POST"):
+            return True  # the form and sign-in (which checks the typed token); sign-out
         if signin.cookie_valid(headers.get("cookie", ""), self._token.decode()):
             scope[AUTH_SCOPE_KEY] = "cookie"
             return True

@@ -61,8 +61,9 @@ def signin_page(message: str = "", status: int = 401) -> Response:
 
 
 async def login(request: Request, token: str) -> Response:
-    """POST /login with ``token=…`` (a form): set the cookie and go to the dashboard."""
-    if not token:
+    """POST /login with ``token=…`` (a form): set the cookie and go to the dashboard (a server
+    without a token has nothing to sign in to)."""
+    if not token or request.method != "POST":
         return RedirectResponse("/", status_code=303)
     body = (await request.body()).decode("utf-8", "replace")
     given = parse_qs(body, max_num_fields=4).get("token", [""])[0]
