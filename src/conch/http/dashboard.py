@@ -25,10 +25,11 @@ from conch.core.output.utf8 import boundary_at_or_after
 from conch.errors import ConchError
 from conch.http import ansi
 from conch.http.security import AUTH_SCOPE_KEY
+from conch.tools.views import jobs_newest_first
 
 if TYPE_CHECKING:
     from conch.core.jobs.job import Job
-    from conch.core.runtime import Runtime
+    from conch.runtime import Runtime
 
 FIRST_VIEW_BYTES = 64 * 1024
 CHUNK_BYTES = 256 * 1024
@@ -65,11 +66,9 @@ def what_it_runs(job: Job) -> dict[str, Any]:
 
 
 def jobs_state(rt: Runtime, *, control: bool = False) -> dict[str, Any]:
-    rt.jobs.evict()
-    jobs = sorted(rt.jobs, key=lambda j: (j.terminal, -j.started_at.timestamp()))
     shells = rt.shells.summaries() if rt.shells is not None else []
     return {
-        "jobs": [{**summary(j), **what_it_runs(j)} for j in jobs],
+        "jobs": [{**summary(j), **what_it_runs(j)} for j in jobs_newest_first(rt)],
         "shells": shells,
         "control": control,
     }

@@ -35,13 +35,13 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from conch.core.keys import encode_keys
+from conch.core.process.keys import encode_keys
 from conch.errors import ConchError
-from conch.tools.dispatch import last_line
+from conch.tools.views import last_line
 
 if TYPE_CHECKING:
     from conch.core.jobs.job import Job
-    from conch.core.runtime import Runtime
+    from conch.runtime import Runtime
 
 log = logging.getLogger("conch.mcp")
 WATCH_INTERVAL_S = 0.1

@@ -46,13 +46,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from conch.errors import ConchError
 from conch.mcp.secrets import url_elicitation_supported
-from conch.tools.dispatch import last_line
+from conch.tools.views import last_line
 
 if TYPE_CHECKING:
     from conch.config import Config
     from conch.core.jobs.job import Job
-    from conch.core.runtime import Runtime
     from conch.mcp.secrets import SecretPrompter
+    from conch.runtime import Runtime
 
 log = logging.getLogger("conch.mcp")
 
