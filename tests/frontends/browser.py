@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psutil
+
 T = TypeVar("T")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -141,6 +143,8 @@ def chromium(tmp: Path) -> Iterator[Browser]:
                             "--disable-component-update",
                             "--disable-sync",
                             "--no-first-run",
+                            "--disable-crash-reporter",
+                            "--disable-breakpad",
                             f"--user-data-dir={profile}",
                             "--window-size=1400,800",
                         ],
@@ -157,6 +161,9 @@ def chromium(tmp: Path) -> Iterator[Browser]:
             session = json.loads(r.read())["value"]["sessionId"]
         yield Browser(base, session)
     finally:
+        # Chromium's processes, collected first: once chromedriver is gone they are
+        # reparented (to this process, when a test made it a child subreaper).
+        tree = _chromium_processes(driver.pid)
         if session is not None:
             with contextlib.suppress(OSError):
                 urllib.request.urlopen(
@@ -173,6 +180,23 @@ def chromium(tmp: Path) -> Iterator[Browser]:
             driver.wait(5)
         log.close()
         _reap_group(driver.pid)
+        for proc in tree:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(tree, timeout=10)  # reaps the ones that became our children
+
+
+def _chromium_processes(driver_pid: int) -> list[psutil.Process]:
+    """chromedriver's descendants, and Chromium helpers (crashpad) that double-forked and were
+    reparented to this process already."""
+    found: list[psutil.Process] = []
+    with contextlib.suppress(psutil.NoSuchProcess):
+        found += psutil.Process(driver_pid).children(recursive=True)
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.pid != driver_pid and "chromium" in (child.cmdline() or [""])[0]:
+                found.append(child)
+    return list({p.pid: p for p in found}.values())
 
 
 def _reap_group(pgid: int) -> None:
