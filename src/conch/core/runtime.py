@@ -23,7 +23,9 @@ from conch.core.jobs.table import JobTable
 from conch.core.output import window as win
 from conch.core.output.log import JobLog
 from conch.core.process import hygiene, procfs
+from conch.core.process.containment import Containment, SpawnFence
 from conch.core.process.pipes import PipeProcess
+from conch.core.process.sandbox import Policy
 from conch.errors import ConchError, RuntimeClosedError
 
 SIGNALS = {
@@ -70,6 +72,7 @@ class Runtime:
         self._shells: Any = None  # conch.core.shell.manager.ShellManager, made on first use
         self.searcher: Any = None
         self.orphans_killed: list[int] = []
+        self.containment: Containment | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -95,6 +98,17 @@ class Runtime:
         hygiene.enable_subreaper()
         self.instance = hygiene.instance_id()
         self.orphans_killed = await asyncio.to_thread(hygiene.kill_orphans_of_dead_servers)
+        cfg = self.config
+        self.containment = Containment(
+            instance=self.instance,
+            use_cgroups=cfg.cgroup != "off",
+            policy=Policy(cfg.sandbox, cfg.network),
+            limits={"memory_max": cfg.memory_max, "pids_max": cfg.pids_max},
+            workspace=cfg.resolved_default_cwd,
+            data_dir=str(self.data.root),
+            bwrap=cfg.bwrap,
+        )
+        await asyncio.to_thread(self.containment.start)
         self._attach_optional_parts()
         self._housekeeping = asyncio.ensure_future(self._housekeep())
         self._started = True
@@ -136,6 +150,9 @@ class Runtime:
             await asyncio.sleep(_HOUSEKEEPING_S)
             self.reaper.sweep()
             self.jobs.evict()
+            for d in list(self._drivers.values()):
+                if d.cgroup is not None and d.cgroup.memory_dir is not None:
+                    d.check_limits()
 
     async def aclose(self) -> None:
         """Stop every job and shell, reap everything; idempotent and safe to call concurrently."""
@@ -166,13 +183,20 @@ class Runtime:
         sids = {str(p) for p in live}
         prefix = f"{self.instance}/".encode()
 
+        cgroups = [d.cgroup for d in drivers if d.cgroup is not None]
+
         def collect() -> set[int]:
-            return procfs.scan_instance(hygiene.TAG_VAR.encode(), prefix, sids)
+            pids = procfs.scan_instance(hygiene.TAG_VAR.encode(), prefix, sids)
+            for cg in cgroups:
+                pids |= cg.pids()
+            return pids
 
         work: list[Any] = [hygiene.terminate_tree(collect, live, grace, self.reaper)]
         if self._shells is not None:
             work.append(self._shells.aclose())
         await asyncio.gather(*work, return_exceptions=True)
+        for cg in cgroups:  # whatever escaped the sweep (cgroup level)
+            await cg.kill_and_wait(self.reaper.sweep, limit_s=0.5)
         await asyncio.gather(*(d.end_shutdown() for d in drivers), return_exceptions=True)
         for t in list(self._tasks):
             t.cancel()
@@ -183,6 +207,8 @@ class Runtime:
             if not self.reaper.sweep(final=True):
                 break
         self._drivers.clear()
+        if self.containment is not None:
+            await asyncio.to_thread(self.containment.close)
 
     # -- change listeners (MCP resources, dashboard) ---------------------------------------------
 
@@ -326,6 +352,10 @@ class Runtime:
         name: str | None = None,
         shell_env: Mapping[str, str] | None = None,
         caller_session_id: str = "",
+        sandbox: str | None = None,
+        network: str | None = None,
+        memory_max: int | None = None,
+        pids_max: int | None = None,
     ) -> dict[str, Any]:
         """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3."""
         await self._open()
@@ -363,7 +393,16 @@ class Runtime:
             shell_env=shell_env,
             caller_session_id=caller_session_id,
         )
+        fence_args: dict[str, Any] = dict(
+            sandbox=sandbox, network=network, memory_max=memory_max, pids_max=pids_max
+        )
         if shell_id is not None:
+            given_fence = [k for k, v in fence_args.items() if v is not None]
+            if given_fence:
+                raise ConchError(
+                    "invalid_argument",
+                    f"{', '.join(given_fence)} apply to the whole shell: give them to shell_open",
+                )
             if self.shells is None:
                 raise ConchError("invalid_argument", "persistent shells are not available")
             if command is None:
@@ -376,6 +415,12 @@ class Runtime:
             return await self.shells.exec(shell_id, command=command, **job_args)
         run_cwd = self.resolve_cwd(cwd)
         mode, args, script_text = launch.plan(self.bash, command, argv, script)
+        assert self.containment is not None
+        # every containment value is checked before anything runs
+        self.containment.resolve_limits({"memory_max": memory_max, "pids_max": pids_max})
+        if self.containment.resolve_policy(sandbox, network).active and mode == "argv":
+            # inside the sandbox a missing program would only show as exit 127
+            self._check_program(args[0], env, run_cwd)
         if pty:
             if self.shells is None:
                 raise ConchError("invalid_argument", "pty jobs are not available")
@@ -386,10 +431,13 @@ class Runtime:
                 stdin=stdin,
                 stdin_open=stdin_open,
                 script_text=script_text,
+                fence_args=fence_args,
                 **job_args,
             )
         job = self.new_job(mode=mode, cwd=run_cwd, name=name, output_format=output_format)
+        fence: SpawnFence | None = None
         try:
+            fence = await self.fence(job.job_id, **fence_args)
             if script_text is not None:
                 args = await self.prepare_script(job, script_text, run_cwd)
             child_env = self.child_env(
@@ -406,14 +454,35 @@ class Runtime:
                 env=child_env,
                 stdin=stdin.encode("utf-8") if stdin is not None else None,
                 stdin_open=stdin_open,
+                fence=fence,
             )
         except BaseException:
             self.jobs._drop(job)
+            if fence is not None and fence.cgroup is not None:
+                fence.cgroup.remove()
             raise
         job.driver = driver
         self._drivers[job.job_id] = driver
         self._deadline(job, timeout_ms)
         return await self.settle(job, yield_ms=yield_ms, budget=budget, ready=ready_spec)
+
+    async def fence(self, name: str, **fence_args: Any) -> SpawnFence:
+        """The cgroup and sandbox of one job or shell (SPEC §9a)."""
+        assert self.containment is not None
+        return await self.containment.fence(name, **fence_args)
+
+    @staticmethod
+    def _check_program(program: str, env: Mapping[str, str], cwd: str) -> None:
+        import shutil
+
+        path = env.get("PATH") or os.environ.get("PATH", os.defpath)
+        if "/" in program:
+            full = os.path.join(cwd, program)
+            found = os.access(full, os.X_OK) and not os.path.isdir(full)
+        else:
+            found = shutil.which(program, path=path) is not None
+        if not found:
+            raise ConchError("spawn_failed", f"program not found: {program}")
 
     async def prepare_script(self, job: Job, text: str, cwd: str) -> list[str]:
         """The argv that runs ``text`` from a private file (checked with `bash -n` first for
@@ -672,7 +741,9 @@ class Runtime:
             "rg": self.searcher.info()
             if self.searcher is not None
             else {"path": None, "version": None},
-            "containment": hygiene.containment_level(),
+            "containment": (self.containment.level if self.containment else None)
+            or hygiene.containment_level(),
+            **(self.containment.info() if self.containment else {}),
             "limits": {
                 "max_running": cfg.max_running,
                 "max_jobs": cfg.max_jobs,

@@ -31,6 +31,7 @@ def _identity(job: Job) -> dict[str, Any]:
         "mode": job.mode,
         "shell_id": job.shell_id,
         "state": job.state,
+        "limit": job.limit,
         "exit_code": job.exit_code,
         "signal": job.signal,
         "ok": job.ok,

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from conch.core.jobs.job import Job
 from conch.core.output.log import STDERR, STDOUT
 from conch.core.process import procfs
+from conch.core.process.containment import SpawnFence
 from conch.core.process.driver import ProcessDriver
-from conch.core.process.exit_watch import decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import (
     TAG_VAR,
@@ -66,8 +66,11 @@ class PipeProcess(ProcessDriver):
         env: dict[str, str],
         stdin: bytes | None,
         stdin_open: bool,
+        fence: SpawnFence | None = None,
     ) -> None:
         tag = env[TAG_VAR].encode()
+        self._fence(fence)
+        run = fence.wrap(argv, cwd=cwd) if fence is not None else argv
         out_r, out_w = _pipe()
         err_r, err_w = _pipe()
         in_r: int | None = None
@@ -77,8 +80,10 @@ class PipeProcess(ProcessDriver):
             os.set_blocking(self._stdin_w, False)
             self._stdin_ino = os.fstat(self._stdin_w).st_ino
         try:
+            if fence is not None:
+                fence.prepare()
             proc = subprocess.Popen(
-                argv,
+                run,
                 stdin=in_r if in_r is not None else subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
@@ -86,8 +91,11 @@ class PipeProcess(ProcessDriver):
                 env=env,
                 start_new_session=True,
                 close_fds=True,
+                preexec_fn=fence.preexec if fence is not None and fence.needs_preexec else None,
             )
         except BaseException as e:
+            if fence is not None:
+                fence.spawned()
             for fd in (out_r, out_w, err_r, err_w, in_r, self._stdin_w):
                 if fd is not None:
                     os.close(fd)
@@ -96,11 +104,15 @@ class PipeProcess(ProcessDriver):
                 raise ConchError("spawn_failed", f"program not found: {argv[0]}") from None
             if isinstance(e, PermissionError):
                 raise ConchError("spawn_failed", f"permission denied: {argv[0]}") from None
+            if isinstance(e, subprocess.SubprocessError):  # the pre-exec step failed
+                raise ConchError("spawn_failed", f"could not start {argv[0]}: {e}") from None
             if isinstance(e, OSError):
                 raise ConchError(
                     "spawn_failed", f"could not start {argv[0]}: {e.strerror}"
                 ) from None
             raise
+        if fence is not None:
+            fence.spawned()
         # Popen must never reap this pid itself: we own waiting (see _on_exit)
         proc.returncode = 0
         for fd in (out_w, err_w, in_r):
@@ -226,6 +238,7 @@ class PipeProcess(ProcessDriver):
             for fd in list(self._out_fds):
                 self._close_output(fd)
             self.job.log.close_writer()
+        self.release_cgroup()
 
     def begin_shutdown(self) -> None:
         """The runtime is closing: a running job will end as cancelled once the runtime's
@@ -244,7 +257,7 @@ class PipeProcess(ProcessDriver):
             except asyncio.TimeoutError:
                 status = None
             self._drain()
-            code, signum = decode_status(status)
+            code, signum = self._decode(status)
             self.job.finish("cancelled", exit_code=code, signum=signum)
         if self._watch is not None:
             self._watch.close()
@@ -252,3 +265,4 @@ class PipeProcess(ProcessDriver):
             self._close_output(fd)
         self._close_stdin_now()
         self.job.log.close_writer()
+        self.release_cgroup()

@@ -116,6 +116,10 @@ class ShellManager:
         shell: str | None = None,
         startup_command: str | None = None,
         name: str | None = None,
+        sandbox: str | None = None,
+        network: str | None = None,
+        memory_max: int | None = None,
+        pids_max: int | None = None,
     ) -> dict[str, Any]:
         if self._closed:
             raise ConchError("closed", "the runtime is closing")
@@ -133,6 +137,13 @@ class ShellManager:
         ):
             raise ConchError("invalid_argument", "startup_command must be a string without NUL")
         run_cwd = self.rt.resolve_cwd(cwd)
+        fence_args = dict(
+            sandbox=sandbox, network=network, memory_max=memory_max, pids_max=pids_max
+        )
+        containment = self.rt.containment
+        assert containment is not None
+        containment.resolve_limits({"memory_max": memory_max, "pids_max": pids_max})
+        containment.resolve_policy(sandbox, network)
         if self._available is None:
             await asyncio.to_thread(self.available)
         kind, path, version = self._pick(shell)
@@ -149,6 +160,7 @@ class ShellManager:
             cwd=run_cwd,
             env=env,
             startup_command=startup_command,
+            fence_args=fence_args,
         )
         self._shells[shell_id] = sh  # holds the capacity slot while it starts
         try:
@@ -267,6 +279,7 @@ class ShellManager:
         shell_env: Mapping[str, str],
         caller_session_id: str,
         script_text: str | None,
+        fence_args: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         if self._closed:
             raise ConchError("closed", "the runtime is closing")
@@ -277,7 +290,9 @@ class ShellManager:
         ]:
             del self._pty[job_id]  # finished and released: nothing left to close at shutdown
         job = self.rt.new_job(mode="pty", cwd=cwd, name=name, output_format=output_format)
+        fence = None
         try:
+            fence = await self.rt.fence(job.job_id, **(fence_args or {}))
             if script_text is not None:
                 job.mode = "script" if mode == "script" else job.mode
                 args = await self.rt.prepare_script(job, script_text, cwd)
@@ -297,9 +312,12 @@ class ShellManager:
                 stdin=stdin.encode("utf-8") if stdin is not None else None,
                 # typed input given and stdin not kept open: the program then reads EOF
                 eof_after_stdin=stdin is not None and not stdin_open,
+                fence=fence,
             )
         except BaseException:
             self.rt.jobs._drop(job)
+            if fence is not None and fence.cgroup is not None:
+                fence.cgroup.remove()
             raise
         job.driver = driver
         self._pty[job.job_id] = driver

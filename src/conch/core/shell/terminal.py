@@ -14,10 +14,11 @@ import platform
 import struct
 import subprocess
 import termios
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from conch.core.process import procfs
+from conch.core.process.containment import SpawnFence
 from conch.errors import ConchError
 
 ROWS, COLS = 50, 200
@@ -37,12 +38,29 @@ def _take_terminal() -> None:  # runs in the child between fork and exec
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
-def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, str, list[Any]]:
-    """Start argv in its own session with a new PTY as controlling terminal.
+def spawn(
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    fence: SpawnFence | None = None,
+    exposed: Sequence[str] = (),
+) -> tuple[int, int, str, list[Any]]:
+    """Start argv in its own session with a new PTY as controlling terminal (inside the
+    fence's cgroup and sandbox, when given).
 
     Returns (pid, master fd (non-blocking), slave path, the terminal's initial attributes).
     The caller owns reaping the pid.
     """
+    run = fence.wrap(argv, cwd=cwd, exposed=exposed) if fence is not None else argv
+    preexec = _take_terminal
+    if fence is not None and fence.needs_preexec:
+        fence_preexec = fence.preexec
+
+        def preexec() -> None:
+            fence_preexec()
+            _take_terminal()
+
     master, slave = os.openpty()
     try:
         tty = os.ttyname(slave)
@@ -51,8 +69,10 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, 
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
         try:
+            if fence is not None:
+                fence.prepare()
             proc = subprocess.Popen(
-                argv,
+                run,
                 stdin=slave,
                 stdout=slave,
                 stderr=slave,
@@ -60,7 +80,7 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, 
                 env=env,
                 start_new_session=True,
                 close_fds=True,
-                preexec_fn=_take_terminal,
+                preexec_fn=preexec,
             )
         except FileNotFoundError:
             raise ConchError("spawn_failed", f"program not found: {argv[0]}") from None
@@ -73,6 +93,8 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, 
         raise
     finally:
         os.close(slave)
+        if fence is not None:
+            fence.spawned()
     proc.returncode = 0  # Popen must never reap this pid: its owner does
     os.set_blocking(master, False)
     return proc.pid, master, tty, attrs
