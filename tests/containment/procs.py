@@ -1,0 +1,35 @@
+"""Helpers of the containment tests: watching processes come and go."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+MiB = 1024 * 1024
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def wait_for(pred: Callable[[], bool], within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return pred()
+
+
+def read_pid(path: str, within_s: float = 5.0) -> int:
+    assert wait_for(lambda: os.path.exists(path) and open(path).read().strip() != "", within_s)
+    return int(open(path).read().split()[0])
