@@ -13,6 +13,7 @@ import pytest
 
 import conch
 
+
 @pytest.fixture
 def workspace(tmp_path) -> str:
     ws = tmp_path / "ws"

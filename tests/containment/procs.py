@@ -30,6 +30,20 @@ def wait_for(pred: Callable[[], bool], within_s: float) -> bool:
     return pred()
 
 
+def _text(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def read_pid(path: str, within_s: float = 5.0) -> int:
-    assert wait_for(lambda: os.path.exists(path) and open(path).read().strip() != "", within_s)
-    return int(open(path).read().split()[0])
+    """The pid a test's process wrote to ``path`` (waiting for it to appear)."""
+    assert wait_for(lambda: _text(path).strip() != "", within_s)
+    return int(_text(path).split()[0])
+
+
+def read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()

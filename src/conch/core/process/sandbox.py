@@ -83,6 +83,10 @@ def bwrap_argv(
     out = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     if p.sandbox == "workspace-write":
         out += ["--bind", fence.workspace, fence.workspace]
+    elif _under(fence.workspace, "/tmp"):
+        out += ["--ro-bind", fence.workspace, fence.workspace]  # still visible, read-only
+    if _under(fence.cwd, "/tmp") and not _under(fence.cwd, fence.workspace):
+        out += ["--ro-bind", fence.cwd, fence.cwd]  # a cwd the private /tmp would hide
     for d in fence.hidden:
         out += ["--tmpfs", d]
     for f in fence.exposed:
@@ -97,6 +101,11 @@ def bwrap_argv(
         out += ["--cap-drop", "ALL"]
     out += ["--chdir", fence.cwd, "--", env_prog, "--default-signal", "--", *argv]
     return out
+
+
+def _under(path: str, top: str) -> bool:
+    top = top.rstrip("/")
+    return path == top or path.startswith(top + "/")
 
 
 def _sbpl_string(s: str) -> str:
