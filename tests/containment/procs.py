@@ -47,3 +47,21 @@ def read_pid(path: str, within_s: float = 5.0) -> int:
 def read_bytes(path: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()
+
+
+def reap_zombie_children(within_s: float = 2.0) -> None:
+    """Reap killed orphans that came back to this process (a runtime made it a subreaper)."""
+    import psutil
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        kids = psutil.Process().children()
+        zombies = [k for k in kids if k.status() == psutil.STATUS_ZOMBIE]
+        for z in zombies:
+            try:
+                os.waitpid(z.pid, 0)
+            except ChildProcessError:
+                pass
+        if not kids:
+            return
+        time.sleep(0.02)

@@ -418,8 +418,9 @@ class Runtime:
         assert self.containment is not None
         # every containment value is checked before anything runs
         self.containment.resolve_limits({"memory_max": memory_max, "pids_max": pids_max})
-        if self.containment.resolve_policy(sandbox, network).active and mode == "argv":
-            # inside the sandbox a missing program would only show as exit 127
+        fenced = self.containment.resolve_policy(sandbox, network).active
+        if mode == "argv" and (fenced or self.containment.level == "cgroup"):
+            # a fenced program is exec'd by a wrapper: missing, it would only show as exit 127
             self._check_program(args[0], env, run_cwd)
         if pty:
             if self.shells is None:
@@ -476,13 +477,11 @@ class Runtime:
         import shutil
 
         path = env.get("PATH") or os.environ.get("PATH", os.defpath)
-        if "/" in program:
-            full = os.path.join(cwd, program)
-            found = os.access(full, os.X_OK) and not os.path.isdir(full)
-        else:
-            found = shutil.which(program, path=path) is not None
-        if not found:
+        full = os.path.join(cwd, program) if "/" in program else shutil.which(program, path=path)
+        if full is None or not os.path.exists(full):
             raise ConchError("spawn_failed", f"program not found: {program}")
+        if os.path.isdir(full) or not os.access(full, os.X_OK):
+            raise ConchError("spawn_failed", f"permission denied: {program}")
 
     async def prepare_script(self, job: Job, text: str, cwd: str) -> list[str]:
         """The argv that runs ``text`` from a private file (checked with `bash -n` first for

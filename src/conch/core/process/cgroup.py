@@ -12,8 +12,8 @@ Two layouts are supported:
 
 A hybrid host has both: a writable v2 tree without controllers tracks and kills, the v1
 controllers limit. A child is placed into its cgroups by itself, between fork and exec
-(``place_self``, writing ``0`` to pre-opened ``cgroup.procs`` descriptors), so no fork can
-escape between spawn and placement.
+(a tiny ``sh`` writes ``0`` to each ``cgroup.procs`` and execs the program, see
+containment.py), so no fork can escape between spawn and placement.
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ class Cgroups:
                 )
         self.support = s
         if s.level:
-            sweep_dead_parents(lay)
+            sweep_dead_parents(lay, keep=name)
         return s
 
     @staticmethod
@@ -391,28 +391,13 @@ class JobCgroup:
     memory_dir: str | None = None
     pids_dir: str | None = None
     freezer: str | None = None
-    _fds: list[int] = field(default_factory=list)
     _oom_base: int = 0
 
     # -- placement --------------------------------------------------------------------------
 
-    def open_for_child(self) -> None:
-        """Open every cgroup.procs for the child to write itself into (before exec)."""
-        self._fds = [
-            os.open(os.path.join(d, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC) for d in self.dirs
-        ]
-
-    def place_self(self) -> None:
-        """Runs in the child between fork and exec: move this very process into the cgroups."""
-        for fd in self._fds:
-            os.write(fd, b"0")
-
-    def spawned(self) -> None:
-        """The child exists (or failed to): the parent's descriptors are no longer needed."""
-        for fd in self._fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._fds = []
+    def procs_files(self) -> list[str]:
+        """The cgroup.procs files a child writes itself into before it execs its program."""
+        return [os.path.join(d, "cgroup.procs") for d in self.dirs]
 
     def place(self, pid: int) -> None:
         """Move an existing process in (used where no pre-exec hook can run)."""
@@ -523,13 +508,15 @@ def _signal(pids: Iterable[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def sweep_dead_parents(layout: Layout) -> list[str]:
+def sweep_dead_parents(layout: Layout, keep: str = "") -> list[str]:
     """Kill and remove the parent cgroups of Conch servers that no longer exist."""
     removed: list[str] = []
     bases = ([layout.v2] if layout.v2 else []) + list(layout.v1.values())
     for base in bases:
         try:
-            entries = [e for e in os.scandir(base) if e.name.startswith(PARENT_PREFIX)]
+            entries = [
+                e for e in os.scandir(base) if e.name.startswith(PARENT_PREFIX) and e.name != keep
+            ]
         except OSError:
             continue
         for e in entries:

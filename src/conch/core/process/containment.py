@@ -2,19 +2,15 @@
 
 ``Containment`` belongs to a runtime: it owns the Conch parent cgroups and knows the server's
 sandbox policy. For each job or shell it makes a ``SpawnFence``, which every spawn path applies
-the same way: ``wrap(argv)`` before spawning, ``preexec()`` in the child between fork and exec
-(enter the cgroup; under bwrap, ignore the signals the monitor would otherwise die of), and
-``spawned()`` after.
+the same way: it spawns ``fence.wrap(argv)`` instead of ``argv`` — a tiny ``sh`` that enters
+the job's cgroup(s) and execs the (sandboxed) program, so the child is inside before its program
+runs and no fork escapes, while the spawn itself stays a cheap vfork.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import ctypes.util
 import os
 import shutil
-import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,15 +21,17 @@ from conch.core.process import sandbox as sb
 from conch.core.process.cgroup import LIMITS, Cgroups, JobCgroup
 from conch.errors import ConchError
 
-_SIG_IGN = 1
-_libc_signal: Any = None
-if sys.platform.startswith("linux"):
-    with contextlib.suppress(OSError, AttributeError):
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        _libc_signal = _libc.signal
-        _libc_signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
-        _libc_signal.restype = ctypes.c_void_p
-_FORWARDED = [int(getattr(signal, s)) for s in sb.FORWARDED]
+# Run by /bin/sh before the program (same pid, replaced by exec): move this very process into
+# each cgroup given (writing 0 to cgroup.procs means "the writer"), so the program and every
+# fork it makes start inside; with `ignore`, leave the signals a bwrap monitor would die of
+# ignored (the program gets them back at their defaults from `env --default-signal`).
+# A tiny exec of sh is far cheaper than a Python pre-exec hook, which forces fork over vfork.
+ENTER = (
+    'while [ "$1" != -- ]; do case $1 in '
+    'ignore) trap "" ' + " ".join(s[3:] for s in sb.FORWARDED) + ";; "
+    '*) echo 0 > "$1" || exit 125;; esac; shift; done; shift; exec "$@"'
+)
+SH = "/bin/sh"
 
 
 @dataclass
@@ -58,39 +56,32 @@ class SpawnFence:
         return self.sandbox is not None and self.bwrap is not None
 
     def wrap(self, argv: Sequence[str], *, cwd: str, exposed: Sequence[str] = ()) -> list[str]:
-        if self.sandbox is None:
-            return list(argv)
-        fence = sb.Fence(
-            self.sandbox.policy,
-            self.sandbox.workspace,
-            self.sandbox.hidden,
-            tuple(sorted({*self.sandbox.exposed, *_inside(argv, self.sandbox.hidden), *exposed})),
-            cwd,
-        )
-        if self.bwrap is not None:
-            return sb.bwrap_argv(self.bwrap, self.env_prog, fence, argv, root=self.root)
-        return sb.seatbelt_argv(fence, argv, self.tmpdir)
-
-    def prepare(self) -> None:
-        """In the parent, just before the spawn."""
-        if self.cgroup is not None:
-            self.cgroup.open_for_child()
-
-    def preexec(self) -> None:
-        """In the child between fork and exec: nothing here may allocate much or take locks."""
-        if self.cgroup is not None:
-            self.cgroup.place_self()
-        if self.monitor and _libc_signal is not None:
-            for s in _FORWARDED:
-                _libc_signal(s, _SIG_IGN)
+        """The argv that runs ``argv`` fenced in: entering the cgroup, then the sandbox."""
+        run = list(argv)
+        if self.sandbox is not None:
+            hidden = self.sandbox.hidden
+            fence = sb.Fence(
+                self.sandbox.policy,
+                self.sandbox.workspace,
+                hidden,
+                tuple(sorted({*self.sandbox.exposed, *_inside(argv, hidden), *exposed})),
+                cwd,
+            )
+            if self.bwrap is not None:
+                run = sb.bwrap_argv(self.bwrap, self.env_prog, fence, run, root=self.root)
+            else:
+                run = sb.seatbelt_argv(fence, run, self.tmpdir)
+        pre = self.cgroup.procs_files() if self.cgroup is not None else []
+        if self.monitor:
+            pre.append("ignore")
+        if pre:
+            run = [SH, "-c", ENTER, "conch-enter", *pre, "--", *run]
+        return run
 
     @property
-    def needs_preexec(self) -> bool:
-        return self.cgroup is not None or self.monitor
-
-    def spawned(self) -> None:
-        if self.cgroup is not None:
-            self.cgroup.spawned()
+    def wrapped(self) -> bool:
+        """argv[0] is not exec'd directly (a missing program shows only as exit 127)."""
+        return self.cgroup is not None or self.sandbox is not None
 
 
 def inner_pid(leader: int) -> int:

@@ -80,8 +80,6 @@ class PipeProcess(ProcessDriver):
             os.set_blocking(self._stdin_w, False)
             self._stdin_ino = os.fstat(self._stdin_w).st_ino
         try:
-            if fence is not None:
-                fence.prepare()
             proc = subprocess.Popen(
                 run,
                 stdin=in_r if in_r is not None else subprocess.DEVNULL,
@@ -91,11 +89,8 @@ class PipeProcess(ProcessDriver):
                 env=env,
                 start_new_session=True,
                 close_fds=True,
-                preexec_fn=fence.preexec if fence is not None and fence.needs_preexec else None,
             )
         except BaseException as e:
-            if fence is not None:
-                fence.spawned()
             for fd in (out_r, out_w, err_r, err_w, in_r, self._stdin_w):
                 if fd is not None:
                     os.close(fd)
@@ -104,15 +99,11 @@ class PipeProcess(ProcessDriver):
                 raise ConchError("spawn_failed", f"program not found: {argv[0]}") from None
             if isinstance(e, PermissionError):
                 raise ConchError("spawn_failed", f"permission denied: {argv[0]}") from None
-            if isinstance(e, subprocess.SubprocessError):  # the pre-exec step failed
-                raise ConchError("spawn_failed", f"could not start {argv[0]}: {e}") from None
             if isinstance(e, OSError):
                 raise ConchError(
                     "spawn_failed", f"could not start {argv[0]}: {e.strerror}"
                 ) from None
             raise
-        if fence is not None:
-            fence.spawned()
         # Popen must never reap this pid itself: we own waiting (see _on_exit)
         proc.returncode = 0
         for fd in (out_w, err_w, in_r):

@@ -53,14 +53,6 @@ def spawn(
     The caller owns reaping the pid.
     """
     run = fence.wrap(argv, cwd=cwd, exposed=exposed) if fence is not None else argv
-    preexec = _take_terminal
-    if fence is not None and fence.needs_preexec:
-        fence_preexec = fence.preexec
-
-        def preexec() -> None:
-            fence_preexec()
-            _take_terminal()
-
     master, slave = os.openpty()
     try:
         tty = os.ttyname(slave)
@@ -69,8 +61,6 @@ def spawn(
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
         try:
-            if fence is not None:
-                fence.prepare()
             proc = subprocess.Popen(
                 run,
                 stdin=slave,
@@ -80,7 +70,7 @@ def spawn(
                 env=env,
                 start_new_session=True,
                 close_fds=True,
-                preexec_fn=preexec,
+                preexec_fn=_take_terminal,
             )
         except FileNotFoundError:
             raise ConchError("spawn_failed", f"program not found: {argv[0]}") from None
@@ -93,8 +83,6 @@ def spawn(
         raise
     finally:
         os.close(slave)
-        if fence is not None:
-            fence.spawned()
     proc.returncode = 0  # Popen must never reap this pid: its owner does
     os.set_blocking(master, False)
     return proc.pid, master, tty, attrs
