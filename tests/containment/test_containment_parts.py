@@ -45,6 +45,7 @@ def test_a_desktop_layout_is_the_delegated_v2_scope():
         "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/conch.scope"
     )
     assert lay.v1 == {}
+    assert lay.v2_mount == "/sys/fs/cgroup"
 
 
 def test_a_hybrid_layout_has_the_v2_tree_and_the_v1_controllers():

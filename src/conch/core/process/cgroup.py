@@ -43,6 +43,7 @@ class Layout:
 
     v2: str | None = None
     v1: dict[str, str] = field(default_factory=dict)
+    v2_mount: str | None = None  # the root of the v2 hierarchy (may hold processes)
 
 
 def parse_layout(mountinfo: str, proc_cgroup: str) -> Layout:
@@ -64,6 +65,7 @@ def parse_layout(mountinfo: str, proc_cgroup: str) -> Layout:
                 if opt in ("memory", "pids", "freezer") and opt not in v1_mounts:
                     v1_mounts[opt] = (root, point)
     v2: str | None = None
+    v2_mount: str | None = None
     v1: dict[str, str] = {}
     for line in proc_cgroup.splitlines():
         parts = line.split(":", 2)
@@ -74,7 +76,7 @@ def parse_layout(mountinfo: str, proc_cgroup: str) -> Layout:
             for root, point in v2_mounts:
                 d = _under(point, root, path)
                 if d is not None:
-                    v2 = d
+                    v2, v2_mount = d, point
                     break
         else:
             for c in controllers.split(","):
@@ -82,7 +84,7 @@ def parse_layout(mountinfo: str, proc_cgroup: str) -> Layout:
                     d = _under(v1_mounts[c][1], v1_mounts[c][0], path)
                     if d is not None:
                         v1[c] = d
-    return Layout(v2=v2, v1=v1)
+    return Layout(v2=v2, v1=v1, v2_mount=v2_mount)
 
 
 def _unescape(s: str) -> str:
@@ -195,6 +197,7 @@ class Cgroups:
         self._v2_controllers: set[str] = set()
         self._v1: dict[str, str] = {}  # controller -> our parent in that v1 hierarchy
         self._parents: list[str] = []
+        self._self_leaf: str | None = None  # where this server moved itself (pure v2 scope)
 
     # -- setup / teardown --------------------------------------------------------------------
 
@@ -252,12 +255,23 @@ class Cgroups:
             sweep_dead_parents(lay, keep=name)
         return s
 
-    @staticmethod
-    def _delegate_v2(own: str, parent: str) -> set[str]:
+    def _delegate_v2(self, own: str, parent: str) -> set[str]:
         """Enable the memory/pids controllers for our parent's children where the tree allows."""
         available = set(_read(os.path.join(own, "cgroup.controllers")).split())
         wanted = {"memory", "pids"} & available
         enabled = set(_read(os.path.join(own, "cgroup.subtree_control")).split())
+        if wanted - enabled and own != self.layout.v2_mount and _pids_in(own) == {os.getpid()}:
+            # a delegated scope holding only this server (`systemd-run --user --scope`, a unit
+            # with Delegate=yes): the server moves into a leaf of its own, so that the scope may
+            # hand its controllers down (cgroup v2 lets only leaves hold processes)
+            leaf = parent + "-self"
+            if _mkdir(leaf):
+                try:
+                    _write(os.path.join(leaf, "cgroup.procs"), "0")
+                    self._self_leaf = leaf
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.rmdir(leaf)
         for c in wanted - enabled:
             # EBUSY when our own cgroup holds processes (the no-internal-process rule)
             with contextlib.suppress(OSError):
@@ -273,7 +287,8 @@ class Cgroups:
         return out
 
     def close(self) -> None:
-        """Remove the parent cgroups (jobs are gone by now; leftovers are killed first)."""
+        """Remove the parent cgroups (jobs are gone by now; leftovers are killed first). The
+        server's own leaf (pure v2 scope) stays while the server lives in it."""
         for d in self._parents:
             for _ in range(20):
                 for sub in _subdirs(d):
