@@ -101,6 +101,13 @@ def test_bwrap_argv_read_only_has_no_writable_bind_and_keeps_the_network_when_on
     assert "--bind" not in argv and "--unshare-net" not in argv and "--cap-drop" not in argv
 
 
+def test_network_off_alone_leaves_the_filesystem_writable():
+    argv = sb.bwrap_argv("bwrap", "env", _fence("off", "off"), ["true"], root=False)
+    assert argv[1:4] == ["--bind", "/", "/"] and "--unshare-net" in argv
+    assert "--ro-bind" in argv  # only the exposed script file
+    assert "--tmpfs" in argv and "/tmp" not in argv  # the data dir is hidden; /tmp is the host's
+
+
 def test_the_seatbelt_profile_denies_writes_but_the_workspace_and_tmp():
     prof = sb.seatbelt_profile(_fence("workspace-write", "off"), "/private/tmp/conch-j")
     assert prof.startswith("(version 1)\n(allow default)\n(deny file-write*)\n")

@@ -148,6 +148,13 @@ async def test_network_off_cannot_reach_a_loopback_listener(config):
         srv.close()
 
 
+async def test_network_off_without_a_filesystem_sandbox_keeps_files_writable(config, outside):
+    async with conch.Runtime(config(network="off")) as rt:
+        r = await rt.exec(command=f"touch {outside}/w && cat /proc/net/dev | grep -c :")
+        assert r["exit_code"] == 0 and r["output"] == "1\n"  # only its own loopback
+    assert os.path.exists(os.path.join(outside, "w"))
+
+
 async def test_per_call_values_may_only_tighten_the_servers_sandbox(config, workspace):
     async with conch.Runtime(config(sandbox="read-only")) as rt:
         for loosen in ("off", "workspace-write"):

@@ -79,14 +79,18 @@ def bwrap_argv(
     bwrap: str, env_prog: str, fence: Fence, argv: Sequence[str], *, root: bool
 ) -> list[str]:
     """The bubblewrap command line that runs ``argv`` under ``fence`` (pure)."""
-    p = fence.policy
-    out = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    if p.sandbox == "workspace-write":
-        out += ["--bind", fence.workspace, fence.workspace]
-    elif _under(fence.workspace, "/tmp"):
-        out += ["--ro-bind", fence.workspace, fence.workspace]  # still visible, read-only
-    if _under(fence.cwd, "/tmp") and not _under(fence.cwd, fence.workspace):
-        out += ["--ro-bind", fence.cwd, fence.cwd]  # a cwd the private /tmp would hide
+    p, ws = fence.policy, fence.workspace
+    if p.sandbox == "off":  # network off only: the filesystem stays as it is
+        out = [bwrap, "--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+    else:
+        out = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        out += ["--tmpfs", "/tmp"]
+        if p.sandbox == "workspace-write":
+            out += ["--bind", ws, ws]
+        elif _under(ws, "/tmp"):
+            out += ["--ro-bind", ws, ws]  # still visible through the private /tmp, read-only
+        if _under(fence.cwd, "/tmp") and not _under(fence.cwd, ws):
+            out += ["--ro-bind", fence.cwd, fence.cwd]  # a cwd the private /tmp would hide
     for d in fence.hidden:
         out += ["--tmpfs", d]
     for f in fence.exposed:
