@@ -24,6 +24,8 @@ def test_every_benchmark_runs_in_quick_mode():
         "bench_search.py",
         "bench_shell.py",
         "bench_sandbox.py",
+        "soak.py",
     ):
         assert f"=== {name}" in out.stdout
     assert "ratio" in out.stdout
+    assert "descriptor drift" in out.stdout and "RSS drift" in out.stdout
