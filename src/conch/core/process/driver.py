@@ -86,17 +86,12 @@ class ProcessDriver:
             self._watch.poll()
 
     def _on_exit(self, status: int) -> None:
-<<<<<<< HEAD
-        self.check_limits()
-        if self.job.kill_reason:
-            return  # _stop() finishes the job once the tree is gone
-=======
->>>>>>> main
+        self.check_limits()  # an OOM kill: the job ends `limit`
         self._drain()
         if self.job.kill_reason:
             # being stopped: the job is over the moment its leader is; _stop() goes on to
             # kill the rest of the tree and close the files
-            code, signum = decode_status(status)
+            code, signum = self._decode(status)
             self.job.finish(self.job.kill_reason, exit_code=code, signum=signum)
             return
         if self.job.log.full:

@@ -14,19 +14,12 @@ import platform
 import struct
 import subprocess
 import termios
-<<<<<<< HEAD
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from conch.core.process import procfs
 from conch.core.process.containment import SpawnFence
-=======
-from collections.abc import Callable, Iterable
-from typing import Any
-
-from conch.core.process import procfs
 from conch.core.process.hygiene import child_signal_reset
->>>>>>> main
 from conch.errors import ConchError
 
 ROWS, COLS = 50, 200
