@@ -65,3 +65,15 @@ def reap_zombie_children(within_s: float = 2.0) -> None:
         if not kids:
             return
         time.sleep(0.02)
+
+
+async def eventually(pred: Callable[[], bool], within_s: float) -> bool:
+    """wait_for that lets the event loop (the runtime's housekeeping) run meanwhile."""
+    import asyncio
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        await asyncio.sleep(0.05)
+    return pred()

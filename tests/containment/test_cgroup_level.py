@@ -11,7 +11,7 @@ import os
 import shlex
 
 import pytest
-from procs import MiB, gone, read_pid, wait_for
+from procs import MiB, eventually, gone, read_pid, wait_for
 
 import conch
 from conch import ConchError
@@ -232,3 +232,15 @@ async def test_a_limit_setting_without_a_cgroup_is_refused_at_each_call(config):
         with pytest.raises(ConchError) as e:
             await rt.exec(command="true")
         assert e.value.code == "invalid_argument" and "memory_max" in e.value.message
+
+
+async def test_a_finished_jobs_cgroup_goes_once_its_leftovers_end(rt):
+    parent = next(p for p in rt.containment.cgroups._parents if "unified" in p or "freezer" in p)
+    done = await rt.exec(command="true")
+    left = await rt.exec(command="sleep 0.3 &")
+    assert left["lingering_pids"]
+    pty = await rt.exec(command="true", pty=True)
+    assert not os.path.exists(os.path.join(parent, done["job_id"]))
+    assert not os.path.exists(os.path.join(parent, pty["job_id"]))
+    assert os.path.isdir(os.path.join(parent, left["job_id"]))  # its sleep still runs there
+    assert await eventually(lambda: not os.path.exists(os.path.join(parent, left["job_id"])), 3.0)

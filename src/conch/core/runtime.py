@@ -150,9 +150,22 @@ class Runtime:
             await asyncio.sleep(_HOUSEKEEPING_S)
             self.reaper.sweep()
             self.jobs.evict()
-            for d in list(self._drivers.values()):
-                if d.cgroup is not None and d.cgroup.memory_dir is not None:
-                    d.check_limits()
+            self._watch_cgroups()
+
+    def _watch_cgroups(self) -> None:
+        """Cgroup level: end jobs the kernel hit for their memory limit; remove the cgroups
+        of finished jobs once what they left running is gone."""
+        drivers: list[Any] = list(self._drivers.values())
+        if self._shells is not None:
+            drivers += list(self._shells._pty.values())
+        for d in drivers:
+            cg = d.cgroup
+            if cg is None:
+                continue
+            if d.job.terminal:
+                d.release_cgroup()
+            elif cg.memory_dir is not None:
+                d.check_limits()
 
     async def aclose(self) -> None:
         """Stop every job and shell, reap everything; idempotent and safe to call concurrently."""
@@ -223,7 +236,9 @@ class Runtime:
                 fn(job.job_id if job else None)
 
     def _evicted(self, job: Job) -> None:
-        self._drivers.pop(job.job_id, None)
+        driver = self._drivers.pop(job.job_id, None)
+        if driver is not None:
+            driver.release_cgroup()  # (one still holding processes goes at shutdown)
         launch.remove_tmp_files(job)  # a job that never started (spawn failure, syntax error)
         job.log.unlink()
         self._changed(None)
