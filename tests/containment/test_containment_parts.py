@@ -101,6 +101,13 @@ def test_bwrap_argv_read_only_has_no_writable_bind_and_keeps_the_network_when_on
     assert "--bind" not in argv and "--unshare-net" not in argv and "--cap-drop" not in argv
 
 
+def test_the_tmp_entries_holding_the_workspace_cwd_and_data_dir_stay_visible():
+    f = sb.Fence(sb.Policy("read-only"), "/tmp/a/ws", ("/tmp/b/data",), (), "/tmp/a/ws/sub")
+    argv = " ".join(sb.bwrap_argv("bwrap", "env", f, ["true"], root=False))
+    assert "--tmpfs /tmp --ro-bind /tmp/a /tmp/a --ro-bind /tmp/b /tmp/b" in argv
+    assert sb.tmp_tops(["/tmp", "/tmp/x", "/var/tmp/y", "/tmp/x/z"]) == ["/tmp/x"]
+
+
 def test_network_off_alone_leaves_the_filesystem_writable():
     argv = sb.bwrap_argv("bwrap", "env", _fence("off", "off"), ["true"], root=False)
     assert argv[1:4] == ["--bind", "/", "/"] and "--unshare-net" in argv

@@ -90,6 +90,25 @@ async def test_writes_outside_the_workspace_fail_whatever_the_path_trick(
     assert os.listdir(outside) == []
 
 
+async def test_under_tmp_the_workspaces_neighbours_are_read_only_and_new_files_private(tmp_path):
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    os.symlink(outside, ws / "link")
+    cfg = conch.Config(
+        data_dir=str(tmp_path / "data"), default_cwd=str(ws), sandbox="workspace-write"
+    )
+    fresh = f"/tmp/conch-private-{os.getpid()}"
+    async with conch.Runtime(cfg) as rt:
+        for path in (outside / "abs", ws / ".." / "outside" / "dotdot", "link/symlinked"):
+            r = await rt.exec(command=f"echo x > {path}")
+            assert "Read-only file system" in r["output"], (path, r["output"])
+        r = await rt.exec(command=f"echo ok > in-ws && echo p > {fresh} && cat {fresh}")
+        assert r["exit_code"] == 0 and r["output"] == "p\n"
+    assert os.listdir(outside) == [] and (ws / "in-ws").exists()
+    assert not os.path.exists(fresh)
+
+
 async def test_read_only_makes_the_workspace_read_only_too(config, workspace):
     async with conch.Runtime(config(sandbox="read-only")) as rt:
         r = await rt.exec(command="touch inside; echo tmp > /tmp/t && cat /tmp/t")

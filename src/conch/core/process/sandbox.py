@@ -85,12 +85,12 @@ def bwrap_argv(
     else:
         out = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         out += ["--tmpfs", "/tmp"]
+        # the entries of /tmp that hold the workspace, the cwd or the data dir stay visible,
+        # read-only (so their neighbours fail with EROFS, as everywhere else)
+        for top in tmp_tops((ws, fence.cwd, *fence.hidden)):
+            out += ["--ro-bind", top, top]
         if p.sandbox == "workspace-write":
             out += ["--bind", ws, ws]
-        elif _under(ws, "/tmp"):
-            out += ["--ro-bind", ws, ws]  # still visible through the private /tmp, read-only
-        if _under(fence.cwd, "/tmp") and not _under(fence.cwd, ws):
-            out += ["--ro-bind", fence.cwd, fence.cwd]  # a cwd the private /tmp would hide
     for d in fence.hidden:
         out += ["--tmpfs", d]
     for f in fence.exposed:
@@ -107,9 +107,14 @@ def bwrap_argv(
     return out
 
 
-def _under(path: str, top: str) -> bool:
-    top = top.rstrip("/")
-    return path == top or path.startswith(top + "/")
+def tmp_tops(paths: Sequence[str]) -> list[str]:
+    """The first-level entries of /tmp that contain any of ``paths`` (sorted, unique)."""
+    out = set()
+    for path in paths:
+        parts = path.split("/")
+        if len(parts) > 2 and parts[0] == "" and parts[1] == "tmp" and parts[2]:
+            out.add("/tmp/" + parts[2])
+    return sorted(out)
 
 
 def _sbpl_string(s: str) -> str:
