@@ -332,3 +332,24 @@ def test_sandbox_settings_are_checked_at_startup():
         conch.Config(sandbox="loose")
     with pytest.raises(conch.ConfigError):
         conch.Config(network="maybe")
+
+
+async def test_limits_apply_inside_the_sandbox_too(config):
+    hog = "python3 -c 'x = bytearray(300 << 20); x[::4096] = b\"1\" * len(x[::4096])'"
+    async with conch.Runtime(config(sandbox="read-only")) as rt:
+        r = await rt.exec(command=hog, memory_max=48 << 20, yield_ms=20000)
+        assert r["state"] == "limit" and r["limit"] == "memory_max"
+        code = (
+            "import os\n"
+            "n = 0\n"
+            "try:\n"
+            "    for _ in range(50):\n"
+            "        if os.fork() == 0:\n"
+            "            import time; time.sleep(3); os._exit(0)\n"
+            "        n += 1\n"
+            "except BlockingIOError:\n"
+            "    print('refused after', n)\n"
+        )
+        r = await rt.exec(argv=["python3", "-c", code], pids_max=10, yield_ms=10000)
+        # bwrap's monitor and the namespace's init count too: python + 7 children
+        assert r["output"] == "refused after 7\n", r["output"]
