@@ -414,11 +414,6 @@ class JobCgroup:
         """The cgroup.procs files a child writes itself into before it execs its program."""
         return [os.path.join(d, "cgroup.procs") for d in self.dirs]
 
-    def place(self, pid: int) -> None:
-        """Move an existing process in (used where no pre-exec hook can run)."""
-        for d in self.dirs:
-            _write(os.path.join(d, "cgroup.procs"), str(pid))
-
     # -- state ------------------------------------------------------------------------------
 
     def pids(self) -> set[int]:

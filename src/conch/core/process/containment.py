@@ -13,7 +13,7 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from conch.core.process import procfs
@@ -43,12 +43,7 @@ class SpawnFence:
     bwrap: str | None = None
     env_prog: str = "/usr/bin/env"
     root: bool = False
-    tmpdir: str = ""
-    limits: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def sandboxed(self) -> bool:
-        return self.sandbox is not None
+    tmpdir: str = ""  # macOS: the writable scratch directory of the Seatbelt profile
 
     @property
     def monitor(self) -> bool:
@@ -77,11 +72,6 @@ class SpawnFence:
         if pre:
             run = [SH, "-c", ENTER, "conch-enter", *pre, "--", *run]
         return run
-
-    @property
-    def wrapped(self) -> bool:
-        """argv[0] is not exec'd directly (a missing program shows only as exit 127)."""
-        return self.cgroup is not None or self.sandbox is not None
 
 
 def inner_pid(leader: int) -> int:
@@ -236,20 +226,14 @@ class Containment:
         network: str | None = None,
         memory_max: int | None = None,
         pids_max: int | None = None,
-        exposed: Sequence[str] = (),
         shell: bool = False,
     ) -> SpawnFence:
         """Check the call's values and make the fence of one spawn (its cgroup included)."""
         limits = self.resolve_limits({"memory_max": memory_max, "pids_max": pids_max})
         policy = self.resolve_policy(sandbox, network)
-        out = SpawnFence(limits=limits, root=self.root, env_prog=self.env_prog)
+        out = SpawnFence(root=self.root, env_prog=self.env_prog)
         if policy.active:
-            out.sandbox = sb.Fence(
-                policy,
-                self.workspace,
-                (self.data_dir,),
-                tuple(os.path.realpath(e) for e in exposed),
-            )
+            out.sandbox = sb.Fence(policy, self.workspace, (self.data_dir,))
             kind = sb.backend()
             if kind == "bwrap":
                 out.bwrap = await self._bwrap(policy.network == "off")
