@@ -353,3 +353,20 @@ async def test_limits_apply_inside_the_sandbox_too(config):
         r = await rt.exec(argv=["python3", "-c", code], pids_max=10, yield_ms=10000)
         # bwrap's monitor and the namespace's init count too: python + 7 children
         assert r["output"] == "refused after 7\n", r["output"]
+
+
+async def test_a_data_dir_below_a_symlink_is_hidden_and_scripts_still_run(tmp_path, workspace):
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "link")  # a parent of the data dir
+    cfg = conch.Config(
+        data_dir=str(tmp_path / "link" / "data"), default_cwd=workspace, sandbox="read-only"
+    )
+    async with conch.Runtime(cfg) as rt:
+        s = await rt.exec(script="echo from-script\n")
+        assert s["output"] == "from-script\n"
+        r = await rt.exec(command=f"ls -A {tmp_path}/real/data; ls -A {tmp_path}/link/data")
+        assert r["output"] == ""  # hidden: an empty directory, by either path
+        sh = await rt.shell_open()
+        r = await rt.exec(shell_id=sh["shell_id"], command="echo in-shell")
+        assert r["output"] == "in-shell\n"
+        await rt.shell_close(sh["shell_id"])

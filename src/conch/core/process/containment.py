@@ -59,7 +59,15 @@ class SpawnFence:
                 self.sandbox.policy,
                 self.sandbox.workspace,
                 hidden,
-                tuple(sorted({*self.sandbox.exposed, *_inside(argv, hidden), *exposed})),
+                tuple(
+                    sorted(
+                        {
+                            *self.sandbox.exposed,
+                            *_inside(argv, hidden),
+                            *(os.path.realpath(e) for e in exposed),
+                        }
+                    )
+                ),
                 cwd,
             )
             if self.bwrap is not None:
@@ -97,9 +105,11 @@ def _inside(argv: Sequence[str], dirs: Sequence[str]) -> list[str]:
     """argv elements that are files inside a hidden directory (a job's own script file)."""
     out = []
     for a in argv:
-        inside = a.startswith("/") and any(a.startswith(d.rstrip("/") + "/") for d in dirs)
-        if inside and os.path.isfile(a):
-            out.append(a)
+        if not a.startswith("/") or not os.path.isfile(a):
+            continue
+        real = os.path.realpath(a)
+        if any(real.startswith(d.rstrip("/") + "/") for d in dirs):
+            out.append(real)
     return out
 
 
