@@ -130,27 +130,10 @@ def exec_request(
                 "stdin", "stdin, stdin_open and pty do not apply to shell jobs; use write"
             )
     return ExecRequest(
-        command=command,
-        argv=argv,
-        script=script,
-        shell_id=shell_id,
-        stdin=stdin,
-        stdin_open=stdin_open,
-        pty=pty,
-        cwd=cwd,
-        env=checked_env,
-        shell_env=checked_shell_env,
-        timeout_ms=timeout_ms,
-        yield_ms=yield_ms,
-        budget=budget,
-        output_format=output_format,
-        ready=ready_spec,
-        name=name,
-        sandbox=sandbox,
-        network=network,
-        memory_max=memory_max,
-        pids_max=pids_max,
-    )
+        command, argv, script, shell_id, stdin, stdin_open, pty, cwd,
+        checked_env, checked_shell_env, timeout_ms, yield_ms, budget, output_format,
+        ready_spec, name, sandbox, network, memory_max, pids_max,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -208,6 +191,19 @@ def signal_request(signal: str, wait_ms: int) -> tuple[str, int]:
     if signal not in SIGNALS:
         raise _invalid("signal", f"signal must be one of {', '.join(SIGNALS)}")
     return SIGNALS[signal], check_wait("wait_ms", wait_ms)
+
+
+def shell_open_request(
+    env: Mapping[str, str] | None, name: str | None, startup_command: str | None
+) -> tuple[dict[str, str], str | None, str | None]:
+    """(env, name, startup_command) of a ``shell_open``, checked."""
+    checked_env = check_env(env)
+    check_name(name)
+    if startup_command is not None and (
+        not isinstance(startup_command, str) or "\x00" in startup_command
+    ):
+        raise _invalid("startup_command", "startup_command must be a string without NUL")
+    return checked_env, name, startup_command
 
 
 def list_request(state: str) -> str:

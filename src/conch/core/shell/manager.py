@@ -13,10 +13,9 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from conch.core.env import check_env
 from conch.core.jobs.job import new_id
 from conch.core.jobs.launch import find_shell
-from conch.core.requests import NAME
+from conch.core.requests import shell_open_request
 from conch.core.results import ShellAvailable, ShellClosed, ShellOpened, ShellSummary
 from conch.core.shell.session import Shell
 from conch.core.shell.state import ShellState
@@ -115,19 +114,13 @@ class ShellManager:
     ) -> ShellOpened:
         if self._closed:
             raise ConchError("closed", "the runtime is closing")
-        env = check_env(env)
-        if name is not None:
-            if not isinstance(name, str) or not NAME.match(name):
-                raise ConchError(
-                    "invalid_argument",
-                    "name must start with a letter and use letters, digits, . _ -",
-                )
-            if any(s.name == name or s.shell_id == name for s in self._shells.values()):
-                raise ConchError("invalid_argument", f"a shell named {name!r} is already open")
-        if startup_command is not None and (
-            not isinstance(startup_command, str) or "\x00" in startup_command
+        env, name, startup_command = shell_open_request(env, name, startup_command)
+        if name is not None and any(
+            s.name == name or s.shell_id == name for s in self._shells.values()
         ):
-            raise ConchError("invalid_argument", "startup_command must be a string without NUL")
+            raise ConchError(
+                "invalid_argument", f"a shell named {name!r} is already open", field="name"
+            )
         run_cwd = self.ctx.resolve_cwd(cwd)
         fence_args: dict[str, Any] = dict(
             sandbox=sandbox, network=network, memory_max=memory_max, pids_max=pids_max
