@@ -250,6 +250,7 @@ SNAPSHOT_OUTPUT = {
         "state": {"enum": ["running", "exited", "timed_out", "cancelled", "output_limit", "limit"]},
         "limit": {
             "enum": ["memory_max", None],
+            "default": None,
             "description": "The cgroup limit that ended the job (state `limit`).",
         },
         "exit_code": _NULLABLE_INT,
