@@ -2,7 +2,7 @@
 
 This machine and CI are a hybrid host: a writable cgroup v2 tree without controllers at
 /sys/fs/cgroup/unified tracks and kills jobs (``cgroup.kill``), the v1 memory and pids
-controllers apply the limits. ``LEVEL`` says which level the cgroup tests exercised.
+controllers apply the limits. Each test module's docstring says which level it exercised.
 """
 
 from __future__ import annotations
