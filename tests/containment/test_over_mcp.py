@@ -46,3 +46,11 @@ async def test_a_missing_bwrap_is_sandbox_unavailable_over_mcp(tmp_path):
         assert r.is_error
         assert r.structured_content["error"]["code"] == "sandbox_unavailable"
     assert not (tmp_path / "ws" / "ran").exists()
+
+
+async def test_the_server_instructions_state_the_sandbox(tmp_path):
+    flags = ("--sandbox", "read-only", "--network", "off", "--pids-max", "64")
+    async with client(tmp_path, *flags) as c:
+        text = c.instructions or ""
+    assert "read-only to jobs except a private /tmp" in text
+    assert "no network" in text and "at most 64 processes" in text
