@@ -31,6 +31,16 @@ if TYPE_CHECKING:
 
 __all__ = ["OVERVIEW_URI", "tfbash_overview_markdown", "tools"]
 
+# The original's MCP identity, announced when this profile is served alone (SPEC §7).
+SERVER_NAME = "tfbash-mcp"
+SERVER_VERSION = "0.2.0"
+INSTRUCTIONS = (
+    "Commands use the {dialect} dialect on {platform}. The terminal backend is POSIX PTY. "
+    "Shell version: {shell_version}. The default working directory is {default_cwd}. "
+    "The workspace root is context, not a filesystem sandbox boundary. "
+    "Use shell_list for authoritative runtime and host metadata."
+)
+
 OVERVIEW_URI = "window://io.github.a2c-smcp.tfbash/shell-overview"
 OVERVIEW_TAIL_CHARS = 500
 OUTPUT_BUFFER_BYTES = 4 * 1024 * 1024
@@ -326,7 +336,10 @@ async def _list(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
     dialect = rt.config.shell or "bash"
     if os.path.isabs(dialect):
         dialect = "zsh" if os.path.basename(dialect).startswith("zsh") else "bash"
-    version = next((a["version"] for a in info["shells"] if a["name"] == dialect), "")
+    version = next(
+        (a.get("version_line") or a["version"] for a in info["shells"] if a["name"] == dialect),
+        "",
+    )
     platform = "macos" if sys.platform == "darwin" else "linux"
     return {
         "runtime": {
