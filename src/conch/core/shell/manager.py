@@ -126,7 +126,10 @@ class ShellManager:
         shell: str | None = None,
         startup_command: str | None = None,
         name: str | None = None,
+        echo: bool = True,
     ) -> dict[str, Any]:
+        """Open a shell. ``echo=False``: its terminal does not echo what ``write`` sends (a
+        password prompt or ``read`` shows nothing typed, as on a terminal with ``stty -echo``)."""
         if self._closed:
             raise ConchError("closed", "the runtime is closing")
         env = check_env(env)
@@ -159,6 +162,7 @@ class ShellManager:
             cwd=run_cwd,
             env=env,
             startup_command=startup_command,
+            echo=echo,
         )
         self._shells[shell_id] = sh  # holds the capacity slot while it starts
         try:
