@@ -15,6 +15,7 @@ from conch.tools import schemas as S
 from conch.tools.context import CallContext
 
 if TYPE_CHECKING:
+    from conch.config import Config
     from conch.core.runtime import Runtime
 
 Handler = Callable[["Runtime", dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
@@ -43,6 +44,14 @@ class Tool:
     summary: Callable[[Mapping[str, Any]], str] | None = None
     # the tool may wait on a job: front ends send progress notifications while it does
     progress: bool = False
+    # a seed profile that publishes the original's exact descriptor (no title/annotations,
+    # its own schemas; some values depend on the configuration) and checks arguments the
+    # original's way (its validation messages): describer(config) -> descriptor,
+    # validator(args) raises ConchError("invalid_argument")
+    describer: Callable[[Config | None], dict[str, Any]] | None = None
+    validator: Callable[[dict[str, Any]], None] | None = None
+    # the text block of a result (result, is_error) -> text, instead of Conch's rendering
+    render_text: Callable[[dict[str, Any], bool], str] | None = None
 
     @property
     def annotations(self) -> dict[str, Any]:
@@ -62,8 +71,10 @@ class Tool:
             return self.output_schema  # seed profiles describe their own error shapes
         return {"type": "object", "anyOf": [self.output_schema, S.ERROR_OUTPUT]}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, config: Config | None = None) -> dict[str, Any]:
         """The tool as MCP `tools/list` shows it (every front end publishes this)."""
+        if self.describer is not None:
+            return self.describer(config)
         out = {
             "name": self.name,
             "title": self.title,

@@ -50,7 +50,10 @@ async def call_tool_full(
                 "invalid_argument",
                 "`host` is not supported: Conch runs commands on this machine only",
             )
-        validate(tool.input_schema, args)
+        if tool.validator is not None:
+            tool.validator(args)
+        else:
+            validate(tool.input_schema, args)
         meta = {"summary": tool.summary(args)} if tool.summary else None
         if tool.summary_arg:
             summary = check_purpose(args.get(tool.summary_arg))
