@@ -251,7 +251,12 @@ async def test_rejections_use_tfbashs_codes(rt, tmp_path):
     e = await err(
         rt, "shell_exec", {"shell_id": "s_x", "command": "true", "bogus": 1}, "invalid_argument"
     )
-    assert e["shell_id"] == "s_x" and e["retryable"] is False and "bogus" in e["message"]
+    # the original echoes no ids for arguments that failed validation
+    assert e == {
+        "code": "invalid_argument",
+        "message": "bogus: Extra inputs are not permitted",
+        "retryable": False,
+    }
     await err(
         rt,
         "shell_exec",
@@ -308,15 +313,18 @@ async def test_list_shows_runtime_and_shells_but_never_env_values(rt):
 
 
 async def test_overview_resource_markdown(rt):
-    assert tfbash_overview_markdown(rt) == "No active Shells."
+    assert tfbash_overview_markdown(rt).endswith("- Shells: 0\n\nNo active Shells.")
     sid = await open_shell(rt)
-    await exec_(rt, sid, "printf 'x%.0s' $(seq 1 700); echo; echo '| `tick` |'")
+    r = await exec_(rt, sid, "printf 'x%.0s' $(seq 1 700); echo; echo '| `tick` |'")
     md = tfbash_overview_markdown(rt)
-    assert sid in md and "Status: ready" in md
+    assert md.startswith("# Shell Overview\n\n- Platform: ") and "- Shells: 1" in md
+    row = next(line for line in md.splitlines() if line.startswith(f"| `{sid}` |"))
+    assert f"| ready | `{r['cwd']}` |" in row and f"| `{r['exec_id']}` | exited | 0 |" in row
+    assert f"## `{sid}` — recent output\n\n_Earlier output was truncated._" in md
     body = md.split("```text\n", 1)[1].rsplit("\n```", 1)[0]
     assert len(body) <= 500 and body.endswith("| `tick` |")
     await ok(rt, "shell_close", {"shell_id": sid})
-    assert tfbash_overview_markdown(rt) == "No active Shells."
+    assert tfbash_overview_markdown(rt).endswith("- Shells: 0\n\nNo active Shells.")
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,11 @@ async def call_tool_full(
         return _error(ConchError("not_found", f"unknown tool {name!r}"))
     args = dict(arguments or {})
     try:
-        if "host" in args and "host" not in tool.input_schema.get("properties", {}):
+        if (
+            tool.validator is None  # a profile with its own validator words this itself
+            and "host" in args
+            and "host" not in tool.input_schema.get("properties", {})
+        ):
             raise ConchError(
                 "invalid_argument",
                 "`host` is not supported: Conch runs commands on this machine only",
