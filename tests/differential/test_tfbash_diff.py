@@ -93,6 +93,10 @@ async def test_initialize_tools_and_resources_match(tfbash_venv, diff_cwd, diff_
         Call(method="resources/read", uri=URI, key="overview_empty"),
         Call(method="resources/read", uri="window://io.github.a2c-smcp.tfbash/other", key="r1"),
         Call(method="resources/read", uri="conch://jobs", key="r2"),
+        Call(method="resources/subscribe", uri=URI, key="subscribe"),
+        Call(method="resources/subscribe", uri="conch://jobs", key="subscribe_unknown"),
+        Call(method="resources/unsubscribe", uri=URI, key="unsubscribe"),
+        Call(method="resources/unsubscribe", uri="window://x/y", key="unsubscribe_unknown"),
         Call("shell_list", {}),
         Call("no_such_tool", {}, key="unknown_tool"),
     ]
@@ -120,6 +124,9 @@ async def test_exec_results_cursors_and_windows_match(tfbash_venv, diff_cwd, dif
         read_call("window_end", "window_small", "$window_small.next_cursor"),
         read_call("past_end", "window_small", 10**9),
         exec_call("window_default", "seq 1 3000"),
+        # more than the runtime's 1 MiB read window, less than the default 4 MiB buffer
+        exec_call("big", "head -c 2500000 /dev/zero | tr '\\0' x"),
+        exec_call("window_big", "head -c 5000000 /dev/zero | tr '\\0' y"),
         read_call("read_small", "window_default", 0, max_bytes=4),
         read_call("read_min", "printf", 0, max_bytes=5),
         exec_call("chars", "printf 'aé你🎉z'"),
