@@ -17,13 +17,14 @@ from harness import Allowed
 # What tfbash-mcp's interactive bash adds to every output on Linux (seed-contracts §2.5):
 # bracketed-paste mode toggles and the prompt's line break.
 _PASTE = re.compile(r"\x1b\[\?2004[hl]")
+_NOTICE = re.compile(r"(?m)^\[\d+\][+-]? +.*\n")
 _PROMPT = re.compile(r"__TFBASH_PROMPT_[0-9a-f]{32}__> ")
 
 
 def seed_text(text: str) -> str:
     """The original's output as a person reading a `\\n` terminal log would have it: the
     bracketed-paste noise and its prompt line break gone, `\\r\\n` line ends as `\\n`."""
-    text = text.replace("\x1b[?2004h\x1b[?2004l\r\r\n\x1b[?2004h", "")
+    text = text.replace("\x1b[?2004h\x1b[?2004l\r\r\n", "")
     text = _PROMPT.sub("", _PASTE.sub("", text))
     return text.replace("\r\r\n", "\n").replace("\r\n", "\n")
 
@@ -172,6 +173,26 @@ ALLOWED: list[Allowed] = [
         signal_notice,
     ),
     Allowed(r"signalled_(term|kill)", _CURSORS, _FOLLOWS, any_cursor),
+    Allowed(
+        r"background",
+        _OUTPUT,
+        "SPEC §4: 'job-control notices (`[1]+ Done …`) never appear'; seed-contracts §2.5: "
+        "'Job-control notices (`[1] 13676`, `[1]- Terminated …`) appear in the output'",
+        lambda original, ours: (
+            isinstance(original, str) and ours == _NOTICE.sub("", seed_text(original))
+        ),
+    ),
+    Allowed(r"background", _CURSORS, _FOLLOWS, any_cursor),
+    Allowed(
+        r"after_background",
+        _OUTPUT,
+        "SPEC §4: 'Background processes the command started with `&` keep running like in a "
+        "terminal. What they print later … appears in the output of the job running at that "
+        "moment'; the original kills them when the command ends (seed-contracts §2.5: "
+        "'`LATE` never appears')",
+        lambda original, ours: ours == "LATE\n" + seed_text(original),
+    ),
+    Allowed(r"after_background", _CURSORS, _FOLLOWS, any_cursor),
     Allowed(
         r"died",
         _OUTPUT,

@@ -115,6 +115,7 @@ async def test_exec_results_cursors_and_windows_match(tfbash_venv, diff_cwd, dif
         exec_call("multiline", "for i in 1 2 3\ndo\n  echo line$i\ndone\ncat <<'EOF'\nhere\nEOF"),
         exec_call("unicode", "printf '你好 ✓ émoji 🎉'"),
         exec_call("stderr", "echo out; echo err >&2; printf no-newline"),
+        exec_call("ansi", "printf '\\033[31mred\\033[0m plain\\n'; printf 'a\\rb\\tc\\n'"),
         exec_call(
             "fake_marker", "printf '__TFBASH_PROMPT_x__> \\036TFBASH_END_1:0:\\037'; exit_=3"
         ),
@@ -209,11 +210,17 @@ async def test_command_list_signals_differ_only_by_the_listed_seed_bugs(
 async def test_timeouts_and_shell_death_match(tfbash_venv, diff_cwd, diff_env):
     calls = [
         Call("shell_open", {}, key="open"),
+        Call("shell_open", {}, key="other"),
         exec_call("timeout", "cd /tmp; export Y=7; sleep 5", timeout_ms=700, yield_ms=5000),
         exec_call("survived", "echo $Y; pwd"),
         exec_call("busy", "sleep 1", yield_ms=0),
         exec_call("exec_busy", "echo no"),
         until_eof("busy_end", "busy"),
+        exec_call("background", "(sleep 0.3; echo LATE) & echo fg-done"),
+        exec_call("after_background", "sleep 0.8; echo next"),
+        exec_call("busy_close", "sleep 30", shell="other", yield_ms=0),
+        close_call("other", key="close_busy"),
+        read_call("read_closed", "busy_close", 0, shell="other"),
         exec_call("died", "exit 3"),
         exec_call("exec_dead", "echo no"),
         Call("shell_list", {}, key="list_dead"),
