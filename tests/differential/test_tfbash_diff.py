@@ -18,7 +18,11 @@ from allowed_tfbash import ALLOWED
 from harness import Call, Normalizer, Server, compare, open_session, original_venv, run_sequence
 from harness import venv_script as script
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.timeout(240),
+    pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning"),
+]
 
 URI = "window://io.github.a2c-smcp.tfbash/shell-overview"
 
