@@ -219,6 +219,8 @@ async def test_timeouts_and_shell_death_match(tfbash_venv, diff_cwd, diff_env):
         exec_call("survived", "echo $Y; pwd"),
         exec_call("busy", "sleep 1", yield_ms=0),
         exec_call("exec_busy", "echo no"),
+        Call("shell_list", {}, key="list_busy"),
+        read_call("wait_nothing", "busy", 0, wait_ms=200),
         until_eof("busy_end", "busy"),
         exec_call("background", "(sleep 0.3; echo LATE) & echo fg-done"),
         exec_call("after_background", "sleep 0.8; echo next"),
