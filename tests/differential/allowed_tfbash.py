@@ -174,6 +174,34 @@ ALLOWED: list[Allowed] = [
     ),
     Allowed(r"signalled_(term|kill)", _CURSORS, _FOLLOWS, any_cursor),
     Allowed(
+        r"timeout_int_ignored",
+        r"(structuredContent|content\[0\]\.json)\.(shell_rebuilt|cwd)",
+        "SPEC §4: 'A deadline does the same (interrupt, then kill the foreground group); if the "
+        "shell cannot be brought back it is restarted and the result says so' — Conch brings "
+        "it back, where the original rebuilds it when Ctrl-C is ignored (seed-contracts §2.3 "
+        "Timeout, step 4)",
+        lambda original, ours: (
+            (original is True and ours is False) or (isinstance(original, str) and ours == "/")
+        ),
+    ),
+    Allowed(
+        r"after_int_ignored",
+        _OUTPUT,
+        "follows from timeout_int_ignored: the shell kept its state (SPEC §4 'leaves the shell "
+        "usable with cwd/env intact'), the original's rebuilt shell lost `Y`",
+        lambda original, ours: (
+            isinstance(original, str)
+            and seed_text(original).startswith("y=\n")
+            and ours == "y=7\n/\n"
+        ),
+    ),
+    Allowed(
+        r"after_int_ignored",
+        _CURSORS + r"|(structuredContent|content\[0\]\.json)\.cwd",
+        _FOLLOWS + "; the kept shell is still in its cwd (SPEC §4 'cwd/env intact')",
+        lambda original, ours: ours == "/" or isinstance(ours, int),
+    ),
+    Allowed(
         r"background",
         _OUTPUT,
         "SPEC §4: 'job-control notices (`[1]+ Done …`) never appear'; seed-contracts §2.5: "
