@@ -345,3 +345,39 @@ async def test_a_shared_tool_name_resolves_to_the_first_listed_profile(tmp_path,
             assert r["state"] == "ready" and "dialect" not in r
             closed = await rt.call_tool("shell_close", {"shell_id": r["shell_id"]})
             assert closed["state"] == "closed"
+
+
+async def test_exec_keeps_the_newest_max_output_bytes_like_the_originals_ring(rt):
+    sid = await open_shell(rt)
+    r = await exec_(rt, sid, "seq 1 5000", max_output_bytes=4096)
+    total = len("".join(f"{i}\n" for i in range(1, 5001)))
+    assert r["status"] == "exited" and r["eof"] is True and r["truncated_before_cursor"] is True
+    assert r["buffer_start_cursor"] == total - 4096 and r["next_cursor"] == total
+    assert r["output"].endswith("4999\n5000\n") and len(r["output"]) == 4096
+    args = {"shell_id": sid, "exec_id": r["exec_id"]}
+    early = await ok(rt, "shell_read", {**args, "cursor": 0, "max_bytes": 8})
+    assert early["truncated_before_cursor"] is True
+    assert early["output"] == r["output"][:8] and early["next_cursor"] == total - 4096 + 8
+    await err(rt, "shell_read", {**args, "cursor": total + 1}, "invalid_cursor")
+
+
+async def test_a_cursor_inside_a_character_is_invalid(rt):
+    sid = await open_shell(rt)
+    r = await exec_(rt, sid, "printf 'a\u00e9z'")
+    args = {"shell_id": sid, "exec_id": r["exec_id"]}
+    await err(rt, "shell_read", {**args, "cursor": 2}, "invalid_cursor")
+    assert (await ok(rt, "shell_read", {**args, "cursor": 3}))["output"] == "z"
+
+
+async def test_written_text_is_not_echoed_and_signals_report_bashs_status(rt):
+    sid = await open_shell(rt)
+    r = await exec_(rt, sid, "read -r v; echo got:$v", yield_ms=300)
+    args = {"shell_id": sid, "exec_id": r["exec_id"]}
+    assert (await ok(rt, "shell_write", {**args, "text": "hi\n"}))["accepted_bytes"] == 3
+    assert (await read_to_end(rt, sid, r))["output"] == "got:hi\n"
+    for signal, status in (("interrupt", 130), ("terminate", 143), ("kill", 137)):
+        r = await exec_(rt, sid, "sleep 30", yield_ms=200)
+        args = {"shell_id": sid, "exec_id": r["exec_id"], "signal": signal}
+        await ok(rt, "shell_signal", args)
+        end = await read_to_end(rt, sid, r)
+        assert end["status"] == "exited" and end["exit_code"] == status, (signal, end)
