@@ -133,8 +133,11 @@ class ConchMCP:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
-            # a seed profile served alone has only its own resources (tfbash: no templates)
-            on_list_resource_templates=self._list_templates if self.seed is None else None,
+            # a seed profile served alone has only its own resources; RESOURCE_TEMPLATES = None
+            # in its module: the original has no templates method at all (tfbash: -32601)
+            on_list_resource_templates=self._list_templates
+            if self.seed is None or getattr(self.seed, "RESOURCE_TEMPLATES", []) is not None
+            else None,
             on_read_resource=self._read_resource,
             on_subscribe_resource=self._subscribe,
             on_unsubscribe_resource=self._unsubscribe,
@@ -246,10 +249,13 @@ class ConchMCP:
     async def _list_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
+        listed = (
+            resources.resource_templates()
+            if self.seed is None
+            else list(getattr(self.seed, "RESOURCE_TEMPLATES", None) or [])
+        )
         return types.ListResourceTemplatesResult(
-            resource_templates=[
-                types.ResourceTemplate.model_validate(t) for t in resources.resource_templates()
-            ]
+            resource_templates=[types.ResourceTemplate.model_validate(t) for t in listed]
         )
 
     async def _read_resource(

@@ -46,6 +46,7 @@ __all__ = [
     "INSTRUCTIONS",
     "OVERVIEW_RESOURCE",
     "OVERVIEW_URI",
+    "RESOURCE_TEMPLATES",
     "SERVER_NAME",
     "SERVER_VERSION",
     "UNKNOWN_RESOURCE",
@@ -63,6 +64,7 @@ INSTRUCTIONS = (
     "Use shell_list for authoritative runtime and host metadata."
 )
 UNKNOWN_RESOURCE = (-32602, "Unknown Resource URI.")  # JSON-RPC INVALID_PARAMS
+RESOURCE_TEMPLATES = None  # the original has no resources/templates/list (-32601)
 UNKNOWN_TOOL_TEXT = "Unknown tool."
 FAILED_TEXT = "The tool failed unexpectedly."
 
