@@ -498,6 +498,10 @@ async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
     st = _state(rt)
     st.last_exec[shell_id] = first["job_id"]
     st.capacity[first["job_id"]] = capacity
+    if len(st.capacity) > 2 * rt.config.max_jobs:  # forget executions the runtime evicted
+        kept = {job.job_id for job in rt.jobs}
+        st.capacity = {k: v for k, v in st.capacity.items() if k in kept}
+        st.signalled = {k: v for k, v in st.signalled.items() if k in kept}
     # the exec result is a read from cursor 0 of up to max_output_bytes: the retained window
     return _window(rt, shell_id, rt.job(first["job_id"]), 0, capacity)
 
