@@ -233,9 +233,13 @@ def _window(rt: Runtime, shell_id: str, job: Job, cursor: int, max_bytes: int) -
         else:
             status, exit_code = "exited", s["exit_code"]
     elif state == "cancelled" and s["exit_code"] is not None and not s["restarted"]:
-        # the shell came back after the signal: bash's $? for the signal that ended the command
-        status = "exited"
-        exit_code = SIGNAL_STATUS.get(st.signalled.get(job.job_id, ""), s["exit_code"])
+        # the shell came back after the signal: bash's $?. The runtime ends a shell command
+        # line as Ctrl-C does first, so a status of a signal death is reported as the death by
+        # the signal that was asked for (what the original, which sends that one, reports);
+        # a command that handled the signal and exited on its own keeps its status
+        status, exit_code = "exited", s["exit_code"]
+        if exit_code in SIGNAL_STATUS.values():
+            exit_code = SIGNAL_STATUS.get(st.signalled.get(job.job_id, ""), exit_code)
     elif state == "timed_out":
         status = "timeout"
     else:
