@@ -127,9 +127,17 @@ class ShellManager:
         startup_command: str | None = None,
         name: str | None = None,
         echo: bool = True,
+        size: tuple[int, int] | None = None,
     ) -> dict[str, Any]:
         """Open a shell. ``echo=False``: its terminal does not echo what ``write`` sends (a
-        password prompt or ``read`` shows nothing typed, as on a terminal with ``stty -echo``)."""
+        password prompt or ``read`` shows nothing typed, as on a terminal with ``stty -echo``);
+        ``size``: the terminal's (rows, columns), default 50 × 200."""
+        if size is not None and not (
+            isinstance(size, tuple)
+            and len(size) == 2
+            and all(isinstance(n, int) and 1 <= n <= 10000 for n in size)
+        ):
+            raise ConchError("invalid_argument", "size must be (rows, columns), each 1..10000")
         if self._closed:
             raise ConchError("closed", "the runtime is closing")
         env = check_env(env)
@@ -163,6 +171,7 @@ class ShellManager:
             env=env,
             startup_command=startup_command,
             echo=echo,
+            size=size,
         )
         self._shells[shell_id] = sh  # holds the capacity slot while it starts
         try:

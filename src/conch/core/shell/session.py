@@ -103,9 +103,11 @@ class Shell:
         env: dict[str, str],
         startup_command: str | None,
         echo: bool = True,
+        size: tuple[int, int] | None = None,
     ) -> None:
         self.rt = rt
         self.echo = echo  # False: the terminal never echoes what is written to it
+        self.size = size or (terminal.ROWS, terminal.COLS)  # the terminal's rows × columns
         self.shell_id = shell_id
         self.name = name
         self.kind = kind
@@ -191,7 +193,7 @@ class Shell:
                 else PathScrubber(path, self.kind.encode())
             )
         pid, master, self._tty, self._sane = terminal.spawn(
-            [self.path, *ARGV[self.kind]], cwd=cwd, env=env, echo=self.echo
+            [self.path, *ARGV[self.kind]], cwd=cwd, env=env, echo=self.echo, size=self.size
         )
         self.pid, self._master = pid, master
         self._input = Feeder(master, terminal.write_master)

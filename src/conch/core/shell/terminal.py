@@ -44,10 +44,16 @@ def _child_setup(reset_signals: Callable[[], None] | None) -> Callable[[], None]
 
 
 def spawn(
-    argv: list[str], *, cwd: str, env: dict[str, str], echo: bool = True
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    echo: bool = True,
+    size: tuple[int, int] = (ROWS, COLS),
 ) -> tuple[int, int, str, list[Any]]:
-    """Start argv in its own session with a new PTY as controlling terminal; ``echo=False``
-    turns the terminal's echo off, so what is typed into it never shows in the output.
+    """Start argv in its own session with a new PTY (``size`` rows × columns) as controlling
+    terminal; ``echo=False`` turns the terminal's echo off, so what is typed into it never
+    shows in the output.
 
     Returns (pid, master fd (non-blocking), slave path, the terminal's initial attributes).
     The caller owns reaping the pid.
@@ -60,7 +66,7 @@ def spawn(
         if not echo:
             attrs[3] &= ~termios.ECHO
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
         try:
             proc = subprocess.Popen(
                 argv,

@@ -84,6 +84,7 @@ MAX_COMMAND_BYTES = 262144
 MAX_WRITE_BYTES = 65536
 MAX_ENV_VALUE_BYTES = 32768
 MAX_SHELLS = 8  # the original's --max-command-shells default
+TERMINAL_SIZE = (24, 80)  # the original's PTY (pexpect's default dimensions)
 _MAX_ID_BYTES = 128
 
 RETRYABLE = {"shell_busy": True, "resource_limit": True}
@@ -459,7 +460,8 @@ async def _open(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
             cwd=cwd,
             env=args.get("env") or {},
             startup_command=args.get("startup_command"),
-            echo=False,
+            echo=False,  # the original's PTY never echoes what shell_write sends
+            size=TERMINAL_SIZE,
         )
     except ConchError as e:
         code = {
