@@ -730,7 +730,10 @@ class Engine:
         network: str | None = None,
         memory_max: int | None = None,
         pids_max: int | None = None,
+        echo: bool = True,
+        size: tuple[int, int] | None = None,
     ) -> ShellOpened:
+        """Open a persistent shell; ``echo``/``size``: see ``ShellManager.open``."""
         await self._open()
         return await self._shell_manager().open(
             cwd=cwd,
@@ -742,6 +745,8 @@ class Engine:
             network=network,
             memory_max=memory_max,
             pids_max=pids_max,
+            echo=echo,
+            size=size,
         )
 
     async def shell_close(self, shell_id: str) -> ShellClosed:

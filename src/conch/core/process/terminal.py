@@ -43,9 +43,12 @@ def spawn(
     env: dict[str, str],
     fence: SpawnFence | None = None,
     exposed: Sequence[str] = (),
+    echo: bool = True,
+    size: tuple[int, int] = (ROWS, COLS),
 ) -> tuple[int, int, str, list[Any]]:
-    """Start argv in its own session with a new PTY as controlling terminal (inside the
-    fence's cgroup and sandbox, when given).
+    """Start argv in its own session with a new PTY (``size`` rows × columns) as controlling
+    terminal, inside the fence's cgroup and sandbox when given; ``echo=False`` turns the
+    terminal's echo off, so what is typed into it never shows in the output.
 
     Returns (pid, master fd (non-blocking), slave path, the terminal's initial attributes).
     The caller owns reaping the pid.
@@ -56,8 +59,10 @@ def spawn(
         tty = os.ttyname(slave)
         attrs = termios.tcgetattr(slave)
         attrs[1] &= ~termios.ONLCR  # programs print \n, the log gets \n
+        if not echo:
+            attrs[3] &= ~termios.ECHO
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
         pid = popen.spawn(
             run,
             stdin=slave,

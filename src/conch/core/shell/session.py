@@ -67,8 +67,12 @@ class Shell:
         env: dict[str, str],
         startup_command: str | None,
         fence_args: dict[str, Any] | None = None,
+        echo: bool = True,
+        size: tuple[int, int] | None = None,
     ) -> None:
         self.ctx = ctx
+        self.echo = echo  # False: the terminal never echoes what is written to it
+        self.size = size or (terminal.ROWS, terminal.COLS)  # the terminal's rows × columns
         self._fence_args = fence_args or {}
         self._fence: SpawnFence | None = None
         self._inner: int | None = None  # the shell itself, when a bwrap monitor leads
@@ -169,6 +173,8 @@ class Shell:
                 env=env,
                 fence=self._fence,
                 exposed=[self._cmd_path] if self._cmd_path else [],
+                echo=self.echo,
+                size=self.size,
             )
         except BaseException:
             self._drop_cgroup()
