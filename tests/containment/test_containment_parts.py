@@ -234,3 +234,30 @@ async def test_a_dead_servers_cgroups_are_killed_and_removed_at_start(config):
         if orphan.poll() is None:
             orphan.kill()
             orphan.wait()
+
+
+async def test_a_v2_tree_without_controllers_kills_but_refuses_limits_naming_why(
+    config, tmp_path, monkeypatch
+):
+    # level: cgroup through the v2 tree only (as on a pure v2 host whose scope delegates no
+    # controllers): cgroup.kill works, memory_max/pids_max are refused, never ignored
+    real = read_layout()
+    monkeypatch.setattr(
+        cgroup_mod, "read_layout", lambda: Layout(v2=real.v2, v1={}, v2_mount=real.v2_mount)
+    )
+    async with conch.Runtime(config()) as rt:
+        info = await rt.info()
+        assert info["containment"] == "cgroup" and info["cgroup"]["version"] == "v2"
+        assert info["cgroup"]["limits"]["memory_max"]["available"] is False
+        for args in ({"memory_max": 64 * MiB}, {"pids_max": 8}):
+            with pytest.raises(conch.ConchError) as e:
+                await rt.exec(command="touch ran", **args)
+            assert e.value.code == "invalid_argument" and "controller" in e.value.message
+        pidfile = tmp_path / "d.pid"
+        r = await rt.exec(
+            command=f"(setsid env -i /bin/sh -c 'echo $$ > {pidfile}; exec sleep 300' &)"
+        )
+        daemon = read_pid(str(pidfile))
+        await rt.signal(r["job_id"], "kill")
+        assert wait_for(lambda: gone(daemon), 3.0)
+    assert not os.path.exists(os.path.join(rt.config.resolved_default_cwd, "ran"))
