@@ -271,7 +271,7 @@ class Containment:
             )
         if network_off not in self._probed:
             self._probed[network_off] = await sb.probe(
-                path, network_off=network_off, root=self.root
+                path, network_off=network_off, root=self.root, env_prog=self.env_prog
             )
         why = self._probed[network_off]
         if why is not None:

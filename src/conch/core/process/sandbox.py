@@ -176,15 +176,16 @@ def backend() -> str:
     return ""
 
 
-async def probe(bwrap: str, *, network_off: bool, root: bool) -> str | None:
-    """Run bwrap once with the namespaces a job will need; None if it works, else why not."""
+async def probe(bwrap: str, *, network_off: bool, root: bool, env_prog: str = "env") -> str | None:
+    """Run bwrap once with the namespaces a job will need (and the ``env --default-signal``
+    every job goes through, coreutils >= 8.31); None if it works, else why not."""
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid"]
     argv += ["--die-with-parent"]
     if network_off:
         argv.append("--unshare-net")
     if root:
         argv += ["--cap-drop", "ALL"]
-    argv += ["--", "true"]
+    argv += ["--", env_prog, "--default-signal", "--", "true"]
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
