@@ -365,7 +365,7 @@ INFO_OUTPUT = {
         "platform": {"type": "string"},
         "shells": {"type": "array"},
         "rg": {"type": "object"},
-        "containment": {"type": "string"},
+        "containment": {"enum": ["process-group", "subreaper", "cgroup"]},
         "limits": {"type": "object"},
         "profiles": {"type": "array"},
         "transports": {"type": "array"},
