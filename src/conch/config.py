@@ -70,6 +70,17 @@ class Config:
     auth_token: str = _setting("", "bearer token required on every HTTP route", secret=True)
     caller_context_token: str = _setting("", "token for the caller-context header", secret=True)
     register: str = _setting("", "gateway URL to register the manifest with")
+    # fleet (SPEC §9b)
+    fleet: str = _setting("off", "run the tools on every node of a cluster", choices=("off", "ray"))
+    ray_address: str = _setting(
+        "", "Ray cluster the fleet attaches to (default: RAY_ADDRESS, else a local head)"
+    )
+    fleet_timeout_ms: int = _setting(
+        10_000,
+        "a node that does not answer within this (plus the call's own wait) is node_unreachable",
+        lo=100,
+        hi=600_000,
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

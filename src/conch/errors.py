@@ -17,6 +17,9 @@ ERROR_CODES: dict[str, bool] = {
     "rg_not_found": False,
     "search_failed": False,
     "closed": False,
+    # fleet (SPEC §9b): the job's node died; the node did not answer in time (state unknown)
+    "node_lost": False,
+    "node_unreachable": True,
     "internal": False,
 }
 

@@ -1,0 +1,73 @@
+"""The node executor: a Ray actor pinned to one node, embedding a Conch runtime there.
+
+Jobs, shells, logs and process hygiene stay on the node; the fleet calls ``call`` with a tool
+name and arguments and gets the structured result back (never a whole log: ``read`` pages).
+Jobs see ``CONCH_NODE_ID`` (the Ray node id) in their environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from conch.config import Config
+from conch.core.runtime import Runtime
+from conch.tools.context import CallContext
+from conch.tools.dispatch import call_tool_full
+
+NODE_ENV = "CONCH_NODE_ID"
+
+
+class NodeExecutor:
+    """One per node (made a Ray actor by conch.fleet.runtime)."""
+
+    def __init__(self, config: Config, node_id: str) -> None:
+        os.environ[NODE_ENV] = node_id  # jobs inherit it
+        self.node_id = node_id
+        self.config = dataclasses.replace(config, fleet="off")
+        self.rt = Runtime(self.config)
+        self._guard: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> dict[str, Any]:
+        self._guard = subprocess.Popen(
+            [sys.executable, "-m", "conch.fleet.guard"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+        await self.rt.start()
+        return {"node": self.node_id, "hostname": socket.gethostname(), "pid": os.getpid()}
+
+    def running(self) -> int:
+        return sum(1 for j in self.rt.jobs if not j.terminal)
+
+    async def call(
+        self, name: str, args: Mapping[str, Any], meta: Mapping[str, Any] | None, trusted: bool
+    ) -> tuple[dict[str, Any], bool, dict[str, Any] | None, int]:
+        """(result, is_error, result _meta, running jobs on this node)."""
+        out = await call_tool_full(self.rt, name, args, CallContext(meta=meta, trusted=trusted))
+        return out.result, out.is_error, out.meta, self.running()
+
+    async def load(self) -> int:
+        return self.running()
+
+    async def aclose(self) -> None:
+        """Stop every job and shell this node's runtime started, then the guard."""
+        await self.rt.aclose()
+        guard, self._guard = self._guard, None
+        if guard is not None:
+            if guard.stdin is not None:
+                guard.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                await asyncio.to_thread(guard.wait, 5)
+            if guard.poll() is None:
+                guard.kill()
+                guard.wait()

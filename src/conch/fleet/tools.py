@@ -1,0 +1,54 @@
+"""The tool catalogue as the fleet publishes it: the usual tools, with an optional ``node`` on
+the ones that place work (``exec``, ``shell_open``, ``search``) and ``nodes`` in ``info``."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+from conch.tools.catalogue import Tool, catalogue
+
+PLACING = frozenset({"exec", "shell_open", "search"})
+NODE_ARG: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 256,
+    "description": "Where to run: a node id (or a unique prefix of one), `key=value` of a node "
+    "label, or a label value. Default: the least loaded alive node. Jobs and shells started "
+    "there carry the node in their ids; later calls on them go there by themselves.",
+}
+NODES_OUTPUT: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "node": {"type": "string"},
+            "alive": {"type": "boolean"},
+            "labels": {"type": "object"},
+            "running_jobs": {"type": "integer"},
+        },
+        "required": ["node", "alive", "labels", "running_jobs"],
+    },
+}
+
+
+def fleet_tools(profiles: list[str] | tuple[str, ...]) -> list[Tool]:
+    return [_fleet_tool(t) for t in catalogue(profiles)]
+
+
+def takes_node(tool: Tool) -> bool:
+    return "node" in tool.input_schema.get("properties", {})
+
+
+def _fleet_tool(tool: Tool) -> Tool:
+    if tool.name in PLACING and tool.error_result is None:
+        schema = copy.deepcopy(tool.input_schema)
+        schema.setdefault("properties", {})["node"] = NODE_ARG
+        return dataclasses.replace(tool, input_schema=schema)
+    if tool.name == "info" and tool.error_result is None:
+        out = copy.deepcopy(tool.output_schema)
+        out.setdefault("properties", {})["nodes"] = NODES_OUTPUT
+        out["properties"]["fleet"] = {"type": "string"}
+        return dataclasses.replace(tool, output_schema=out)
+    return tool
