@@ -24,6 +24,7 @@ class Node:
     labels: dict[str, str]
     address: str = ""
     hostname: str = ""
+    pid: int = 0  # the executor's process on the node
     running: int = 0  # running jobs, as last reported by the node's executor
     pending: int = 0  # calls placed on it that have not answered yet
     executor: Any = None  # the Ray actor handle, once started
@@ -42,6 +43,7 @@ class Node:
             "alive": self.alive and not self.lost_reason,
             "address": self.address,
             "hostname": self.hostname,
+            "executor_pid": self.pid,
             "labels": dict(self.labels),
             "running_jobs": self.running,
         }

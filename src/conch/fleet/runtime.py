@@ -93,6 +93,9 @@ class FleetRuntime:
             os.environ.setdefault(_LOOPBACK_ENV, "0")
             kwargs["_node_ip_address"] = "127.0.0.1"
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        # executors run in the environment the node has (conch installed there), not in a
+        # `uv run` replica of this driver's working directory that Ray would package
+        os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -136,8 +139,9 @@ class FleetRuntime:
             node.executor = actor
             started = await asyncio.wait_for(actor.start.remote(), _START_TIMEOUT_S)
             node.hostname = started.get("hostname", "")
+            node.pid = int(started.get("pid", 0))
             node.ready = True
-        except Exception as e:  # noqa: BLE001 — any failure leaves the node without an executor
+        except Exception as e:
             if not node.lost_reason:
                 node.lost_reason = f"its executor did not start ({type(e).__name__}: {e})"
             log.warning("node %s: %s", node.node_id, node.lost_reason)
@@ -345,12 +349,12 @@ class FleetRuntime:
 
     async def _each_node(
         self, tool: Tool, args: dict[str, Any], ctx: CallContext
-    ) -> Iterator[tuple[Node, ToolOutcome | BaseException]]:
+    ) -> list[tuple[Node, ToolOutcome | BaseException]]:
         nodes = self.table.usable()
         outcomes = await asyncio.gather(
             *(self._call(n, tool, dict(args), ctx) for n in nodes), return_exceptions=True
         )
-        return zip(nodes, outcomes)
+        return list(zip(nodes, outcomes, strict=True))
 
     async def _list(self, tool: Tool, args: dict[str, Any], ctx: CallContext) -> ToolOutcome:
         merged: dict[str, Any] = {}

@@ -1,0 +1,213 @@
+"""The fleet through the Python API, on a real 3-node Ray cluster (all on loopback)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+from fleet_cluster import LocalCluster, descendants, leftovers, non_loopback_sockets
+
+from conch import ConchError, Config
+from conch.fleet import FleetRuntime
+
+pytestmark = pytest.mark.anyio
+
+
+def fleet(cluster: LocalCluster, tmp_path: Any, **settings: Any) -> FleetRuntime:
+    cfg = Config(
+        fleet="ray",
+        ray_address=cluster.address,
+        data_dir=str(tmp_path / "data"),
+        **settings,
+    )
+    return FleetRuntime(cfg)
+
+
+def by_label(info: dict[str, Any], key: str, value: str) -> str:
+    (node,) = [n["node"] for n in info["nodes"] if n["labels"].get(key) == value]
+    return node
+
+
+async def test_each_node_runs_its_own_jobs_and_calls_follow_the_id(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    async with fleet(cluster, tmp_path) as rt:
+        info = await rt.info()
+        assert len(info["nodes"]) == 3
+        for n in info["nodes"]:
+            r = await rt.exec(command="echo $CONCH_NODE_ID", node=n["node"])
+            assert r["node"] == n["node"]
+            assert r["output"].strip() == n["node"]  # the job ran on that node's executor
+            assert r["job_id"].endswith("." + n["tag"])
+        zone_b = by_label(info, "zone", "b")
+        # placement by label (key=value, or just a value), then every call by the id alone
+        cat = await rt.exec(command="cat", node="zone=b", yield_ms=0, stdin_open=True)
+        assert cat["node"] == zone_b and cat["state"] == "running"
+        wrote = await rt.write(job_id=cat["job_id"], text="over the fleet\n")
+        seen = wrote["output"]
+        if "over the fleet" not in seen:
+            later = await rt.read(job_id=cat["job_id"], until={"pattern": "fleet"}, wait_ms=5000)
+            seen += later["output"]
+        assert "over the fleet" in seen and wrote["node"] == zone_b
+        stopped = await rt.signal(job_id=cat["job_id"], signal="terminate")
+        assert stopped["state"] != "running" and stopped["node"] == zone_b
+        again = await rt.read(job_id=cat["job_id"], cursor=0)
+        assert "over the fleet" in again["output"]  # the log stays on its node, paged by cursor
+        head = await rt.exec(command="true", node="head")
+        assert head["node"] == by_label(info, "role", "head")
+        with pytest.raises(ConchError) as e:
+            await rt.exec(command="true", node="zone=nowhere")
+        assert e.value.code == "invalid_argument"
+
+
+async def test_list_and_info_cover_every_node(cluster: LocalCluster, tmp_path: Any) -> None:
+    async with fleet(cluster, tmp_path) as rt:
+        info = await rt.info()
+        assert info["fleet"] == "ray"
+        assert all(n["alive"] for n in info["nodes"])
+        assert {n["labels"].get("zone") for n in info["nodes"]} == {"a", "b", None}
+        started = {}
+        for n in info["nodes"]:
+            r = await rt.exec(command="sleep 30", node=n["node"], yield_ms=0)
+            started[r["job_id"]] = n["node"]
+        sh = await rt.shell_open(node="zone=a")
+        assert sh["node"] == by_label(info, "zone", "a")
+        in_shell = await rt.exec(shell_id=sh["shell_id"], command="echo $CONCH_NODE_ID")
+        assert in_shell["output"].strip() == sh["node"]
+        listed = await rt.list(state="running")
+        jobs = {j["job_id"]: j["node"] for j in listed["jobs"]}
+        assert started.items() <= jobs.items()
+        assert [s["node"] for s in listed["shells"] if s["shell_id"] == sh["shell_id"]] == [
+            sh["node"]
+        ]
+        counts = (await rt.info())["nodes"]
+        assert all(n["running_jobs"] >= 1 for n in counts)
+        closed = await rt.shell_close(shell_id=sh["shell_id"])
+        assert closed["state"] == "closed"
+
+
+async def test_work_without_a_node_goes_to_the_least_loaded_node(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    async with fleet(cluster, tmp_path) as rt:
+        first = [await rt.exec(command="sleep 30", yield_ms=0) for _ in range(3)]
+        assert len({r["node"] for r in first}) == 3  # one each: the idle nodes first
+        busy = first[0]["node"]
+        await rt.exec(command="sleep 30", node=busy, yield_ms=0)
+        more = [await rt.exec(command="sleep 30", yield_ms=0) for _ in range(2)]
+        assert busy not in {r["node"] for r in more}
+        placed = Counter(j["node"] for j in (await rt.list(state="running"))["jobs"])
+        assert sorted(placed.values()) == [2, 2, 2]
+
+
+async def test_a_node_that_does_not_answer_is_node_unreachable(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    async with fleet(cluster, tmp_path, fleet_timeout_ms=300, close_timeout_ms=100) as rt:
+        info = await rt.info()
+        node = next(n for n in info["nodes"] if n["labels"].get("zone") == "a")
+        job = await rt.exec(command="sleep 30", node=node["node"], yield_ms=0)
+        os.kill(node["executor_pid"], signal.SIGSTOP)
+        try:
+            with pytest.raises(ConchError) as e:
+                await rt.read(job_id=job["job_id"])
+            assert e.value.code == "node_unreachable" and e.value.retryable
+        finally:
+            os.kill(node["executor_pid"], signal.SIGCONT)
+        back = await rt.read(job_id=job["job_id"])  # nothing was lost: the node answers again
+        assert back["state"] == "running"
+
+
+async def test_shutdown_stops_every_executor_and_every_job(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    rt = fleet(cluster, tmp_path)
+    await rt.start()
+    info = await rt.info()
+    pids = []
+    for n in info["nodes"]:
+        r = await rt.exec(command="sleep 60 & sleep 60; wait", node=n["node"], yield_ms=200)
+        pids.append(r["pid"])
+    await rt.shell_open(node="zone=b")
+    executors = [n["executor_pid"] for n in info["nodes"]]
+    assert all(psutil.pid_exists(p) for p in pids + executors)
+    await rt.aclose()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (leftovers() or any(map(_running, pids + executors))):
+        time.sleep(0.1)
+    assert not leftovers()
+    assert not [p for p in pids + executors if _running(p)]
+    with pytest.raises(ConchError) as e:
+        await rt.exec(command="true")
+    assert e.value.code == "closed"
+
+
+async def test_ray_traffic_stays_on_loopback(cluster: LocalCluster, tmp_path: Any) -> None:
+    async with fleet(cluster, tmp_path) as rt:
+        await rt.exec(command="true")
+        procs = [psutil.Process(), *descendants()]
+        assert len(procs) > 6  # GCS, raylets, agents, workers and executors are all looked at
+        assert non_loopback_sockets(procs) == []
+
+
+async def test_a_node_that_joins_gets_an_executor_and_its_loss_is_node_lost(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    async with fleet(cluster, tmp_path) as rt:
+        assert len((await rt.info())["nodes"]) == 3
+        extra = cluster.add_node(zone="c")
+        try:
+            with anyio.fail_after(60):
+                while not [
+                    n
+                    for n in (await rt.info())["nodes"]
+                    if n["labels"].get("zone") == "c" and n["executor_pid"]
+                ]:
+                    await anyio.sleep(0.2)
+            job = await rt.exec(command="sleep 60", node="zone=c", yield_ms=0)
+            shell = await rt.shell_open(node="zone=c")
+            other = await rt.exec(command="sleep 60", node="zone=a", yield_ms=0)
+            waiting = None
+
+            async def wait_on_it() -> None:
+                nonlocal waiting
+                try:
+                    await rt.read(job_id=job["job_id"], until="exit", wait_ms=60000)
+                except ConchError as e:
+                    waiting = e.code
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait_on_it)
+                await anyio.sleep(0.5)
+                cluster.remove_node(extra)
+                extra = None
+            assert waiting == "node_lost"  # a call in flight when the node went
+            for call in (
+                rt.read(job_id=job["job_id"]),
+                rt.exec(shell_id=shell["shell_id"], command="true"),
+                rt.exec(command="true", node="zone=c"),
+            ):
+                with pytest.raises(ConchError) as e:
+                    await call
+                assert e.value.code == "node_lost" and not e.value.retryable
+            nodes = {n["labels"].get("zone"): n for n in (await rt.info())["nodes"]}
+            assert nodes["c"]["alive"] is False and nodes["a"]["alive"] is True
+            assert (await rt.read(job_id=other["job_id"]))["state"] == "running"
+            listed = await rt.list()
+            assert job["job_id"] not in {j["job_id"] for j in listed["jobs"]}
+        finally:
+            if extra is not None:
+                cluster.remove_node(extra)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
