@@ -6,12 +6,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from conch.config import Config
 
 if TYPE_CHECKING:
     from conch.fleet.runtime import FleetRuntime
 
-__all__ = ["FleetRuntime"]
+__all__ = ["FleetRuntime", "server_runtime"]
+
+
+def server_runtime(cfg: Config, *, owns_process: bool = True) -> Any:
+    """The runtime a front end serves: the fleet with ``fleet=ray``, else this machine's."""
+    if cfg.fleet == "ray":
+        from conch.fleet.runtime import FleetRuntime
+
+        return FleetRuntime(cfg)
+    from conch.core.runtime import Runtime
+
+    return Runtime(cfg, owns_process=owns_process)
 
 
 def __getattr__(name: str) -> object:

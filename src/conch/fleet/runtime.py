@@ -203,12 +203,21 @@ class FleetRuntime:
 
     # -- tools -----------------------------------------------------------------------------------
 
-    def tools(self) -> list[Tool]:
+    def tools(self) -> list[dict[str, Any]]:
+        """Every tool as ``tools/list`` shows it (``node`` where work is placed)."""
+        return [t.describe() for t in self._tools]
+
+    def tool_objects(self) -> list[Tool]:
         return list(self._tools)
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, Any] | None, context: CallContext | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        context: CallContext | None = None,
     ) -> dict[str, Any]:
+        """Call a tool by name on the fleet; its structured result or ``{"error": {...}}``."""
         return (await self.call_tool_full(name, arguments, context)).result
 
     async def call_tool_full(
@@ -287,7 +296,9 @@ class FleetRuntime:
         ray = self._ray
         try:
             ref = node.executor.call.remote(tool.name, args, meta, ctx.trusted)
-            result, is_error, out_meta, running = await asyncio.wait_for(ref, timeout)
+            # an asyncio future of the reply (no task per call), bounded by the call's deadline
+            reply = await asyncio.wait_for(asyncio.wrap_future(ref.future()), timeout)
+            result, is_error, out_meta, running = reply
         except asyncio.TimeoutError:
             raise ConchError(
                 "node_unreachable",

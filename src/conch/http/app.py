@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from conch import __version__
 from conch.config import Config
-from conch.core.runtime import Runtime
+from conch.fleet import server_runtime
 from conch.http import dashboard
 from conch.http.register import Registrar
 from conch.http.security import MAX_BODY_BYTES, Guard
@@ -55,7 +55,7 @@ class ConchHTTP:
         self.config = cfg
         # --register: checked here, so a bad gateway URL fails before the socket is bound
         self.registrar = registrar or (Registrar(cfg) if cfg.register else None)
-        self.runtime = Runtime(cfg, owns_process=True)
+        self.runtime = server_runtime(cfg)
         self.mcp = ConchMCP(self.runtime, transport="http")
         self.sessions = StreamableHTTPSessionManager(
             app=self.mcp.server,

@@ -76,9 +76,13 @@ class ConchMCP:
         self.rt = rt
         self.config = rt.config
         self.transport = transport
-        self.notifier = ResourceNotifier(lambda job_id: resources.change_uris(rt, job_id))
+        # a fleet keeps jobs on their nodes: no in-process job resources to serve
+        self._fleet = hasattr(rt, "tool_objects")
+        self.notifier = ResourceNotifier(
+            lambda job_id: [] if self._fleet else resources.change_uris(rt, job_id)
+        )
         self._unlisten: Callable[[], None] | None = None
-        self._tools = catalogue(self.config.profiles)
+        self._tools = rt.tool_objects() if self._fleet else catalogue(self.config.profiles)  # type: ignore[attr-defined]
         self._in_flight = 0
         self._tool_list = types.ListToolsResult(
             tools=[types.Tool.model_validate(t.describe()) for t in self._tools]
@@ -178,8 +182,9 @@ class ConchMCP:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
+        listed = [] if self._fleet else resources.resource_list(self.rt)
         return types.ListResourcesResult(
-            resources=[types.Resource.model_validate(r) for r in resources.resource_list(self.rt)]
+            resources=[types.Resource.model_validate(r) for r in listed]
         )
 
     async def _list_templates(
@@ -196,6 +201,8 @@ class ConchMCP:
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         try:
+            if self._fleet:
+                raise ConchError("not_found", "a fleet serves job logs through `read`")
             mime, text = resources.read_resource(self.rt, uri)
         except ConchError as e:
             raise MCPError(RESOURCE_NOT_FOUND, e.message, {"uri": uri}) from None

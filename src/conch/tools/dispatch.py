@@ -40,6 +40,10 @@ async def call_tool_full(
     rt: Runtime, name: str, arguments: Mapping[str, Any] | None, context: CallContext | None = None
 ) -> ToolOutcome:
     ctx = context or CallContext()
+    routed = getattr(rt, "call_tool_full", None)
+    if routed is not None:  # a runtime that routes calls itself (conch.fleet)
+        outcome: ToolOutcome = await routed(name, arguments, ctx)
+        return outcome
     tool = find_tool(rt, name)
     if tool is None:
         return _error(ConchError("not_found", f"unknown tool {name!r}"))

@@ -1,9 +1,11 @@
-"""The fleet through the Python API, on a real 3-node Ray cluster (all on loopback)."""
+"""The fleet on a real 3-node Ray cluster (all on loopback), through the Python API and through
+MCP over stdio (`conch serve --fleet ray --ray-address ...`). One cluster for the module."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections import Counter
 from typing import Any
@@ -12,11 +14,12 @@ import anyio
 import psutil
 import pytest
 from fleet_cluster import LocalCluster, descendants, leftovers, non_loopback_sockets
+from mcp import Client, StdioServerParameters
 
 from conch import ConchError, Config
 from conch.fleet import FleetRuntime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
 
 def fleet(cluster: LocalCluster, tmp_path: Any, **settings: Any) -> FleetRuntime:
@@ -211,3 +214,43 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+async def test_mcp_over_stdio_serves_the_fleet(cluster: LocalCluster, tmp_path: Any) -> None:
+    # the server finds loopback by itself: none of the test's RAY_* settings reach it
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            *("-m", "conch", "serve", "--fleet", "ray", "--ray-address", cluster.address),
+            *("--data-dir", str(tmp_path / "data")),
+        ],
+        env=env,
+    )
+    async with Client(params, mode="legacy") as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        for name in ("exec", "shell_open", "search"):
+            assert "node" in tools[name].input_schema["properties"]
+        info = (await c.call_tool("info", {})).structured_content
+        assert info["fleet"] == "ray" and len(info["nodes"]) == 3
+        ids = {}
+        for n in info["nodes"]:
+            r = await c.call_tool("exec", {"command": "echo $CONCH_NODE_ID", "node": n["node"]})
+            assert r.is_error is False
+            s = r.structured_content
+            assert s["node"] == n["node"] and s["output"].strip() == n["node"]
+            assert s["job_id"] in r.content[0].text
+            ids[s["job_id"]] = n["node"]
+        long = await c.call_tool(
+            "exec", {"command": "echo started; sleep 60", "node": "zone=a", "yield_ms": 300}
+        )
+        job_id = long.structured_content["job_id"]
+        page = await c.call_tool("read", {"job_id": job_id, "cursor": 0, "max_bytes": 16})
+        assert page.structured_content["output"].startswith("started")
+        assert page.structured_content["next_cursor"] > 0
+        listed = (await c.call_tool("list", {})).structured_content
+        assert ids.items() <= {j["job_id"]: j["node"] for j in listed["jobs"]}.items()
+        missing = await c.call_tool("read", {"job_id": "j_0000000000." + info["nodes"][0]["tag"]})
+        assert missing.is_error and missing.structured_content["error"]["code"] == "not_found"
+        assert non_loopback_sockets([psutil.Process(), *descendants()]) == []
+    # the client closed stdin: the server stopped its executors and the sleeping job with them
