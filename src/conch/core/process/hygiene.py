@@ -31,6 +31,45 @@ def instance_id() -> str:
     return f"{os.getpid()}.{procfs.start_time(os.getpid())}.{secrets.token_hex(4)}"
 
 
+# Popen's restore_signals already resets these (Python itself ignores SIGPIPE and SIGXFSZ)
+_RESET_BY_POPEN = frozenset(
+    getattr(signal, n) for n in ("SIGPIPE", "SIGXFSZ", "SIGXFZ") if hasattr(signal, n)
+)
+_UNCATCHABLE = frozenset({signal.SIGKILL, signal.SIGSTOP})
+
+
+def child_signal_reset() -> Callable[[], None] | None:
+    """What a child must run between fork and exec so it starts with default signal
+    dispositions and an empty signal mask, whatever this server inherited (``nohup``,
+    supervisors and background shells ignore HUP/QUIT/INT; a blocked mask survives exec).
+
+    ``None`` when there is nothing to undo, so a clean server keeps the fast spawn path
+    (a preexec function makes Popen fork instead of vfork). Handled signals need nothing:
+    exec resets them by itself; only ignored ones and the mask are inherited.
+    """
+    ignored = [
+        s
+        for s in signal.valid_signals()
+        if s not in _UNCATCHABLE
+        and s not in _RESET_BY_POPEN
+        and signal.getsignal(s) is signal.SIG_IGN
+    ]
+    blocked = bool(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    if not ignored and not blocked:
+        return None
+
+    def reset() -> None:  # runs in the child: the forking thread is its main thread there
+        for s in ignored:
+            try:
+                signal.signal(s, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+        if blocked:
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+    return reset
+
+
 def enable_subreaper() -> bool:
     """Make this process a child subreaper (Linux). Returns whether it is one."""
     global _subreaper_enabled
