@@ -3,10 +3,14 @@ MCP over stdio (`conch serve --fleet ray --ray-address ...`). One cluster for th
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter
 from typing import Any
 
@@ -254,3 +258,49 @@ async def test_mcp_over_stdio_serves_the_fleet(cluster: LocalCluster, tmp_path: 
         assert missing.is_error and missing.structured_content["error"]["code"] == "not_found"
         assert non_loopback_sockets([psutil.Process(), *descendants()]) == []
     # the client closed stdin: the server stopped its executors and the sleeping job with them
+
+
+def _invoke(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    body = json.dumps({"method": method, "params": params}).encode()
+    req = urllib.request.Request(
+        url + "/invoke", data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        result: dict[str, Any] = json.loads(r.read())
+    return result
+
+
+def test_http_invoke_serves_the_fleet(cluster: LocalCluster, tmp_path: Any) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = [sys.executable, "-m", "conch", "serve", "--http", "--port", str(port)]
+    args += ["--fleet", "ray", "--ray-address", cluster.address]
+    args += ["--data-dir", str(tmp_path / "data")]
+    err = tmp_path / "http.stderr"
+    with open(err, "wb") as errf:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, err.read_text()
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the fleet server did not come up"
+            time.sleep(0.2)
+        info = _invoke(url, "info", {})
+        zone_b = by_label(info, "zone", "b")
+        r = _invoke(url, "exec", {"command": "echo $CONCH_NODE_ID", "node": "zone=b"})
+        assert r["node"] == zone_b and r["output"].strip() == zone_b
+        again = _invoke(url, "read", {"job_id": r["job_id"], "cursor": 0})
+        assert again["output"].strip() == zone_b
+        _invoke(url, "exec", {"command": "sleep 60", "node": "role=head", "yield_ms": 0})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    assert proc.returncode == 0, err.read_text()[-2000:]

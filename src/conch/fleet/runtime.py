@@ -16,6 +16,7 @@ import contextlib
 import ipaddress
 import logging
 import os
+import signal
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -35,12 +36,36 @@ _CLOSE_TIMEOUT_S = 15.0
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
+class FleetJobs:
+    """What front ends read of a runtime's job table (health, dashboard): in a fleet the jobs
+    live on their nodes, so only the count of running ones, as last reported, is here."""
+
+    def __init__(self, table: NodeTable) -> None:
+        self._table = table
+
+    @property
+    def running(self) -> int:
+        return sum(n.running for n in self._table.usable())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def evict(self) -> None:
+        return None
+
+
 class FleetRuntime:
     """``async with FleetRuntime(Config(fleet="ray", ray_address=...)) as rt: ...``"""
+
+    shells: Any = None  # shells live on their nodes (`list` shows them)
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config(fleet="ray")
         self.table = NodeTable()
+        self.jobs = FleetJobs(self.table)
         self.bash = "bash"
         self.info_extra: dict[str, Any] = {}
         self._tools = fleet_tools(self.config.profiles)
@@ -108,7 +133,7 @@ class FleetRuntime:
             return  # the host program attached already: use its connection, leave it open
         if local:
             kwargs.update(include_dashboard=False, num_cpus=os.cpu_count() or 1)
-        with _stdout_to_stderr():  # stdout may be the stdio MCP wire
+        with _stdout_to_stderr(), _own_signal_handlers():
             ray.init(
                 address=address,
                 log_to_driver=False,
@@ -406,6 +431,9 @@ class FleetRuntime:
         result.update(self.info_extra)
         return ToolOutcome(result, False)
 
+    def job(self, job_id: str) -> Any:
+        raise ConchError("not_found", "a fleet's jobs live on their nodes: use `read`")
+
     # -- the Python API ------------------------------------------------------------------------
 
     async def _api(self, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -470,7 +498,23 @@ def _is_loopback(address: str) -> bool:
 
 
 @contextlib.contextmanager
+def _own_signal_handlers() -> Iterator[None]:
+    """ray.init replaces SIGTERM's handler with a bare ``sys.exit``; the server's own handlers
+    (which stop every job first) stay in charge."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            if handler is not None:
+                with contextlib.suppress(ValueError, OSError):
+                    signal.signal(s, handler)
+
+
+@contextlib.contextmanager
 def _stdout_to_stderr() -> Iterator[None]:
+    """stdout may be the stdio MCP wire: what ray.init prints, and the processes it starts,
+    go to stderr."""
     saved = os.dup(1)
     try:
         os.dup2(2, 1)
