@@ -52,6 +52,9 @@ async def test_each_node_runs_its_own_jobs_and_calls_follow_the_id(
             assert r["node"] == n["node"]
             assert r["output"].strip() == n["node"]  # the job ran on that node's executor
             assert r["job_id"].endswith("." + n["tag"])
+            # not at the nice 15 Ray gives its workers: the user's work, run as a local job
+            niceness = await rt.exec(command="nice", node=n["node"])
+            assert niceness["output"].strip() == str(os.nice(0))
         zone_b = by_label(info, "zone", "b")
         # placement by label (key=value, or just a value), then every call by the id alone
         cat = await rt.exec(command="cat", node="zone=b", yield_ms=0, stdin_open=True)
@@ -66,6 +69,11 @@ async def test_each_node_runs_its_own_jobs_and_calls_follow_the_id(
         assert stopped["state"] != "running" and stopped["node"] == zone_b
         again = await rt.read(job_id=cat["job_id"], cursor=0)
         assert "over the fleet" in again["output"]  # the log stays on its node, paged by cursor
+        marker = tmp_path / "marker.txt"
+        marker.write_text("needle in the fleet\n")
+        found = await rt.search(pattern="needle", path=str(tmp_path), node="zone=a")
+        assert found["node"] == by_label(info, "zone", "a")
+        assert [m["path"].endswith("marker.txt") for m in found["matches"]] == [True]
         head = await rt.exec(command="true", node="head")
         assert head["node"] == by_label(info, "role", "head")
         with pytest.raises(ConchError) as e:

@@ -23,6 +23,7 @@ from conch.tools.context import CallContext
 from conch.tools.dispatch import call_tool_full
 
 NODE_ENV = "CONCH_NODE_ID"
+NICENESS_ENV = "RAY_worker_niceness"  # read by the raylet when it starts the worker
 
 
 class NodeExecutor:
@@ -30,6 +31,7 @@ class NodeExecutor:
 
     def __init__(self, config: Config, node_id: str) -> None:
         os.environ[NODE_ENV] = node_id  # jobs inherit it
+        os.environ.pop(NICENESS_ENV, None)  # done its work: not for the jobs
         self.node_id = node_id
         self.config = dataclasses.replace(config, fleet="off")
         self.rt = Runtime(self.config)

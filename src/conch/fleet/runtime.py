@@ -22,6 +22,7 @@ from typing import Any
 
 from conch.config import Config
 from conch.errors import ConchError, RuntimeClosedError
+from conch.fleet.executor import NICENESS_ENV, NodeExecutor
 from conch.fleet.ids import ID_KEYS, qualify_result, split
 from conch.fleet.nodes import Node, NodeTable
 from conch.fleet.tools import fleet_tools, takes_node
@@ -124,7 +125,6 @@ class FleetRuntime:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from conch.fleet.executor import NodeExecutor
 
         self._ray = ray
         self._affinity = NodeAffinitySchedulingStrategy
@@ -160,6 +160,8 @@ class FleetRuntime:
                 max_concurrency=1000,
                 max_restarts=0,
                 max_task_retries=0,
+                # Ray starts workers at nice 15; jobs are the user's work, not background chores
+                runtime_env={"env_vars": {NICENESS_ENV: "0"}},
             ).remote(self.config, node.node_id)
             node.executor = actor
             started = await asyncio.wait_for(actor.start.remote(), _START_TIMEOUT_S)
@@ -342,7 +344,10 @@ class FleetRuntime:
                 "lost and nothing was re-run",
             ) from None
         node.running = running
-        result = qualify_result(result, node.tag, node.node_id, add_node=tool.error_result is None)
+        conch_shaped = tool.error_result is None
+        result = qualify_result(result, node.tag, node.node_id, add_node=conch_shaped)
+        if conch_shaped and not is_error and tool.name == "search":
+            result["node"] = node.node_id  # where the files were searched
         if not tool.read_only:
             self._changed(result)
         return ToolOutcome(result, is_error, out_meta)
