@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -38,6 +39,11 @@ class NodeExecutor:
         self._guard: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> dict[str, Any]:
+        # Ray runs this loop on a thread that blocks SIGINT: jobs would inherit the mask, and
+        # undoing it in each child costs a full fork instead of vfork (a Ray worker is big)
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        if blocked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)
         self._guard = subprocess.Popen(
             [sys.executable, "-m", "conch.fleet.guard"],
             stdin=subprocess.PIPE,
