@@ -178,13 +178,14 @@ def cmd_tools(args: argparse.Namespace) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     import asyncio
 
-    from conch.core.runtime import Runtime
+    from conch.fleet import server_runtime
 
     cfg = config_from_args(args)
 
     async def info() -> dict[str, Any]:
-        async with Runtime(cfg) as rt:
-            return await rt.info()
+        async with server_runtime(cfg, owns_process=False) as rt:
+            result: dict[str, Any] = await rt.info()
+            return result
 
     json.dump(asyncio.run(info()), sys.stdout, ensure_ascii=False, indent=2)
     sys.stdout.write("\n")
