@@ -314,3 +314,91 @@ def test_http_invoke_serves_the_fleet(cluster: LocalCluster, tmp_path: Any) -> N
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
     assert proc.returncode == 0, err.read_text()[-2000:]
+
+
+def _rpc_lines(address: str, tmp_path: Any) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    args = [sys.executable, "-m", "conch", "serve", "--fleet", "ray", "--ray-address", address]
+    args += ["--data-dir", str(tmp_path / "data")]
+    return subprocess.Popen(
+        args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+
+
+def _request(proc: subprocess.Popen[str], rid: int, method: str, params: dict[str, Any]) -> Any:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the server closed its stdout"
+        msg = json.loads(line)  # every stdout line is protocol: Ray printed nothing there
+        if msg.get("id") == rid:
+            return msg["result"]
+
+
+def _start_jobs_over_stdio(proc: subprocess.Popen[str]) -> list[int]:
+    _request(
+        proc,
+        1,
+        "initialize",
+        {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    )
+    assert proc.stdin is not None
+    proc.stdin.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    proc.stdin.flush()
+    pids = []
+    for i, zone in enumerate(("role=head", "zone=a", "zone=b")):
+        r = _request(
+            proc,
+            10 + i,
+            "tools/call",
+            {"name": "exec", "arguments": {"command": "sleep 60", "node": zone, "yield_ms": 0}},
+        )
+        assert r["structuredContent"]["state"] == "running", r
+        pids.append(r["structuredContent"]["pid"])
+    return pids
+
+
+def _gone_within(pids: list[int], limit_s: float) -> bool:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if not any(map(_running, pids)) and not leftovers():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_a_stopped_fleet_server_leaves_no_job_on_any_node(
+    cluster: LocalCluster, tmp_path: Any, how: str
+) -> None:
+    proc = _rpc_lines(cluster.address, tmp_path)
+    try:
+        pids = _start_jobs_over_stdio(proc)
+        assert all(map(_running, pids))
+        if how == "sigterm":  # a clean stop: executors stop their jobs, then themselves
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+            assert _gone_within(pids, 5)
+        else:  # the server dies at once: Ray kills its executors, their guards kill the jobs
+            proc.kill()
+            proc.wait(10)
+            assert _gone_within(pids, 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
