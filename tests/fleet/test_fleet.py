@@ -55,6 +55,8 @@ async def test_each_node_runs_its_own_jobs_and_calls_follow_the_id(
             # not at the nice 15 Ray gives its workers: the user's work, run as a local job
             niceness = await rt.exec(command="nice", node=n["node"])
             assert niceness["output"].strip() == str(os.nice(0))
+            ray_env = await rt.exec(command="echo ${RAY_JOB_ID:-none} ${RAY_RAYLET_PID:-none}")
+            assert ray_env["output"].split() == ["none", "none"]  # the worker's, not the job's
             mask = await rt.exec(command="grep SigBlk /proc/self/status", node=n["node"])
             assert mask["output"].split() == ["SigBlk:", "0" * 16]  # Ray's thread mask is not
         zone_b = by_label(info, "zone", "b")

@@ -25,6 +25,9 @@ from conch.tools.dispatch import call_tool_full
 
 NODE_ENV = "CONCH_NODE_ID"
 NICENESS_ENV = "RAY_worker_niceness"  # read by the raylet when it starts the worker
+# Ray's internal per-worker flags (ray_constants.RAY_INTERNAL_FLAGS, which Ray strips from
+# submitted jobs too): a job that runs Ray itself must not inherit the executor's
+WORKER_ONLY_ENV = ("RAY_JOB_ID", "RAY_RAYLET_PID", "RAY_OVERRIDE_NODE_ID_FOR_TESTING", NICENESS_ENV)
 
 
 class NodeExecutor:
@@ -32,7 +35,8 @@ class NodeExecutor:
 
     def __init__(self, config: Config, node_id: str) -> None:
         os.environ[NODE_ENV] = node_id  # jobs inherit it
-        os.environ.pop(NICENESS_ENV, None)  # done its work: not for the jobs
+        for name in WORKER_ONLY_ENV:
+            os.environ.pop(name, None)
         self.node_id = node_id
         self.config = dataclasses.replace(config, fleet="off")
         self.rt = Runtime(self.config)

@@ -125,7 +125,6 @@ class FleetRuntime:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-
         self._ray = ray
         self._affinity = NodeAffinitySchedulingStrategy
         self._remote = ray.remote(NodeExecutor)
