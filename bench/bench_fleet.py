@@ -1,7 +1,7 @@
 """Fleet benchmarks (issue 13) on a real 3-node Ray cluster on this machine (loopback only):
 
-* per-call overhead of a fleet ``exec true`` over a local one (same tool call, in-process
-  runtime), warm, interleaved; target <= +2 ms;
+* per-call overhead of a fleet ``exec true`` over a local one (the same ``call_tool`` on an
+  in-process ``conch.Runtime``), warm, interleaved; target <= +2 ms;
 * 300 concurrent ``sleep 1`` jobs spread over the 3 nodes; target < 3 s from the first call to
   the last job's end.
 
@@ -25,9 +25,8 @@ os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from conch import Config  # noqa: E402
-from conch.core.runtime import Runtime  # noqa: E402
 from conch.fleet import FleetRuntime  # noqa: E402
-from conch.tools.dispatch import call_tool  # noqa: E402
+from conch.runtime import Runtime  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 NODE = {"node_ip_address": "127.0.0.1", "num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
@@ -42,7 +41,7 @@ async def overhead(fleet: FleetRuntime, local: Runtime, n: int) -> None:
     args = {"command": "true"}
     for _ in range(20):  # warm-up: executors, worker pools, caches
         await fleet.call_tool("exec", {**args, "node": "role=head"})
-        await call_tool(local, "exec", args)
+        await local.call_tool("exec", args)
     ours, base = [], []
     for _ in range(n):
         t = time.perf_counter()
@@ -50,7 +49,7 @@ async def overhead(fleet: FleetRuntime, local: Runtime, n: int) -> None:
         ours.append(time.perf_counter() - t)
         assert r["state"] == "exited", r
         t = time.perf_counter()
-        r = await call_tool(local, "exec", args)
+        r = await local.call_tool("exec", args)
         base.append(time.perf_counter() - t)
         assert r["state"] == "exited", r
     m, b = median_ms(ours), median_ms(base)

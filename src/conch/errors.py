@@ -25,15 +25,30 @@ ERROR_CODES: dict[str, bool] = {
 
 
 class ConchError(Exception):
-    """A tool could not do what was asked. Becomes the ``{"error": ...}`` envelope."""
+    """A tool could not do what was asked. Becomes the ``{"error": ...}`` envelope.
 
-    def __init__(self, code: str, message: str, retryable: bool | None = None) -> None:
+    ``field`` names the argument at fault (``cwd``, ``env.FOO``, ``argv[0]``, ``_meta.shell_env``)
+    and ``value`` says what about it (``is required``, the missing path): profiles translate
+    errors by ``(code, field)``, never by parsing ``message``. Neither is in the envelope.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        retryable: bool | None = None,
+        *,
+        field: str | None = None,
+        value: str | None = None,
+    ) -> None:
         if code not in ERROR_CODES:
             raise ValueError(f"unknown error code {code!r}")
         super().__init__(message)
         self.code = code
         self.message = message
         self.retryable = ERROR_CODES[code] if retryable is None else retryable
+        self.field = field
+        self.value = value
 
     def envelope(self) -> dict[str, dict[str, object]]:
         return {"error": {"code": self.code, "message": self.message, "retryable": self.retryable}}

@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 import conch
+from conch.tools.call import call_tool_full
 from conch.tools.context import CallContext
-from conch.tools.dispatch import call_tool_full
 
 pytestmark = pytest.mark.anyio
 

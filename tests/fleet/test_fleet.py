@@ -85,6 +85,22 @@ async def test_each_node_runs_its_own_jobs_and_calls_follow_the_id(
         assert e.value.code == "invalid_argument"
 
 
+async def test_conch_runtime_with_fleet_ray_is_the_fleet(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    import conch
+
+    cfg = Config(fleet="ray", ray_address=cluster.address, data_dir=str(tmp_path / "data"))
+    async with conch.Runtime(cfg) as rt:
+        assert isinstance(rt, FleetRuntime)
+        names = {t["name"]: t for t in rt.tools()}
+        assert "node" in names["exec"]["inputSchema"]["properties"]
+        r = await rt.call_tool("exec", {"command": "echo $CONCH_NODE_ID", "node": "zone=a"})
+        assert r["output"].strip() == r["node"]
+        again = await rt.read(job_id=r["job_id"], cursor=0)
+        assert again["output"] == r["output"]
+
+
 async def test_list_and_info_cover_every_node(cluster: LocalCluster, tmp_path: Any) -> None:
     async with fleet(cluster, tmp_path) as rt:
         info = await rt.info()

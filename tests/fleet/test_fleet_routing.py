@@ -9,7 +9,7 @@ import pytest
 from conch.errors import ConchError
 from conch.fleet.ids import node_tag, qualify, qualify_result, split
 from conch.fleet.nodes import NodeTable
-from conch.fleet.tools import fleet_tools
+from conch.fleet.tools import FleetRegistry
 from conch.tools.schemas import ID
 
 A = "a1" * 28
@@ -78,7 +78,9 @@ def test_a_dead_node_is_never_chosen_and_naming_it_is_node_lost() -> None:
 
 
 def test_fleet_tools_take_a_node_where_work_is_placed() -> None:
-    tools = {t.name: t for t in fleet_tools(["conch"])}
+    registry = FleetRegistry(["conch"])
+    tools = {t.name: t for t in registry.tools}
+    assert registry.resources == ()  # job logs stay on their nodes
     for name in ("exec", "shell_open", "search"):
         assert "node" in tools[name].input_schema["properties"]
     for name in ("read", "write", "signal", "list", "shell_close"):

@@ -19,9 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from conch.config import Config
-from conch.core.runtime import Runtime
+from conch.runtime import Runtime
 from conch.tools.context import CallContext
-from conch.tools.dispatch import call_tool_full
 
 NODE_ENV = "CONCH_NODE_ID"
 NICENESS_ENV = "RAY_worker_niceness"  # read by the raylet when it starts the worker
@@ -59,13 +58,13 @@ class NodeExecutor:
         return {"node": self.node_id, "hostname": socket.gethostname(), "pid": os.getpid()}
 
     def running(self) -> int:
-        return sum(1 for j in self.rt.jobs if not j.terminal)
+        return self.rt.jobs.running
 
     async def call(
         self, name: str, args: Mapping[str, Any], meta: Mapping[str, Any] | None, trusted: bool
     ) -> tuple[dict[str, Any], bool, dict[str, Any] | None, int]:
         """(result, is_error, result _meta, running jobs on this node)."""
-        out = await call_tool_full(self.rt, name, args, CallContext(meta=meta, trusted=trusted))
+        out = await self.rt.call_tool_full(name, args, CallContext(meta=meta, trusted=trusted))
         return out.result, out.is_error, out.meta, self.running()
 
     async def load(self) -> int:

@@ -21,14 +21,14 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from conch.config import Config
-from conch.errors import ConchError, RuntimeClosedError
+from conch.errors import ConchError, ConfigError, RuntimeClosedError
 from conch.fleet.executor import NICENESS_ENV, NodeExecutor
 from conch.fleet.ids import ID_KEYS, qualify_result, split
 from conch.fleet.nodes import Node, NodeTable
-from conch.fleet.tools import fleet_tools, takes_node
-from conch.tools.catalogue import Tool
+from conch.fleet.tools import FleetRegistry, takes_node
+from conch.tools.call import ToolOutcome
 from conch.tools.context import CallContext
-from conch.tools.dispatch import ToolOutcome
+from conch.tools.tool import Tool
 
 log = logging.getLogger("conch.fleet")
 WATCH_S = 1.0
@@ -63,14 +63,14 @@ class FleetRuntime:
 
     shells: Any = None  # shells live on their nodes (`list` shows them)
 
-    def __init__(self, config: Config | None = None) -> None:
+    def __init__(self, config: Config | None = None, **_: Any) -> None:
+        # (conch.Runtime hands its keywords on, e.g. owns_process: a fleet owns no process)
         self.config = config or Config(fleet="ray")
         self.table = NodeTable()
         self.jobs = FleetJobs(self.table)
         self.bash = "bash"
         self.info_extra: dict[str, Any] = {}
-        self._tools = fleet_tools(self.config.profiles)
-        self._by_name = {t.name: t for t in self._tools}
+        self.registry = FleetRegistry(self.config.profiles)
         self._listeners: list[Callable[[str | None], None]] = []
         self._started = False
         self._closed = False
@@ -122,8 +122,13 @@ class FleetRuntime:
         # executors run in the environment the node has (conch installed there), not in a
         # `uv run` replica of this driver's working directory that Ray would package
         os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        try:
+            import ray
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        except ImportError:
+            raise ConfigError(
+                "fleet: 'ray' needs Ray installed: pip install 'conch[ray]'"
+            ) from None
 
         self._ray = ray
         self._affinity = NodeAffinitySchedulingStrategy
@@ -231,10 +236,7 @@ class FleetRuntime:
 
     def tools(self) -> list[dict[str, Any]]:
         """Every tool as ``tools/list`` shows it (``node`` where work is placed)."""
-        return [t.describe() for t in self._tools]
-
-    def tool_objects(self) -> list[Tool]:
-        return list(self._tools)
+        return [t.describe() for t in self.registry.tools]
 
     async def call_tool(
         self,
@@ -250,7 +252,7 @@ class FleetRuntime:
         self, name: str, arguments: Mapping[str, Any] | None, context: CallContext | None = None
     ) -> ToolOutcome:
         ctx = context or CallContext()
-        tool = self._by_name.get(name)
+        tool = self.registry.get(name)
         if tool is None:
             return ToolOutcome(ConchError("not_found", f"unknown tool {name!r}").envelope(), True)
         args = dict(arguments or {})

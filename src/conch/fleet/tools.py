@@ -1,13 +1,16 @@
-"""The tool catalogue as the fleet publishes it: the usual tools, with an optional ``node`` on
-the ones that place work (``exec``, ``shell_open``, ``search``) and ``nodes`` in ``info``."""
+"""The tool registry as the fleet publishes it: the usual tools, with an optional ``node`` on
+the ones that place work (``exec``, ``shell_open``, ``search``) and ``nodes`` in ``info``; no
+in-process resources (jobs and their logs live on their nodes)."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
-from conch.tools.catalogue import Tool, catalogue
+from conch.tools.registry import ToolRegistry
+from conch.tools.tool import Tool
 
 PLACING = frozenset({"exec", "shell_open", "search"})
 NODE_ARG: dict[str, Any] = {
@@ -33,8 +36,14 @@ NODES_OUTPUT: dict[str, Any] = {
 }
 
 
-def fleet_tools(profiles: list[str] | tuple[str, ...]) -> list[Tool]:
-    return [_fleet_tool(t) for t in catalogue(profiles)]
+class FleetRegistry(ToolRegistry):
+    """The fleet's tools by name; profile state and resources stay with each node's runtime."""
+
+    def __init__(self, profiles: Sequence[str] = ("conch",)) -> None:
+        super().__init__(profiles)
+        self.tools = [_fleet_tool(t) for t in self.tools]
+        self._by_name = {t.name: t for t in self.tools}
+        self.resources = ()
 
 
 def takes_node(tool: Tool) -> bool:

@@ -7,7 +7,6 @@ is all it needs; every transport (stdio, Streamable HTTP, SSE) serves the same i
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -19,19 +18,16 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 
-from conch import __version__
+from conch._version import __version__
 from conch.config import Config
-from conch.core.runtime import Runtime
 from conch.errors import ConchError
 from conch.mcp.notify import ResourceNotifier
+from conch.runtime import Runtime
 from conch.tools import resources
-from conch.tools.catalogue import catalogue
-from conch.tools.context import CallContext
-from conch.tools.dispatch import call_tool_full
+from conch.tools.context import CallContext, caller_context_trusted
 from conch.tools.render import render
 
 log = logging.getLogger("conch.mcp")
-CALLER_CONTEXT_HEADER = "x-ai-assistant-caller-context"
 RESOURCE_NOT_FOUND = -32002
 
 
@@ -56,14 +52,6 @@ def instructions(cfg: Config, rt: Runtime) -> str:
     )
 
 
-def caller_context_trusted(cfg: Config, headers: Mapping[str, str]) -> bool:
-    """An HTTP request may project caller context only when it carries the configured
-    caller-context token (constant-time compare); without a configured token, never."""
-    token = cfg.caller_context_token
-    given = headers.get(CALLER_CONTEXT_HEADER)
-    return bool(token) and given is not None and hmac.compare_digest(given.encode(), token.encode())
-
-
 def _progress_token(ctx: ServerRequestContext[Any, Any]) -> Any:
     meta = ctx.meta or {}
     token = meta.get("progress_token", meta.get("progressToken"))
@@ -82,13 +70,9 @@ class ConchMCP:
         self.rt = rt
         self.config = rt.config
         self.transport = transport
-        # a fleet keeps jobs on their nodes: no in-process job resources to serve
-        self._fleet = hasattr(rt, "tool_objects")
-        self.notifier = ResourceNotifier(
-            lambda job_id: [] if self._fleet else resources.change_uris(rt, job_id)
-        )
+        self.notifier = ResourceNotifier(lambda job_id: resources.change_uris(rt, job_id))
         self._unlisten: Callable[[], None] | None = None
-        self._tools = rt.tool_objects() if self._fleet else catalogue(self.config.profiles)  # type: ignore[attr-defined]
+        self._tools = rt.registry.tools
         self._in_flight = 0
         self._tool_list = types.ListToolsResult(
             tools=[types.Tool.model_validate(t.describe()) for t in self._tools]
@@ -170,7 +154,7 @@ class ConchMCP:
         call = CallContext(meta=meta, trusted=self._trusted(ctx), progress=progress)
         self._in_flight += 1
         try:
-            outcome = await call_tool_full(self.rt, params.name, params.arguments, call)
+            outcome = await self.rt.call_tool_full(params.name, params.arguments, call)
         finally:
             self._in_flight -= 1
         text = render(
@@ -188,9 +172,8 @@ class ConchMCP:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        listed = [] if self._fleet else resources.resource_list(self.rt)
         return types.ListResourcesResult(
-            resources=[types.Resource.model_validate(r) for r in listed]
+            resources=[types.Resource.model_validate(r) for r in resources.resource_list(self.rt)]
         )
 
     async def _list_templates(
@@ -207,8 +190,6 @@ class ConchMCP:
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         try:
-            if self._fleet:
-                raise ConchError("not_found", "a fleet serves job logs through `read`")
             mime, text = resources.read_resource(self.rt, uri)
         except ConchError as e:
             raise MCPError(RESOURCE_NOT_FOUND, e.message, {"uri": uri}) from None

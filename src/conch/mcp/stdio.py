@@ -73,8 +73,8 @@ async def _claim_stdin() -> _StdinLines | None:
 async def serve_stdio(cfg: Config) -> None:
     from mcp.server.stdio import stdio_server
 
-    from conch.fleet import server_runtime
     from conch.mcp.server import ConchMCP
+    from conch.runtime import Runtime
 
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
@@ -83,7 +83,7 @@ async def serve_stdio(cfg: Config) -> None:
         loop.add_signal_handler(sig, task.cancel)
     stdin: Any = await _claim_stdin()
     try:
-        async with server_runtime(cfg) as rt:
+        async with Runtime(cfg, owns_process=True) as rt:
             mcp = ConchMCP(rt, transport="stdio")
             if isinstance(stdin, _StdinLines):
                 stdin.before_eof = lambda: mcp.settle_calls(_EOF_SETTLE_S)

@@ -105,10 +105,6 @@ def signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def tagged(tag_prefix: str) -> set[int]:
-    return set(procfs.scan_environ(_TAG_KEY, tag_prefix.encode()))
-
-
 class Reaper:
     """Reaps zombie children that belong to Conch jobs.
 
@@ -116,7 +112,9 @@ class Reaper:
     they are known Conch processes, or belong to a known job session; orphans we never saw
     alive (a double fork that exited at once) are recognised by living in another session than
     ours and staying unreaped for ``grace_s`` — a host program reaps its own children at once.
-    With ``reap_all`` (the server owns the whole process) every zombie child is reaped.
+    With ``reap_all`` (the server owns the whole process) every zombie child is reaped, after the
+    same grace: a child that asyncio awaits itself (rg, ``bash -n``) must be left to its watcher,
+    or its exit status is lost (asyncio then reports 255).
     """
 
     def __init__(self, reap_all: bool = False, grace_s: float = 0.5) -> None:
@@ -145,11 +143,11 @@ class Reaper:
             zombies.add(pid)
             first = self._seen.setdefault(pid, now)
             foreign_session = fields[3] != self._my_sid
+            overdue = final or now - first >= self.grace_s
             if not (
-                self.reap_all
-                or pid in self.known
+                pid in self.known
                 or fields[3] in self.known_sids
-                or (foreign_session and (final or now - first >= self.grace_s))
+                or ((foreign_session or self.reap_all) and overdue)
             ):
                 continue
             try:

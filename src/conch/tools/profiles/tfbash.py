@@ -15,19 +15,27 @@ from __future__ import annotations
 import os
 import sys
 import time
-import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from conch.core.engine import Engine
+from conch.core.results import JobSnapshot, ShellSummary
 from conch.errors import ConchError
-from conch.tools.catalogue import Tool
 from conch.tools.context import CallContext
-from conch.tools.resources import tail_text
-
-if TYPE_CHECKING:
-    from conch.core.runtime import Runtime
+from conch.tools.profiles._common import (
+    Profile,
+    ProfileError,
+    ProfileState,
+    Resource,
+    guard,
+    nbytes,
+    obj,
+    profile_state,
+)
+from conch.tools.tool import Tool
+from conch.tools.views import fence, tail_text
 
 __all__ = ["OVERVIEW_URI", "tfbash_overview_markdown", "tools"]
 
@@ -66,13 +74,11 @@ TAGS = {
 }
 
 
-class _Reject(Exception):
+class _Reject(ProfileError):
     """The operation was rejected: becomes ``{"error": {...}}`` with isError."""
 
     def __init__(self, code: str, message: str | None = None, retryable: bool | None = None):
-        super().__init__(code)
-        self.code = code
-        self.message = message or MESSAGES[code]
+        super().__init__(code, message or MESSAGES[code])
         self.retryable = RETRYABLE.get(code, False) if retryable is None else retryable
 
 
@@ -94,21 +100,15 @@ class _State:
         self.last_exec: dict[str, str] = {}  # shell id -> id of its latest execution
 
 
-_STATES: weakref.WeakKeyDictionary[Runtime, _State] = weakref.WeakKeyDictionary()
+def _state(rt: Engine) -> _State:
+    return profile_state(rt, _State)
 
 
-def _state(rt: Runtime) -> _State:
-    st = _STATES.get(rt)
-    if st is None:
-        st = _STATES[rt] = _State()
-    return st
-
-
-def _shells(rt: Runtime) -> dict[str, dict[str, Any]]:
+def _shells(rt: Engine) -> dict[str, ShellSummary]:
     return {s["shell_id"]: s for s in rt.shells.summaries()} if rt.shells is not None else {}
 
 
-def _shell(rt: Runtime, shell_id: str, *, for_exec: bool = False) -> dict[str, Any]:
+def _shell(rt: Engine, shell_id: str, *, for_exec: bool = False) -> ShellSummary:
     sh = _shells(rt).get(shell_id)
     if sh is None:
         raise _Reject("shell_not_found")
@@ -124,7 +124,7 @@ def _shell(rt: Runtime, shell_id: str, *, for_exec: bool = False) -> dict[str, A
     return sh
 
 
-def _check_exec(rt: Runtime, shell_id: str, exec_id: str) -> Any:
+def _check_exec(rt: Engine, shell_id: str, exec_id: str) -> Any:
     try:
         job = rt.job(exec_id)
     except ConchError:
@@ -134,18 +134,18 @@ def _check_exec(rt: Runtime, shell_id: str, exec_id: str) -> Any:
     return job
 
 
-def _shell_status(rt: Runtime, shell_id: str) -> str:
+def _shell_status(rt: Engine, shell_id: str) -> str:
     sh = _shells(rt).get(shell_id)
     if sh is None or sh["state"] in ("closing", "closed"):
         return "closing"
     return "error" if sh["state"] == "exited" else "ready"
 
 
-def _snapshot(rt: Runtime, shell_id: str, s: dict[str, Any]) -> dict[str, Any]:
+def _snapshot(rt: Engine, shell_id: str, s: JobSnapshot) -> dict[str, Any]:
     """tfbash's execution snapshot from a runtime job snapshot."""
     state = s["state"]
     exit_code = None
-    cwd = s.get("cwd")
+    cwd: str | None = s["cwd"]
     shell_status = _shell_status(rt, shell_id)
     if state == "running":
         status = "running"
@@ -180,23 +180,19 @@ def _snapshot(rt: Runtime, shell_id: str, s: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _nbytes(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
 # -- handlers --------------------------------------------------------------------------------------
 
 
-async def _open(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     cwd = args.get("cwd")
     if cwd is not None and not os.path.isabs(cwd):
         raise _Reject("invalid_argument", "cwd: must be an absolute path")
     env = args.get("env") or {}
     for k, v in env.items():
-        if _nbytes(v) > MAX_ENV_VALUE_BYTES:
+        if nbytes(v) > MAX_ENV_VALUE_BYTES:
             raise _Reject("invalid_argument", f"env.{k}: must be at most 32768 UTF-8 bytes")
     startup = args.get("startup_command")
-    if startup is not None and _nbytes(startup) > MAX_COMMAND_BYTES:
+    if startup is not None and nbytes(startup) > MAX_COMMAND_BYTES:
         raise _Reject("invalid_argument", "startup_command: too long")
     try:
         r = await rt.shell_open(cwd=cwd, env=env, startup_command=startup)
@@ -216,9 +212,9 @@ async def _open(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
     }
 
 
-async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     shell_id = args["shell_id"]
-    if _nbytes(args["command"]) > MAX_COMMAND_BYTES:
+    if nbytes(args["command"]) > MAX_COMMAND_BYTES:
         raise _Reject("invalid_argument", f"command: must be at most {MAX_COMMAND_BYTES} bytes")
     _shell(rt, shell_id, for_exec=True)
     try:
@@ -230,6 +226,7 @@ async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
             max_output_bytes=0,
             shell_env=ctx.shell_env(),
             caller_session_id=ctx.caller_session_id(),
+            on_start=ctx.job_started,
         )
     except ConchError as e:
         code = {
@@ -245,7 +242,7 @@ async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
     return _snapshot(rt, shell_id, s)
 
 
-async def _read(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _read(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     shell_id, exec_id = args["shell_id"], args["exec_id"]
     _shell(rt, shell_id)
     _check_exec(rt, shell_id, exec_id)
@@ -263,7 +260,7 @@ async def _read(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
     return _snapshot(rt, shell_id, s)
 
 
-def _active(rt: Runtime, args: Mapping[str, Any]) -> Any:
+def _active(rt: Engine, args: Mapping[str, Any]) -> Any:
     shell_id, exec_id = args["shell_id"], args["exec_id"]
     sh = _shell(rt, shell_id)
     job = _check_exec(rt, shell_id, exec_id)
@@ -272,9 +269,9 @@ def _active(rt: Runtime, args: Mapping[str, Any]) -> Any:
     return job
 
 
-async def _write(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     text = args["text"]
-    if _nbytes(text) > MAX_WRITE_BYTES:
+    if nbytes(text) > MAX_WRITE_BYTES:
         raise _Reject("invalid_argument", f"text: must be at most {MAX_WRITE_BYTES} UTF-8 bytes")
     _active(rt, args)
     try:
@@ -285,11 +282,11 @@ async def _write(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[st
         "shell_id": args["shell_id"],
         "exec_id": args["exec_id"],
         "status": "accepted",
-        "accepted_bytes": _nbytes(text),
+        "accepted_bytes": nbytes(text),
     }
 
 
-async def _signal(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _signal(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     _active(rt, args)
     try:
         await rt.signal(args["exec_id"], args["signal"], wait_ms=0)
@@ -306,7 +303,7 @@ async def _signal(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[s
 _LIST_STATUS = {"ready": "ready", "busy": "busy", "exited": "error", "closing": "closing"}
 
 
-async def _list(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _list(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     info = await rt.info()
     st = _state(rt)
     shells = []
@@ -340,7 +337,7 @@ async def _list(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
     }
 
 
-async def _close(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _close(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     shell_id = args["shell_id"]
     _shell(rt, shell_id)
     try:
@@ -366,17 +363,10 @@ def _code(text: str) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
-def _fence(text: str) -> str:
-    ticks = "```"
-    while ticks in text:
-        ticks += "`"
-    return f"{ticks}text\n{text}{'' if text.endswith(chr(10)) else chr(10)}{ticks}"
-
-
-def tfbash_overview_markdown(rt: Runtime) -> str:
+def tfbash_overview_markdown(rt: Engine, state: ProfileState | None = None) -> str:
     """Markdown for ``window://io.github.a2c-smcp.tfbash/shell-overview``: every shell, its
     status, and the last 500 characters of its latest execution's output."""
-    st = _state(rt)
+    st = state.get(_State) if state is not None else _state(rt)
     shells = [s for s in _shells(rt).values() if s["state"] != "starting" or s.get("job_id")]
     if not shells:
         return "No active Shells."
@@ -395,7 +385,7 @@ def tfbash_overview_markdown(rt: Runtime) -> str:
             "",
             f"- Status: {status}",
             f"- Working directory: {_code(sh.get('cwd') or '')}",
-            f"- Active execution: {_code(sh['job_id']) if sh.get('job_id') else 'none'}",
+            f"- Active execution: {_code(sh['job_id'] or '') if sh['job_id'] else 'none'}",
             f"- Created: {when.replace('+00:00', 'Z')}",
             "",
         ]
@@ -404,7 +394,7 @@ def tfbash_overview_markdown(rt: Runtime) -> str:
             lines += ["No output yet.", ""]
             continue
         text, _ = tail_text(last, OVERVIEW_TAIL_CHARS * 4)
-        lines += [f"Last output of {_code(last.job_id)}:", "", _fence(text[-OVERVIEW_TAIL_CHARS:])]
+        lines += [f"Last output of {_code(last.job_id)}:", "", fence(text[-OVERVIEW_TAIL_CHARS:])]
         lines.append("")
     return "\n".join(lines)
 
@@ -422,18 +412,6 @@ def _error_result(e: ConchError, args: Mapping[str, Any]) -> tuple[dict[str, Any
     return _envelope(r, args), True
 
 
-def _handler(
-    fn: Callable[[Runtime, dict[str, Any], CallContext], Awaitable[dict[str, Any]]],
-) -> Callable[[Runtime, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
-    async def run(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        try:
-            return await fn(rt, args, ctx)
-        except _Reject as e:
-            return _envelope(e, args)
-
-    return run
-
-
 def _is_error(result: dict[str, Any]) -> bool:
     return "error" in result
 
@@ -441,20 +419,11 @@ def _is_error(result: dict[str, Any]) -> bool:
 # -- schemas ---------------------------------------------------------------------------------------
 
 
-def _obj(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(required),
-        "additionalProperties": False,
-    }
-
-
 _ID = {"type": "string", "minLength": 1, "maxLength": _MAX_ID_BYTES}
 _SHELL_ID = {**_ID, "description": "The shell, from shell_open."}
 _EXEC_ID = {**_ID, "description": "The execution, from shell_exec."}
 
-OPEN_INPUT = _obj(
+OPEN_INPUT = obj(
     {
         "cwd": {
             "type": "string",
@@ -475,7 +444,7 @@ OPEN_INPUT = _obj(
         },
     }
 )
-EXEC_INPUT = _obj(
+EXEC_INPUT = obj(
     {
         "shell_id": _SHELL_ID,
         "command": {"type": "string", "description": "Command text (may be multi-line)."},
@@ -503,7 +472,7 @@ EXEC_INPUT = _obj(
     },
     ("shell_id", "command"),
 )
-READ_INPUT = _obj(
+READ_INPUT = obj(
     {
         "shell_id": _SHELL_ID,
         "exec_id": _EXEC_ID,
@@ -524,7 +493,7 @@ READ_INPUT = _obj(
     },
     ("shell_id", "exec_id", "cursor"),
 )
-WRITE_INPUT = _obj(
+WRITE_INPUT = obj(
     {
         "shell_id": _SHELL_ID,
         "exec_id": _EXEC_ID,
@@ -532,7 +501,7 @@ WRITE_INPUT = _obj(
     },
     ("shell_id", "exec_id", "text"),
 )
-SIGNAL_INPUT = _obj(
+SIGNAL_INPUT = obj(
     {
         "shell_id": _SHELL_ID,
         "exec_id": _EXEC_ID,
@@ -540,8 +509,8 @@ SIGNAL_INPUT = _obj(
     },
     ("shell_id", "exec_id", "signal"),
 )
-LIST_INPUT = _obj({})
-CLOSE_INPUT = _obj({"shell_id": _SHELL_ID}, ("shell_id",))
+LIST_INPUT = obj({})
+CLOSE_INPUT = obj({"shell_id": _SHELL_ID}, ("shell_id",))
 
 _CURSORS = {
     "shell_id": {"type": "string"},
@@ -768,7 +737,7 @@ def tools() -> tuple[Tool, ...]:
             description,
             schema,
             output,
-            _handler(fn),
+            guard(fn, _envelope, _Reject),
             meta={
                 "tfbash-mcp/errorSchema": ERROR_SCHEMA,
                 "a2c_tool_meta": {"tags": list(TAGS[name])},
@@ -782,3 +751,18 @@ def tools() -> tuple[Tool, ...]:
         )
         for name, title, description, schema, output, fn, flags in specs
     )
+
+
+PROFILE = Profile(
+    "tfbash",
+    tools,
+    resources=(
+        Resource(
+            OVERVIEW_URI,
+            "shell-overview",
+            "Shell overview",
+            "tfbash-compatible overview of the persistent shells.",
+            tfbash_overview_markdown,
+        ),
+    ),
+)

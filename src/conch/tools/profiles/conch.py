@@ -1,124 +1,63 @@
-"""The tool catalogue: every tool's name, description, schemas, annotations and handler.
-
-One catalogue serves every front end (MCP stdio/HTTP/SSE, HTTP invoke, CLI, embedded).
-"""
+"""The default profile ``conch`` (SPEC §6): nine thin handlers on the engine."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from conch.errors import ConchError
+from conch.core.engine import Engine
 from conch.tools import schemas as S
 from conch.tools.context import CallContext
-
-if TYPE_CHECKING:
-    from conch.core.runtime import Runtime
-
-Handler = Callable[["Runtime", dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
-ErrorResult = Callable[[ConchError, Mapping[str, Any]], tuple[dict[str, Any], bool]]
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    title: str
-    description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any]
-    handler: Handler
-    read_only: bool = False
-    destructive: bool = False
-    idempotent: bool = False
-    meta: dict[str, Any] = field(default_factory=dict)
-    # argument names that never reach the handler (echoed into _meta instead)
-    summary_arg: str | None = None
-    # seed-compatible profiles (conch.tools.compat) shape errors and isError their own way:
-    # error_result(error, args) -> (result, is_error) for every ConchError, validation included;
-    # result_is_error(result) -> isError of a normal result; summary(args) -> _meta.summary
-    error_result: ErrorResult | None = None
-    result_is_error: Callable[[dict[str, Any]], bool] | None = None
-    summary: Callable[[Mapping[str, Any]], str] | None = None
-    # the tool may wait on a job: front ends send progress notifications while it does
-    progress: bool = False
-
-    @property
-    def annotations(self) -> dict[str, Any]:
-        return {
-            "title": self.title,
-            "readOnlyHint": self.read_only,
-            "destructiveHint": self.destructive,
-            "idempotentHint": self.idempotent,
-            "openWorldHint": True,
-        }
-
-    @property
-    def published_output_schema(self) -> dict[str, Any]:
-        """The result shape, or the error envelope: clients such as the TypeScript SDK validate
-        ``structuredContent`` against it even when ``isError`` is true."""
-        if self.error_result is not None:
-            return self.output_schema  # seed profiles describe their own error shapes
-        return {"type": "object", "anyOf": [self.output_schema, S.ERROR_OUTPUT]}
-
-    def describe(self) -> dict[str, Any]:
-        """The tool as MCP `tools/list` shows it (every front end publishes this)."""
-        out = {
-            "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "inputSchema": self.input_schema,
-            "outputSchema": self.published_output_schema,
-            "annotations": self.annotations,
-        }
-        if self.meta:
-            out["_meta"] = self.meta
-        return out
+from conch.tools.profiles._common import Profile
+from conch.tools.search_tool import SEARCH_DESCRIPTION, SEARCH_INPUT_SCHEMA, SEARCH_OUTPUT_SCHEMA
+from conch.tools.tool import Tool
 
 
 def _without(args: dict[str, Any], *names: str) -> dict[str, Any]:
     return {k: v for k, v in args.items() if k not in names}
 
 
-async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return await rt.exec(
-        **_without(args, "purpose"),
-        shell_env=ctx.shell_env(),
-        caller_session_id=ctx.caller_session_id(),
+async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(
+        await rt.exec(
+            **_without(args, "purpose"),
+            shell_env=ctx.shell_env(),
+            caller_session_id=ctx.caller_session_id(),
+            on_start=ctx.job_started,
+        )
     )
 
 
-async def _read(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return await rt.read(**args)
+async def _read(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.read(**args))
 
 
-async def _write(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return await rt.write(**_without(args, "purpose"))
+async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.write(**_without(args, "purpose")))
 
 
-async def _signal(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return await rt.signal(**_without(args, "purpose"))
+async def _signal(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.signal(**_without(args, "purpose")))
 
 
-async def _list(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return await rt.list(**args)
+async def _list(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.list(**args))
 
 
-async def _shell_open(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return await rt.shell_open(**args)
+async def _shell_open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.shell_open(**args))
 
 
-async def _shell_close(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return await rt.shell_close(**args)
+async def _shell_close(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.shell_close(**args))
 
 
-async def _search(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return await rt.search(**args)
+async def _search(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.search(**args))
 
 
-async def _info(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return await rt.info()
+async def _info(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.info())
 
 
 EXEC_DESCRIPTION = "\n".join(
@@ -148,12 +87,6 @@ EXEC_DESCRIPTION = "\n".join(
 
 @lru_cache(maxsize=1)
 def conch_tools() -> tuple[Tool, ...]:
-    from conch.tools.search_tool import (
-        SEARCH_DESCRIPTION,
-        SEARCH_INPUT_SCHEMA,
-        SEARCH_OUTPUT_SCHEMA,
-    )
-
     return (
         Tool(
             "exec",
@@ -257,12 +190,4 @@ def conch_tools() -> tuple[Tool, ...]:
     )
 
 
-def catalogue(profiles: list[str] | tuple[str, ...] = ("conch",)) -> list[Tool]:
-    """The tools of the given profiles; when two share a name, the first listed wins."""
-    from conch.tools.profiles import profile_tools
-
-    seen: dict[str, Tool] = {}
-    for p in profiles:
-        for tool in profile_tools(p):
-            seen.setdefault(tool.name, tool)
-    return list(seen.values())
+PROFILE = Profile("conch", conch_tools)

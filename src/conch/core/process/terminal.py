@@ -12,14 +12,11 @@ import fcntl
 import os
 import platform
 import struct
-import subprocess
 import termios
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from conch.core.process import procfs
-from conch.core.process.hygiene import child_signal_reset
-from conch.errors import ConchError
+from conch.core.process import popen, procfs
 
 ROWS, COLS = 50, 200
 _READS = {
@@ -34,13 +31,8 @@ _TTY_WCHAN = ("n_tty_read", "wait_woken")
 _POLL_WCHAN = ("do_select", "poll_schedule_timeout", "do_sys_poll", "ep_poll")
 
 
-def _child_setup(reset_signals: Callable[[], None] | None) -> Callable[[], None]:
-    def setup() -> None:  # runs in the child between fork and exec
-        if reset_signals is not None:
-            reset_signals()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    return setup
+def _take_terminal() -> None:  # runs in the child between fork and exec
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
 def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, str, list[Any]]:
@@ -56,32 +48,22 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, 
         attrs[1] &= ~termios.ONLCR  # programs print \n, the log gets \n
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=slave,
-                stdout=slave,
-                stderr=slave,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=_child_setup(child_signal_reset()),
-            )
-        except FileNotFoundError:
-            raise ConchError("spawn_failed", f"program not found: {argv[0]}") from None
-        except PermissionError:
-            raise ConchError("spawn_failed", f"permission denied: {argv[0]}") from None
-        except (OSError, subprocess.SubprocessError) as e:
-            raise ConchError("spawn_failed", f"could not start {argv[0]}: {e}") from None
+        pid = popen.spawn(
+            argv,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=env,
+            preexec_fn=_take_terminal,
+        )
     except BaseException:
         os.close(master)
         raise
     finally:
         os.close(slave)
-    proc.returncode = 0  # Popen must never reap this pid: its owner does
     os.set_blocking(master, False)
-    return proc.pid, master, tty, attrs
+    return pid, master, tty, attrs
 
 
 def read_master(fd: int) -> bytes | None:
@@ -92,13 +74,6 @@ def read_master(fd: int) -> bytes | None:
         return b""
     except OSError:  # EIO: every slave end is closed
         return None
-
-
-def write_master(fd: int, data: bytes) -> int:
-    try:
-        return os.write(fd, data)
-    except BlockingIOError:
-        return 0
 
 
 def _syscall(pid: int) -> list[str]:

@@ -19,20 +19,21 @@ import re
 import secrets
 import signal as signal_mod
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from conch.config import ENV_NAME_PATTERN, MAX_WAIT_MS
+from conch.core.engine import Engine
 from conch.core.env import CALLER_SESSION_VAR
 from conch.core.output import window as win
 from conch.errors import ConchError
-from conch.tools.catalogue import Tool
 from conch.tools.context import CallContext
+from conch.tools.profiles._common import Profile, ProfileError, profile_state
+from conch.tools.tool import Tool
 
 if TYPE_CHECKING:
     from conch.core.jobs.job import Job
-    from conch.core.runtime import Runtime
 
 MAX_OUTPUT_BYTES = 8192
 MAX_ARGV_COUNT = 4096
@@ -45,8 +46,8 @@ _MARKER = "\n...[output omitted]...\n"  # the seed's preview marker (24 bytes)
 # Linux pid_max is at most 2**22: a handle from this range can never be mistaken for a pid
 _HANDLE_MIN = 10_000_000
 _HANDLE_MAX = 2**31 - 1
-_MAX_YIELD_MS = 120_000
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MAX_YIELD_MS = MAX_WAIT_MS
+_ENV_NAME = re.compile(ENV_NAME_PATTERN)
 _DEFAULT_SUMMARY = {"bash": "bash", "run": "run command", "script": "script"}
 _TOOL_MODE = {"command": "bash", "argv": "run", "script": "script"}
 _FIELD_CODES = {
@@ -61,13 +62,11 @@ _FIELD_CODES = {
 }
 
 
-class _Fail(Exception):
+class _Fail(ProfileError):
     """A seed-level failure: becomes a 12-key result with success false."""
 
     def __init__(self, code: str, message: str, exit_code: int | None = -1) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(code, message)
         self.exit_code = exit_code
 
 
@@ -94,14 +93,8 @@ class _Handles:
                 del self._jobs[h]
 
 
-_HANDLES: weakref.WeakKeyDictionary[Runtime, _Handles] = weakref.WeakKeyDictionary()
-
-
-def _handles(rt: Runtime) -> _Handles:
-    h = _HANDLES.get(rt)
-    if h is None:
-        h = _HANDLES[rt] = _Handles()
-    return h
+def _handles(rt: Engine) -> _Handles:
+    return profile_state(rt, _Handles)
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -298,7 +291,7 @@ def _check_script(script: str) -> None:
 # -- handlers --------------------------------------------------------------------------------------
 
 
-async def _wait_end(rt: Runtime, job: Job, limit_s: float | None) -> None:
+async def _wait_end(rt: Engine, job: Job, limit_s: float | None) -> None:
     """Wait for the job to end (forever when limit_s is None); a cancelled call kills it."""
     try:
         while not job.terminal:
@@ -316,7 +309,7 @@ async def _wait_end(rt: Runtime, job: Job, limit_s: float | None) -> None:
         raise
 
 
-async def _run(rt: Runtime, args: dict[str, Any], ctx: CallContext, tool_mode: str) -> dict:
+async def _run(rt: Engine, args: dict[str, Any], ctx: CallContext, tool_mode: str) -> dict:
     budget, timeout_s = _check_common(args)
     behavior = args.get("timeout_behavior", "background")
     shell_env = _shell_env(ctx)
@@ -344,6 +337,7 @@ async def _run(rt: Runtime, args: dict[str, Any], ctx: CallContext, tool_mode: s
             max_output_bytes=0,
             shell_env=shell_env,
             caller_session_id=ctx.caller_session_id(),
+            on_start=ctx.job_started,
         )
     except ConchError as e:
         raise _exec_failure(e) from None
@@ -377,7 +371,7 @@ async def _run(rt: Runtime, args: dict[str, Any], ctx: CallContext, tool_mode: s
     return _job_result(job, tool_mode, budget, handle=handle)
 
 
-def _alive(rt: Runtime, job_id: str) -> bool:
+def _alive(rt: Engine, job_id: str) -> bool:
     try:
         rt.job(job_id)
     except ConchError:
@@ -387,12 +381,12 @@ def _alive(rt: Runtime, job_id: str) -> bool:
 
 def _exec_failure(e: ConchError) -> _Fail:
     if e.code == "cwd_not_found":
-        return _Fail("CWD_NOT_FOUND", f"工作目录不存在: {e.message.rsplit(': ', 1)[-1]}")
+        return _Fail("CWD_NOT_FOUND", f"工作目录不存在: {e.value}")
     if e.code == "syntax_error":
         return _Syntax(e.message)
     if e.code == "spawn_failed":
         return _Fail("EXECUTION_ERROR", f"无法启动命令: {e.message}")
-    if e.code == "invalid_argument" and "_meta.shell_env" in e.message:
+    if e.code == "invalid_argument" and e.field == "_meta.shell_env":
         return _Fail("INVALID_META", e.message)
     return _Fail("EXECUTION_ERROR", f"执行失败: {e.message}")
 
@@ -411,7 +405,7 @@ def _failure_with_output(e: _Fail, tool_mode: str | None) -> dict[str, Any]:
     return r
 
 
-async def _get(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _get(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     timeout = args.get("timeout", 0)
     nbytes = args.get("bytes", GET_DEFAULT_BYTES)
     if timeout is not None and timeout < 0:
@@ -446,7 +440,7 @@ async def _get(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str,
 def _error_result(tool_mode: str | None) -> Callable[[ConchError, Mapping[str, Any]], Any]:
     def shape(e: ConchError, args: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         if e.code == "invalid_argument":
-            field = re.split(r"[.\[:]", e.message, maxsplit=1)[0].strip()
+            field = re.split(r"[.\[]", e.field or "", maxsplit=1)[0]
             code = _FIELD_CODES.get(field, "INVALID_ARGUMENT")
             if field == "bytes" and tool_mode is None:
                 code = "INVALID_BYTES"
@@ -465,8 +459,8 @@ def _error_result(tool_mode: str | None) -> Callable[[ConchError, Mapping[str, A
 
 def _exec_handler(
     tool_mode: str,
-) -> Callable[[Runtime, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
-    async def run(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+) -> Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
+    async def run(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         try:
             return await _run(rt, args, ctx, tool_mode)
         except _Fail as e:
@@ -659,3 +653,6 @@ def tools() -> tuple[Tool, ...]:
         )
     )
     return tuple(out)
+
+
+PROFILE = Profile("ai-device-bash", tools)
