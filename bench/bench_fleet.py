@@ -22,11 +22,11 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep 127.0.0.1 as it is
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
-from ray.cluster_utils import Cluster  # noqa: E402
+from ray.cluster_utils import Cluster
 
-from conch import Config  # noqa: E402
-from conch.fleet import FleetRuntime  # noqa: E402
-from conch.runtime import Runtime  # noqa: E402
+from conch import Config
+from conch.fleet import FleetRuntime
+from conch.runtime import Runtime
 
 QUICK = "--quick" in sys.argv
 NODE = {"node_ip_address": "127.0.0.1", "num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
