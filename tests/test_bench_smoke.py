@@ -24,6 +24,7 @@ def test_every_benchmark_runs_in_quick_mode():
         "bench_mcp.py",
         "bench_search.py",
         "bench_shell.py",
+        "bench_sandbox.py",
         "soak.py",
     ):
         assert f"=== {name}" in out.stdout

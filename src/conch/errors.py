@@ -17,6 +17,7 @@ ERROR_CODES: dict[str, bool] = {
     "rg_not_found": False,
     "search_failed": False,
     "closed": False,
+    "sandbox_unavailable": False,
     # fleet (SPEC §9b): the job's node died; the node did not answer in time (state unknown)
     "node_lost": False,
     "node_unreachable": True,
