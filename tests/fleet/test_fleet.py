@@ -101,6 +101,29 @@ async def test_conch_runtime_with_fleet_ray_is_the_fleet(
         assert again["output"] == r["output"]
 
 
+async def test_a_seed_profile_is_routed_by_its_own_ids(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    async with fleet(cluster, tmp_path, profiles=["bash-mcp"]) as rt:
+        started = await rt.call_tool(
+            "bash.exec", {"command": "sleep 0.5; echo $CONCH_NODE_ID", "timeout_ms": 60000}
+        )
+        assert started.get("success") is not False, started
+        job_id = started["job_id"]
+        tag = job_id.rpartition(".")[2]
+        node = next(n for n in rt.table.nodes.values() if n.tag == tag)
+        if "next_params" in started:
+            assert started["next_params"]["job_id"] == job_id  # nested ids carry the node too
+        done: dict[str, Any] = {}
+        for _ in range(20):
+            done = await rt.call_tool("bash.job_get", {"job_id": job_id, "wait_ms": 1000})
+            if node.node_id in json.dumps(done):
+                break
+        assert node.node_id in json.dumps(done)  # the job ran on the node its id names
+        listed = await rt.call_tool("bash.jobs", {})
+        assert job_id in {j["job_id"] for j in listed["jobs"]}
+
+
 async def test_list_and_info_cover_every_node(cluster: LocalCluster, tmp_path: Any) -> None:
     async with fleet(cluster, tmp_path) as rt:
         info = await rt.info()

@@ -35,6 +35,8 @@ WATCH_S = 1.0
 _START_TIMEOUT_S = 120.0
 _CLOSE_TIMEOUT_S = 15.0
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+# tools that list what a runtime holds: the fleet asks every node and merges the lists
+LISTING = frozenset({"list", "bash.jobs"})
 
 
 class FleetJobs:
@@ -274,7 +276,7 @@ class FleetRuntime:
         spec = args.pop("node", None) if takes_node(tool) else None
         if spec is not None and (not isinstance(spec, str) or not spec.strip()):
             raise ConchError("invalid_argument", "node must be a node id or label")
-        if tool.name == "list":
+        if tool.name in LISTING:
             return await self._list(tool, args, ctx)
         if tool.name == "info":
             return await self._info(tool, args, ctx)
@@ -416,7 +418,7 @@ class FleetRuntime:
                     merged.setdefault(key, []).extend(value)
                 else:
                     merged.setdefault(key, value)
-        for key in ("jobs", "shells"):
+        for key in ("jobs", "shells") if tool.name == "list" else ("jobs",):
             merged.setdefault(key, [])
         if unreachable:
             merged["unreachable_nodes"] = unreachable
