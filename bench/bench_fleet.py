@@ -83,9 +83,7 @@ async def main() -> None:
             cluster.add_node(labels={"zone": zone}, **NODE)
         cluster.wait_for_nodes()
         with tempfile.TemporaryDirectory() as data:
-            cfg = Config(
-                fleet="ray", ray_address=cluster.address, data_dir=data, max_running=JOBS
-            )
+            cfg = Config(fleet="ray", ray_address=cluster.address, data_dir=data, max_running=JOBS)
             async with FleetRuntime(cfg) as fleet, Runtime(Config(data_dir=data)) as local:
                 await overhead(fleet, local, 50 if QUICK else 300)
                 await spread(fleet)
