@@ -97,7 +97,8 @@ async def test_a_five_second_exec_runs_as_a_task_and_its_result_is_the_final_sna
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_tasks_cancel_terminates_the_job(transport, serve_args, server_for):
+async def test_tasks_cancel_terminates_the_job(transport, serve_args, server_for, monkeypatch):
+    monkeypatch.setenv("CONCH_RESULT_DETAIL", "full")  # the snapshot carries the pid
     ext = TasksExtension()
     async with connect(transport, serve_args, server_for(transport), extensions=[ext]) as c:
         created = await c.session.call_tool("exec", {"command": "sleep 60"}, allow_claimed=True)

@@ -155,6 +155,7 @@ class Job:
         self.started_at = datetime.now(timezone.utc)
         self._t0 = time.monotonic()
         self._on_change = on_change
+        self.label = current_label.get()  # what this call runs (not the call that made it)
 
     def on_finish(self, fn: Callable[[Job], None]) -> None:
         """Call fn(job) once, when the job reaches a terminal state."""
