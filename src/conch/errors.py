@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 # code -> retryable
 ERROR_CODES: dict[str, bool] = {
     "invalid_argument": False,
@@ -24,13 +27,23 @@ ERROR_CODES: dict[str, bool] = {
 class ConchError(Exception):
     """A tool could not do what was asked. Becomes the ``{"error": ...}`` envelope."""
 
-    def __init__(self, code: str, message: str, retryable: bool | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        retryable: bool | None = None,
+        *,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``detail``: what a seed profile needs to word the failure as its original did
+        (e.g. the OS error text, bash's raw diagnostics); never part of the envelope."""
         if code not in ERROR_CODES:
             raise ValueError(f"unknown error code {code!r}")
         super().__init__(message)
         self.code = code
         self.message = message
         self.retryable = ERROR_CODES[code] if retryable is None else retryable
+        self.detail: Mapping[str, Any] = detail or {}
 
     def envelope(self) -> dict[str, dict[str, object]]:
         return {"error": {"code": self.code, "message": self.message, "retryable": self.retryable}}

@@ -10,7 +10,7 @@ import asyncio
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -80,9 +80,11 @@ class ConchMCP:
         self._unlisten: Callable[[], None] | None = None
         self._tools = catalogue(self.config.profiles)
         self._in_flight = 0
-        self._tool_list = types.ListToolsResult(
-            tools=[types.Tool.model_validate(t.describe()) for t in self._tools]
-        )
+        listed = [t.describe() for t in self._tools]
+        for entry in listed:
+            types.Tool.model_validate(entry)  # a malformed entry fails at startup, not per call
+        # sent as built: the SDK's models would drop keys a seed's listing has (its annotations)
+        self._tool_list: dict[str, Any] = {"tools": listed}
         self.listen_handler = ListenHandler(self.notifier.bus)
         self.server: Server[Any] = Server(
             "conch",
@@ -126,7 +128,7 @@ class ConchMCP:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return self._tool_list
+        return cast(types.ListToolsResult, self._tool_list)
 
     def _trusted(self, ctx: ServerRequestContext[Any, Any]) -> bool:
         if self.transport == "stdio":
@@ -163,12 +165,14 @@ class ConchMCP:
             outcome = await call_tool_full(self.rt, params.name, params.arguments, call)
         finally:
             self._in_flight -= 1
-        text = render(
-            params.name, outcome.result, is_error=outcome.is_error, fmt=self.config.text_format
-        )
+        text = outcome.text
+        if text is None:
+            text = render(
+                params.name, outcome.result, is_error=outcome.is_error, fmt=self.config.text_format
+            )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
-            structured_content=outcome.result,
+            structured_content=outcome.result if outcome.structured else None,
             is_error=outcome.is_error,
             _meta=outcome.meta,
         )

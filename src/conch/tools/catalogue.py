@@ -43,6 +43,14 @@ class Tool:
     summary: Callable[[Mapping[str, Any]], str] | None = None
     # the tool may wait on a job: front ends send progress notifications while it does
     progress: bool = False
+    # a profile reproducing its original's SDK: validate(args) -> coerced args replaces the
+    # strict schema check (raises ConchError invalid_argument); text(result, is_error) is the
+    # MCP text block; structured=False sends no structuredContent; listing is the exact
+    # tools/list entry
+    validate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    text: Callable[[dict[str, Any], bool], str] | None = None
+    structured: bool = True
+    listing: Mapping[str, Any] | None = None
 
     @property
     def annotations(self) -> dict[str, Any]:
@@ -64,6 +72,8 @@ class Tool:
 
     def describe(self) -> dict[str, Any]:
         """The tool as MCP `tools/list` shows it (every front end publishes this)."""
+        if self.listing is not None:
+            return dict(self.listing)
         out = {
             "name": self.name,
             "title": self.title,

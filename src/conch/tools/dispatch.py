@@ -27,6 +27,8 @@ class ToolOutcome:
     result: dict[str, Any]
     is_error: bool
     meta: dict[str, Any] | None = None
+    text: str | None = None  # the MCP text block, when the tool renders its own
+    structured: bool = True  # whether MCP results carry the result as structuredContent
 
 
 def find_tool(rt: Runtime, name: str) -> Tool | None:
@@ -45,12 +47,19 @@ async def call_tool_full(
         return _error(ConchError("not_found", f"unknown tool {name!r}"))
     args = dict(arguments or {})
     try:
-        if "host" in args and "host" not in tool.input_schema.get("properties", {}):
-            raise ConchError(
-                "invalid_argument",
-                "`host` is not supported: Conch runs commands on this machine only",
-            )
-        validate(tool.input_schema, args)
+        if tool.validate is not None:
+            try:
+                args = tool.validate(args)
+            except ConchError as e:
+                # the original's SDK rejected the call before the tool ran: no summary
+                return _shape(e, tool, args, None)
+        else:
+            if "host" in args and "host" not in tool.input_schema.get("properties", {}):
+                raise ConchError(
+                    "invalid_argument",
+                    "`host` is not supported: Conch runs commands on this machine only",
+                )
+            validate(tool.input_schema, args)
         meta = {"summary": tool.summary(args)} if tool.summary else None
         if tool.summary_arg:
             summary = check_purpose(args.get(tool.summary_arg))
@@ -58,7 +67,7 @@ async def call_tool_full(
                 meta = {"summary": summary}
         result = await _run_with_progress(rt, tool, args, ctx)
         is_error = tool.result_is_error(result) if tool.result_is_error else False
-        return ToolOutcome(result, is_error, meta)
+        return _outcome(tool, result, is_error, meta)
     except ConchError as e:
         return _error(e, tool, args)
     except RuntimeClosedError:
@@ -78,14 +87,29 @@ async def call_tool(
     return (await call_tool_full(rt, name, arguments, context)).result
 
 
+def _outcome(
+    tool: Tool, result: dict[str, Any], is_error: bool, meta: dict[str, Any] | None
+) -> ToolOutcome:
+    text = tool.text(result, is_error) if tool.text is not None else None
+    return ToolOutcome(result, is_error, meta, text, tool.structured)
+
+
 def _error(
     e: ConchError, tool: Tool | None = None, args: Mapping[str, Any] | None = None
 ) -> ToolOutcome:
     if tool is not None and tool.error_result is not None:
-        result, is_error = tool.error_result(e, args or {})
         meta = {"summary": tool.summary(args or {})} if tool.summary else None
-        return ToolOutcome(result, is_error, meta)
+        return _shape(e, tool, args or {}, meta)
     return ToolOutcome(e.envelope(), True)
+
+
+def _shape(
+    e: ConchError, tool: Tool, args: Mapping[str, Any], meta: dict[str, Any] | None
+) -> ToolOutcome:
+    if tool.error_result is None:
+        return ToolOutcome(e.envelope(), True)
+    result, is_error = tool.error_result(e, args)
+    return _outcome(tool, result, is_error, meta)
 
 
 async def _run_with_progress(

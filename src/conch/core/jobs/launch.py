@@ -83,7 +83,11 @@ async def prepare_script(
         _, err = await proc.communicate()
         if proc.returncode != 0:
             diag = err.decode("utf-8", "replace").replace(path, "script").strip()
-            raise ConchError("syntax_error", diag[:65536] or "bash -n reported a syntax error")
+            raise ConchError(
+                "syntax_error",
+                diag[:65536] or "bash -n reported a syntax error",
+                detail={"diagnostics": err},  # bash's own bytes, naming the script file
+            )
     return [shell, *flags, path]
 
 

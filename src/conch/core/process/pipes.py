@@ -92,13 +92,18 @@ class PipeProcess(ProcessDriver):
                 if fd is not None:
                     os.close(fd)
             self._stdin_w = None
+            detail = {"os_error": str(e)}
             if isinstance(e, FileNotFoundError):
-                raise ConchError("spawn_failed", f"program not found: {argv[0]}") from None
+                raise ConchError(
+                    "spawn_failed", f"program not found: {argv[0]}", detail=detail
+                ) from None
             if isinstance(e, PermissionError):
-                raise ConchError("spawn_failed", f"permission denied: {argv[0]}") from None
+                raise ConchError(
+                    "spawn_failed", f"permission denied: {argv[0]}", detail=detail
+                ) from None
             if isinstance(e, OSError):
                 raise ConchError(
-                    "spawn_failed", f"could not start {argv[0]}: {e.strerror}"
+                    "spawn_failed", f"could not start {argv[0]}: {e.strerror}", detail=detail
                 ) from None
             raise
         # Popen must never reap this pid itself: we own waiting (see _on_exit)
