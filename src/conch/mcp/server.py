@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import re
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
@@ -28,6 +30,7 @@ from conch.tools import resources
 from conch.tools.catalogue import catalogue
 from conch.tools.context import CallContext
 from conch.tools.dispatch import call_tool_full
+from conch.tools.profiles import seed_module, server_identity
 from conch.tools.render import render
 
 log = logging.getLogger("conch.mcp")
@@ -48,6 +51,27 @@ def instructions(cfg: Config, rt: Runtime) -> str:
         f"{cfg.max_log_bytes} bytes of log per job, finished jobs kept {cfg.retention_s} s. "
         "Resources: conch://jobs (overview), conch://jobs/{job_id}/log."
     )
+
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def fill_instructions(template: str, cfg: Config, rt: Runtime) -> str:
+    """A seed profile's instructions with ``{dialect}``, ``{platform}``, ``{shell_version}``,
+    ``{default_cwd}`` and ``{workspace_root}`` filled in (other braces are left alone)."""
+    dialect = cfg.shell or "bash"
+    if dialect.startswith("/"):
+        dialect = "zsh" if dialect.rsplit("/", 1)[-1].startswith("zsh") else "bash"
+    found = rt.shells.available() if rt.shells is not None else []
+    line = next((a.get("version_line", "") for a in found if a["name"] == dialect), "")
+    values = {
+        "dialect": dialect,
+        "platform": "macos" if sys.platform == "darwin" else sys.platform,
+        "shell_version": line,
+        "default_cwd": cfg.resolved_default_cwd,
+        "workspace_root": cfg.resolved_default_cwd,
+    }
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
 def caller_context_trusted(cfg: Config, headers: Mapping[str, str]) -> bool:
@@ -86,13 +110,27 @@ class ConchMCP:
         # sent as built: the SDK's models would drop keys a seed's listing has (its annotations)
         self._tool_list: dict[str, Any] = {"tools": listed}
         self.listen_handler = ListenHandler(self.notifier.bus)
+        # A seed profile served alone speaks as the original (SPEC §7); else Conch's identity.
+        self.seed = seed_module(self.config.profiles)
+        identity = server_identity(self.config.profiles)
+        if identity is not None:
+            name, version, template = identity
+            ident: dict[str, Any] = {
+                "version": version or __version__,
+                "instructions": fill_instructions(template, self.config, rt) if template else None,
+            }
+        else:
+            name = "conch"
+            ident = {
+                "version": __version__,
+                "title": "Conch",
+                "description": "A shell for AI agents: commands, background jobs, persistent "
+                "shells, search.",
+                "instructions": instructions(self.config, rt),
+            }
         self.server: Server[Any] = Server(
-            "conch",
-            version=__version__,
-            title="Conch",
-            description="A shell for AI agents: commands, background jobs, persistent shells, "
-            "search.",
-            instructions=instructions(self.config, rt),
+            name,
+            **ident,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
@@ -120,7 +158,9 @@ class ConchMCP:
 
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options(
-            NotificationOptions(resources_changed=False, tools_changed=False)
+            NotificationOptions(resources_changed=False, tools_changed=False),
+            # the originals' SDK (mcp 1.x) always announces an empty ``experimental``
+            experimental_capabilities={} if self.seed is not None else None,
         )
 
     # -- tools ---------------------------------------------------------------------------------

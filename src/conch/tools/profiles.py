@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterable
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from conch.errors import ConfigError
@@ -50,3 +52,35 @@ def profile_tools(name: str) -> tuple[Tool, ...]:
         raise ConfigError(
             f"profiles: unknown profile {name!r} (known: {', '.join(sorted(PROFILES))})"
         ) from None
+
+
+# The seed profiles' modules. Each may define ``SERVER_NAME``, ``SERVER_VERSION`` and
+# ``INSTRUCTIONS`` (the original's MCP identity, SPEC §7: "a profile served alone says what the
+# original says"); ``INSTRUCTIONS`` may name ``{dialect}``, ``{platform}``, ``{shell_version}``,
+# ``{default_cwd}`` and ``{workspace_root}``, which the MCP server fills in.
+SEED_MODULES = {
+    "ai-device-bash": "conch.tools.compat.ai_device_bash",
+    "tfbash": "conch.tools.compat.tfbash",
+    "bash-mcp": "conch.tools.compat.bash_mcp",
+}
+
+
+def seed_module(profiles: Iterable[str]) -> ModuleType | None:
+    """The module of the one seed profile served alone; None for ``conch`` or a mix."""
+    names = list(dict.fromkeys(profiles))
+    if len(names) != 1 or names[0] not in SEED_MODULES:
+        return None
+    return importlib.import_module(SEED_MODULES[names[0]])
+
+
+def server_identity(profiles: Iterable[str]) -> tuple[str, str, str | None] | None:
+    """``(name, version, instructions)`` the MCP server announces when a single seed profile
+    that defines ``SERVER_NAME`` is active; None otherwise (Conch's own identity). A missing
+    ``SERVER_VERSION`` is ``""`` (the server then uses Conch's version)."""
+    mod = seed_module(profiles)
+    name = getattr(mod, "SERVER_NAME", None) if mod is not None else None
+    if not isinstance(name, str):
+        return None
+    version = getattr(mod, "SERVER_VERSION", "")
+    instructions = getattr(mod, "INSTRUCTIONS", None)
+    return name, str(version or ""), instructions
