@@ -12,7 +12,7 @@ import logging
 import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -26,6 +26,7 @@ from conch.config import Config
 from conch.core.runtime import Runtime
 from conch.errors import ConchError
 from conch.mcp.notify import ResourceNotifier
+from conch.mcp.seed_wire import SeedWire
 from conch.tools import resources
 from conch.tools.catalogue import catalogue
 from conch.tools.context import CallContext
@@ -104,11 +105,9 @@ class ConchMCP:
         self._unlisten: Callable[[], None] | None = None
         self._tools = catalogue(self.config.profiles)
         self._in_flight = 0
-        listed = [t.describe() for t in self._tools]
-        for entry in listed:
-            types.Tool.model_validate(entry)  # a malformed entry fails at startup, not per call
-        # sent as built: the SDK's models would drop keys a seed's listing has (its annotations)
-        self._tool_list: dict[str, Any] = {"tools": listed}
+        self._tool_list = types.ListToolsResult(
+            tools=[types.Tool.model_validate(t.describe()) for t in self._tools]
+        )
         self.listen_handler = ListenHandler(self.notifier.bus)
         # A seed profile served alone speaks as the original (SPEC §7); else Conch's identity.
         self.seed = seed_module(self.config.profiles)
@@ -140,6 +139,10 @@ class ConchMCP:
             on_unsubscribe_resource=self._unsubscribe,
             on_subscriptions_listen=self.listen_handler,
         )
+        # what the SDK's models would drop from a seed's own listing and initialize result
+        wire = SeedWire(self.seed, [dict(t.listing) for t in self._tools if t.listing])
+        if wire.needed:
+            self.server.middleware.append(wire)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -168,7 +171,7 @@ class ConchMCP:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return cast(types.ListToolsResult, self._tool_list)
+        return self._tool_list
 
     def _trusted(self, ctx: ServerRequestContext[Any, Any]) -> bool:
         if self.transport == "stdio":

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from conch.errors import ConchError, RuntimeClosedError
 from conch.tools.catalogue import Tool, catalogue
 from conch.tools.context import CallContext, check_purpose
+from conch.tools.profiles import seed_module
 from conch.tools.schema import validate
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ async def call_tool_full(
     ctx = context or CallContext()
     tool = find_tool(rt, name)
     if tool is None:
-        return _error(ConchError("not_found", f"unknown tool {name!r}"))
+        return _unknown_tool(rt, name)
     args = dict(arguments or {})
     try:
         if tool.validate is not None:
@@ -85,6 +86,18 @@ async def call_tool(
     rt: Runtime, name: str, arguments: Mapping[str, Any] | None, context: CallContext | None = None
 ) -> dict[str, Any]:
     return (await call_tool_full(rt, name, arguments, context)).result
+
+
+def _unknown_tool(rt: Runtime, name: str) -> ToolOutcome:
+    """Conch's not_found envelope; a seed profile served alone words it as its original does
+    (its module's ``UNKNOWN_TOOL_TEXT``, formatted with ``name``)."""
+    outcome = _error(ConchError("not_found", f"unknown tool {name!r}"))
+    mod = seed_module(rt.config.profiles)
+    template = getattr(mod, "UNKNOWN_TOOL_TEXT", None) if mod is not None else None
+    if isinstance(template, str):
+        outcome.text = template.format(name=name)
+        outcome.structured = False
+    return outcome
 
 
 def _outcome(

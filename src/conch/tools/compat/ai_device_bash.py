@@ -43,6 +43,17 @@ if TYPE_CHECKING:
 SERVER_NAME = "bash"
 SERVER_VERSION = "3.4.11"  # FastMCP reports its own version: fastmcp 3.4.11 served 0.2.0
 INSTRUCTIONS: str | None = None
+UNKNOWN_TOOL_TEXT = "Unknown tool: {name!r}"  # FastMCP's answer to a tool it does not have
+# the capabilities FastMCP 3.4.11 announces for the seed (it lists no prompts or resources)
+CAPABILITIES: dict[str, Any] = {
+    "experimental": {},
+    "logging": {},
+    "prompts": {"listChanged": False},
+    "resources": {"subscribe": False, "listChanged": False},
+    "tools": {"listChanged": True},
+    "extensions": {"io.modelcontextprotocol/ui": {}},
+}
+CONCH_RESOURCES = False
 
 MAX_OUTPUT_BYTES = 8192
 MAX_OUTPUT_FILE_BYTES = 104857600  # the seed's BASH_MAX_OUTPUT_FILE_BYTES (= max_log_bytes)
@@ -71,6 +82,7 @@ _HANDLE_MAX = 2**31 - 1
 _MAX_YIELD_MS = 120_000
 _FOREVER_S = 1e9  # a timeout this long (or inf) waits like no timeout at all
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SESSION_ID = re.compile(r"^ses-[0-9]+$")
 _DEFAULT_SUMMARY = {"bash": "bash", "run": "run command", "script": "script"}
 _FIELD_CODES = {
     "argv": "INVALID_ARGV",
@@ -416,6 +428,19 @@ def _shell_env(ctx: CallContext) -> dict[str, str]:
     return env
 
 
+def _caller_session_id(ctx: CallContext) -> str:
+    """The seed's projection: only from a trusted transport, ``assistant.session_id`` trimmed
+    and matching ``^ses-[0-9]+$``; else empty."""
+    if not ctx.trusted or not ctx.meta:
+        return ""
+    assistant = ctx.meta.get("assistant")
+    sid = assistant.get("session_id") if isinstance(assistant, Mapping) else None
+    if not isinstance(sid, str):
+        return ""
+    sid = sid.strip()
+    return sid if _SESSION_ID.fullmatch(sid) else ""
+
+
 def _check_argv(argv: list[str]) -> None:
     if not argv:
         raise _Fail("INVALID_ARGV", "argv 必须是非空字符串数组")
@@ -506,9 +531,7 @@ async def _run(rt: Runtime, args: dict[str, Any], ctx: CallContext, tool_mode: s
     budget = MAX_OUTPUT_BYTES if nbytes is None else min(nbytes, MAX_OUTPUT_BYTES)
     run_cwd, shown_cwd = _resolve_cwd(rt, args.get("cwd"))
     if not os.path.isdir(run_cwd):
-        raise _Fail(
-            "CWD_NOT_FOUND", f"工作目录不存在: {shown_cwd}", output_path=_output_file(rt)
-        )
+        raise _Fail("CWD_NOT_FOUND", f"工作目录不存在: {shown_cwd}", output_path=_output_file(rt))
     text = args.get("command") if tool_mode == "bash" else args.get("script")
     if (text is not None and "\x00" in text) or any("\x00" in v for v in shell_env.values()):
         raise _Fail("EXECUTION_ERROR", "embedded null byte", output_path=_output_file(rt))
@@ -535,7 +558,7 @@ async def _run(rt: Runtime, args: dict[str, Any], ctx: CallContext, tool_mode: s
             yield_ms=_MAX_YIELD_MS if wait_ms is None else min(wait_ms, _MAX_YIELD_MS),
             max_output_bytes=0,
             shell_env=shell_env,
-            caller_session_id=ctx.caller_session_id(),
+            caller_session_id=_caller_session_id(ctx),
         )
     except ConchError as e:
         raise _exec_failure(rt, e, budget, started) from None
