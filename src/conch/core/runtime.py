@@ -240,6 +240,7 @@ class Runtime:
         caller_session_id: str,
         pty: bool,
         job_id: str,
+        inherit_not: tuple[str, ...] = (),
     ) -> dict[str, str]:
         secrets = tuple(s for s in (self.config.auth_token, self.config.caller_context_token) if s)
         return build_env(
@@ -250,6 +251,7 @@ class Runtime:
             shell_env=shell_env,
             caller_session_id=caller_session_id,
             tag=(hygiene.TAG_VAR, f"{self.instance}/{job_id}"),
+            inherit_not=inherit_not,
         )
 
     def new_job(
@@ -326,8 +328,10 @@ class Runtime:
         name: str | None = None,
         shell_env: Mapping[str, str] | None = None,
         caller_session_id: str = "",
+        inherit_not: tuple[str, ...] = (),
     ) -> dict[str, Any]:
-        """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3."""
+        """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3.
+        ``inherit_not``: server variables a one-shot pipe job must not inherit (profiles)."""
         await self._open()
         cfg = self.config
         given = [
@@ -398,6 +402,7 @@ class Runtime:
                 caller_session_id=caller_session_id,
                 pty=False,
                 job_id=job.job_id,
+                inherit_not=inherit_not,
             )
             driver = PipeProcess(job, self.reaper, on_output_limit=self._output_limit)
             driver.start(
