@@ -292,7 +292,8 @@ async def test_child_environment_drops_jest_worker_id_and_the_bash_startup_varia
     for name in ("JEST_WORKER_ID", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS"):
         monkeypatch.setenv(name, "/dev/null" if name.endswith("ENV") else "3")
     monkeypatch.setenv("KEPT_BY_BASH_MCP", "yes")
-    script = 'for v in JEST_WORKER_ID BASH_ENV ENV SHELLOPTS BASHOPTS KEPT_BY_BASH_MCP; do echo "$v=${!v-unset}"; done'
+    names = "JEST_WORKER_ID BASH_ENV ENV SHELLOPTS BASHOPTS KEPT_BY_BASH_MCP"
+    script = f'for v in {names}; do echo "$v=${{!v-unset}}"; done'
     for params in ({"command": script}, {"argv": ["bash", "-c", script]}):
         r = (await invoke(rt, "bash.exec", params)).result
         lines = r["stdout"].splitlines()
