@@ -19,6 +19,7 @@ from harness import (
     Normalizer,
     Server,
     Session,
+    _dump,
     compare,
     open_session,
     original_venv,
@@ -152,6 +153,11 @@ async def record(
         out = [{"call": "initialize", **s.initialize}]
         out += await run_sequence(s, calls)
         out += await _calls_with_meta(s, meta_calls)
+        if not calls and not meta_calls:  # what the announced capabilities promise
+            prompts = await s.client.list_prompts()
+            out.append({"call": "prompts/list", "result": _dump(prompts)})
+            level = await s.client.set_logging_level("warning")
+            out.append({"call": "logging/setLevel", "result": _dump(level)})
     return out
 
 
@@ -203,6 +209,12 @@ async def test_initialize_tools_list_resources_and_unknown_tools_match(servers):
     assert [t["name"] for t in ours[1]["result"]["tools"]] == ["bash", "run", "script", "get"]
     assert ours[2]["result"]["resources"] == []
     assert ours[4]["content"] == [{"text": "Unknown tool: 'nosuch'"}]
+
+
+@pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")  # logging/setLevel (SEP-2577)
+async def test_announced_prompts_and_logging_answer_as_the_original(servers):
+    ours = await differential(servers)
+    assert ours[1]["result"]["prompts"] == []
 
 
 async def test_bash_results_checks_and_previews_match(servers):
