@@ -218,6 +218,9 @@ class Call:
     until: Callable[[dict[str, Any]], bool] | None = None
     attempts: int = 50
     raw_arguments: Any = None  # sent as-is (for non-object arguments)
+    # with ``until``: the structuredContent field (e.g. ``output``) whose values are joined
+    # over the attempts, so the entry does not depend on how the server split them in time
+    accumulate: str | None = None
 
     @property
     def label(self) -> str:
@@ -225,13 +228,21 @@ class Call:
 
 
 def _resolve(value: Any, recorded: Mapping[str, dict[str, Any]]) -> Any:
+    """``"$label.path"`` is a field of an earlier result; ``"$a.x|$b.y"`` the first that
+    exists (e.g. the previous attempt's ``next_cursor``, else the exec's)."""
     if isinstance(value, str) and value.startswith("$") and "." in value:
-        key, _, path = value[1:].partition(".")
-        if key in recorded:
+        for alternative in value.split("|"):
+            key, _, path = alternative[1:].partition(".")
+            if key not in recorded:
+                continue
             cur: Any = recorded[key]
-            for part in path.split("."):
-                cur = cur[int(part)] if isinstance(cur, list) else cur[part]
+            try:
+                for part in path.split("."):
+                    cur = cur[int(part)] if isinstance(cur, list) else cur[part]
+            except (KeyError, IndexError, TypeError, ValueError):
+                continue
             return cur
+        return value
     if isinstance(value, Mapping):
         return {k: _resolve(v, recorded) for k, v in value.items()}
     if isinstance(value, list):
@@ -247,10 +258,22 @@ async def run_sequence(session: Session, calls: Iterable[Call]) -> list[dict[str
     out: list[dict[str, Any]] = []
     for call in calls:
         entry: dict[str, Any] = {}
+        joined: list[Any] = []
         for _ in range(max(1, call.attempts if call.until else 1)):
             entry = await _one(session.client, call, recorded)
+            sc = entry.get("structuredContent")
+            if call.accumulate and isinstance(sc, dict) and call.accumulate in sc:
+                joined.append(sc[call.accumulate])
+            if isinstance(sc, dict):
+                recorded[call.label] = sc  # the next attempt may bind to this one
             if call.until is None or call.until(entry):
                 break
+        if call.accumulate and joined and isinstance(entry.get("structuredContent"), dict):
+            entry["structuredContent"] = {
+                **entry["structuredContent"],
+                call.accumulate: "".join(map(str, joined)),
+            }
+            entry["content"] = [{"accumulated": call.accumulate}]
         entry = {"call": call.label, **entry}
         recorded[call.label] = entry.get("structuredContent") or entry
         out.append(entry)
@@ -290,9 +313,12 @@ def _tool_result(r: Any) -> dict[str, Any]:
     for block in r.content:
         if getattr(block, "type", None) == "text":
             try:
-                texts.append({"json": json.loads(block.text)})
+                value = json.loads(block.text)
             except ValueError:
                 texts.append({"text": block.text})
+                continue
+            compact = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+            texts.append({"json": value, "layout": "compact" if block.text == compact else "other"})
         else:
             texts.append({"block": _dump(block)})
     entry: dict[str, Any] = {
