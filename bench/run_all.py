@@ -1,4 +1,5 @@
-"""Run every benchmark in bench/ in turn: `uv run python bench/run_all.py [--quick]`."""
+"""Run every benchmark in bench/ in turn (bench_*.py, then the soak):
+`uv run python bench/run_all.py [--quick]`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ HERE = Path(__file__).resolve().parent
 
 def main() -> int:
     failed = []
-    for script in sorted(HERE.glob("bench_*.py")):
+    for script in [*sorted(HERE.glob("bench_*.py")), HERE / "soak.py"]:
         print(f"\n=== {script.name}", flush=True)
         if subprocess.run([sys.executable, str(script), *sys.argv[1:]]).returncode != 0:
             failed.append(script.name)

@@ -418,3 +418,17 @@ def test_window_end_is_always_a_boundary_at_or_before_end(data: bytes) -> None:
             and b"\xc2\x9b" not in (data[max(0, end - WINDOW_ESCAPE_LOOKBACK) : end])
         ):
             assert cut == boundary_at_or_before(data, end)
+
+
+def test_carriage_return_frames_of_any_widths_render_like_the_cell_model() -> None:
+    rng = random.Random(8)
+    for _ in range(300):
+        frames = ["".join(rng.choice("ab ") for _ in range(rng.randint(0, 6))) for _ in range(6)]
+        line = "\r".join(frames)
+        cells: list[str] = []
+        for frame in frames:  # each frame overwrites from column 0
+            cells[: len(frame)] = frame
+        expected = "".join(cells)
+        data = (line + "\n").encode()
+        assert normalize(data) == expected + "\n"
+        assert stream(chunks_at(data, [rng.randint(0, len(data))])) == expected + "\n"

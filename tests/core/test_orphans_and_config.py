@@ -13,6 +13,7 @@ import pytest
 
 import conch
 from conch.config import Config, parse_setting
+from conch.core.process import procfs
 from conch.errors import ConfigError
 
 SERVER = r"""
@@ -123,3 +124,32 @@ def test_secrets_are_not_inherited(tmp_path, monkeypatch):
     out = asyncio.run(main())
     assert "tok-123" not in out
     assert os.environ["SOME_COPY"] == "tok-123"
+
+
+def test_reap_all_leaves_a_fresh_zombie_to_its_own_waiter():
+    # asyncio waits for rg and `bash -n` itself; a sweep that took their exit status first would
+    # make asyncio report 255 (a search that succeeded would read as failed).
+    from conch.core.process.hygiene import Reaper
+
+    reaper = Reaper(reap_all=True, grace_s=0.5)
+    pid = os.posix_spawn("/bin/true", ["true"], os.environ)
+    deadline = time.monotonic() + 5
+    while procfs.stat_fields(pid)[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert reaper.sweep() == 0
+    assert os.waitpid(pid, os.WNOHANG)[0] == pid  # still ours to reap
+
+
+def test_reap_all_reaps_a_zombie_nobody_waits_for_after_the_grace():
+    from conch.core.process.hygiene import Reaper
+
+    reaper = Reaper(reap_all=True, grace_s=0.2)
+    pid = os.posix_spawn("/bin/true", ["true"], os.environ)
+    deadline = time.monotonic() + 5
+    while procfs.stat_fields(pid)[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    reaper.sweep()
+    time.sleep(0.3)
+    assert reaper.sweep() == 1

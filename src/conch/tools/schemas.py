@@ -133,7 +133,7 @@ READ_INPUT = obj(
         },
         "max_bytes": {
             "type": "integer",
-            "minimum": 16,
+            "minimum": 1,
             "maximum": MiB,
             "description": "Most bytes of text to return. Default 16384.",
         },

@@ -9,6 +9,7 @@ import shutil
 
 from conch.core.datadir import DataDir
 from conch.core.jobs.job import Job
+from conch.core.process.hygiene import child_signal_reset
 from conch.errors import ConchError
 
 BIG_COMMAND = 100_000  # above this a command goes through a file: argv strings are capped
@@ -79,6 +80,7 @@ async def prepare_script(
             cwd=cwd,
             env={k: v for k, v in os.environ.items() if k not in ("BASH_ENV", "ENV")},
             start_new_session=True,
+            preexec_fn=child_signal_reset(),
         )
         _, err = await proc.communicate()
         if proc.returncode != 0:

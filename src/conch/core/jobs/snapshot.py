@@ -23,8 +23,18 @@ def parsed(job: Job) -> tuple[Any, str | None]:
     return job.parsed
 
 
+def _observe(job: Job) -> None:
+    """State and processes agree whenever a call looks: a leader that has died is noticed
+    now, so a job is never reported running after its process is gone."""
+    if not job.terminal and job.driver is not None:
+        poll = getattr(job.driver, "poll_exit", None)
+        if poll is not None:
+            poll()
+
+
 def _identity(job: Job) -> dict[str, Any]:
     """What a job is and how it stands: shared by the snapshot and the `list` summary."""
+    _observe(job)
     return {
         "job_id": job.job_id,
         "name": job.name,
@@ -41,6 +51,7 @@ def _identity(job: Job) -> dict[str, Any]:
 
 
 def snapshot(job: Job, window: Window, *, stream: str | None = None) -> dict[str, Any]:
+    _observe(job)
     awaiting_input = awaiting_secret = False
     if not job.terminal and job.driver is not None:
         awaiting_input, awaiting_secret = job.driver.input_state()

@@ -12,6 +12,7 @@ from array import array
 from bisect import bisect_right
 
 STDOUT, STDERR = 0, 1
+_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
 
 
 class JobLog:
@@ -23,6 +24,7 @@ class JobLog:
         self.stream_bytes = [0, 0]
         self._fd: int | None = fd  # written sequentially by us alone; read with pread
         self._writable = True
+        self._gone = False  # closed for good (runtime closed, or the log was evicted)
         self._last_stream = -1
         # per stream: segment start in stream coordinates, and in combined coordinates
         self._seg_s: tuple[array[int], array[int]] = (array("q"), array("q"))
@@ -76,11 +78,27 @@ class JobLog:
         return self.total if stream is None else self.stream_bytes[stream]
 
     def read(self, start: int, end: int, stream: int | None = None) -> bytes:
-        """Bytes [start, end) of the combined log, or of one stream."""
-        if self._fd is None or end <= start:
+        """Bytes [start, end) of the combined log, or of one stream.
+
+        A finished log holds no descriptor (SPEC §2: the server's descriptors stay flat however
+        many jobs are retained): each read opens the file, preads and closes it again.
+        """
+        if end <= start or self._gone:
             return b""
+        if self._fd is not None:
+            return self._read(self._fd, start, end, stream)
+        try:
+            fd = os.open(self.path, _READ_FLAGS)
+        except OSError:
+            return b""
+        try:
+            return self._read(fd, start, end, stream)
+        finally:
+            os.close(fd)
+
+    def _read(self, fd: int, start: int, end: int, stream: int | None) -> bytes:
         if stream is None:
-            return os.pread(self._fd, end - start, start)
+            return os.pread(fd, end - start, start)
         parts = []
         seg_s, seg_c = self._seg_s[stream], self._seg_c[stream]
         i = max(0, bisect_right(seg_s, start) - 1)
@@ -90,16 +108,21 @@ class JobLog:
             take_end = min(end, seg_end)
             if take_end > pos:
                 c = seg_c[i] + (pos - seg_s[i])
-                parts.append(os.pread(self._fd, take_end - pos, c))
+                parts.append(os.pread(fd, take_end - pos, c))
                 pos = take_end
             i += 1
         return b"".join(parts)
 
     def close_writer(self) -> None:
+        """No more output will come: release the descriptor (reads reopen the file)."""
         self._writable = False
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def close(self) -> None:
         self._writable = False
+        self._gone = True
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

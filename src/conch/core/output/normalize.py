@@ -147,11 +147,32 @@ def _render(text: str) -> str:
         return text
     lines = text.split("\n")
     for index, line in enumerate(lines):
-        if "\r" in line or "\b" in line:
+        if "\b" in line:
             rendered = _Line()
             rendered.write(line)
             lines[index] = rendered.text()
+        elif "\r" in line:
+            lines[index] = _overlay(line)
     return "\n".join(lines)
+
+
+def _overlay(line: str) -> str:
+    """A whole line of ``\r``-separated frames (no ``\b``) as the cell model renders it.
+
+    Every frame is written from column 0, so each cell shows the last frame long enough to
+    reach it: the last frame, then what earlier, longer frames leave visible past its end.
+    A progress bar rewritten many times costs a split and a length scan, not a cell walk.
+    """
+    frames = line.split("\r")
+    result = frames[-1]
+    width = len(result)
+    if max(map(len, frames)) <= width:
+        return result
+    for frame in reversed(frames):
+        if len(frame) > width:
+            result += frame[width:]
+            width = len(frame)
+    return result
 
 
 def _unfinished_tail(text: str) -> int:

@@ -16,6 +16,10 @@ from conch.core.output.utf8 import (
     utf8_len,
 )
 
+NORMALIZE_BOUND = 1 << 20
+"""Most raw bytes normalized to find what a person would see in one window: a preview of a
+100 MB log costs the same as one of 1 MB."""
+
 
 @dataclass(frozen=True)
 class Window:
@@ -43,11 +47,20 @@ def forward(
         start = lead + boundary_at_or_after(head, start - lead)
         if start >= limit:
             return Window("", start, start)
-    data = log.read(start, min(limit, start + budget), stream)
-    end = len(data)
-    if start + end < limit or not final:
-        end = safe_window_end(data, end)
-    text = render(data[:end], raw)
+    span = budget
+    while True:
+        data = log.read(start, min(limit, start + span), stream)
+        end = len(data)
+        if start + end < limit or not final:
+            end = safe_window_end(data, end)
+        text = render(data[:end], raw)
+        # carriage-return rewrites and escapes shrink in the rendering: read further (bounded)
+        # until the text a person would see fills the budget
+        if raw or start + len(data) >= limit or span >= NORMALIZE_BOUND:
+            break
+        if utf8_len(text) * 2 > budget:
+            break
+        span = min(NORMALIZE_BOUND, span * 4)
     while end > 0 and utf8_len(text) > budget:
         end = safe_window_end(data, max(0, end * budget // utf8_len(text) - 1))
         text = render(data[:end], raw)
@@ -91,16 +104,19 @@ def preview(
     total = log.size(stream)
     if start >= total:
         return Window("", start, total)
-    if total - start <= budget:
+    if total - start <= budget or (not raw and total - start <= NORMALIZE_BOUND):
+        # what a person sees may be far shorter than the raw bytes (a progress bar rewritten
+        # with \r thousands of times): if it fits, it is the whole preview
         whole = forward(log, start, total, budget, stream=stream, raw=raw, final=final)
         if whole.next_cursor == total:
             return whole
     worst = len(_marker(total, total, total)) + 1
     room = budget - worst
     if room < 2:
-        head = forward(log, start, total, budget, stream=stream, raw=raw, final=final)
-        end = head.next_cursor
-        return Window(head.text, start, total, truncated=True, omitted_bytes=total - end)
+        # no room for the marker: the newest output matters most
+        tail = backward(log, start, total, budget, stream=stream, raw=raw)
+        omitted = tail.cursor - start
+        return Window(tail.text, start, total, truncated=omitted > 0, omitted_bytes=omitted)
     head = forward(log, start, total, room - room // 2, stream=stream, raw=raw, final=final)
     tail = backward(log, head.next_cursor, total, room // 2, stream=stream, raw=raw)
     omitted = tail.cursor - head.next_cursor

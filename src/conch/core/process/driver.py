@@ -53,10 +53,20 @@ class ProcessDriver:
         assert self._watch is not None
         return self._watch.status
 
+    def poll_exit(self) -> None:
+        """Notice now (not on the loop's next turn) if the leader has died: whoever looks at
+        the job then sees a terminal state whenever its leader is gone."""
+        if self._watch is not None and not self._watch.status.done():
+            self._watch.poll()
+
     def _on_exit(self, status: int) -> None:
-        if self.job.kill_reason:
-            return  # _stop() finishes the job once the tree is gone
         self._drain()
+        if self.job.kill_reason:
+            # being stopped: the job is over the moment its leader is; _stop() goes on to
+            # kill the rest of the tree and close the files
+            code, signum = decode_status(status)
+            self.job.finish(self.job.kill_reason, exit_code=code, signum=signum)
+            return
         if self.job.log.full:
             # the cap wins even when the leader raced to exit: the job ends as output_limit
             self._on_output_limit(self.job)

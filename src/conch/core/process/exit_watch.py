@@ -27,7 +27,7 @@ class ExitWatch:
             with contextlib.suppress(OSError):
                 self._pidfd = os.pidfd_open(pid)
         if self._pidfd is not None:
-            self._loop.add_reader(self._pidfd, self._poll)
+            self._loop.add_reader(self._pidfd, self.poll)
         else:
             threading.Thread(
                 target=self._wait_thread, name=f"conch-wait-{pid}", daemon=True
@@ -40,7 +40,10 @@ class ExitWatch:
             status = 0
         self._loop.call_soon_threadsafe(self._exited, status)
 
-    def _poll(self) -> None:
+    def poll(self) -> None:
+        """Reap the process if it has exited (never blocks)."""
+        if self.status.done():
+            return
         try:
             got, status = os.waitpid(self.pid, os.WNOHANG)
         except ChildProcessError:

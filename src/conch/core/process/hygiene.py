@@ -31,6 +31,45 @@ def instance_id() -> str:
     return f"{os.getpid()}.{procfs.start_time(os.getpid())}.{secrets.token_hex(4)}"
 
 
+# Popen's restore_signals already resets these (Python itself ignores SIGPIPE and SIGXFSZ)
+_RESET_BY_POPEN = frozenset(
+    getattr(signal, n) for n in ("SIGPIPE", "SIGXFSZ", "SIGXFZ") if hasattr(signal, n)
+)
+_UNCATCHABLE = frozenset({signal.SIGKILL, signal.SIGSTOP})
+
+
+def child_signal_reset() -> Callable[[], None] | None:
+    """What a child must run between fork and exec so it starts with default signal
+    dispositions and an empty signal mask, whatever this server inherited (``nohup``,
+    supervisors and background shells ignore HUP/QUIT/INT; a blocked mask survives exec).
+
+    ``None`` when there is nothing to undo, so a clean server keeps the fast spawn path
+    (a preexec function makes Popen fork instead of vfork). Handled signals need nothing:
+    exec resets them by itself; only ignored ones and the mask are inherited.
+    """
+    ignored = [
+        s
+        for s in signal.valid_signals()
+        if s not in _UNCATCHABLE
+        and s not in _RESET_BY_POPEN
+        and signal.getsignal(s) is signal.SIG_IGN
+    ]
+    blocked = bool(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    if not ignored and not blocked:
+        return None
+
+    def reset() -> None:  # runs in the child: the forking thread is its main thread there
+        for s in ignored:
+            try:
+                signal.signal(s, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+        if blocked:
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+    return reset
+
+
 def enable_subreaper() -> bool:
     """Make this process a child subreaper (Linux). Returns whether it is one."""
     global _subreaper_enabled
@@ -77,7 +116,9 @@ class Reaper:
     they are known Conch processes, or belong to a known job session; orphans we never saw
     alive (a double fork that exited at once) are recognised by living in another session than
     ours and staying unreaped for ``grace_s`` — a host program reaps its own children at once.
-    With ``reap_all`` (the server owns the whole process) every zombie child is reaped.
+    With ``reap_all`` (the server owns the whole process) every zombie child is reaped, after the
+    same grace: a child that asyncio awaits itself (rg, ``bash -n``) must be left to its watcher,
+    or its exit status is lost (asyncio then reports 255).
     """
 
     def __init__(self, reap_all: bool = False, grace_s: float = 0.5) -> None:
@@ -106,11 +147,11 @@ class Reaper:
             zombies.add(pid)
             first = self._seen.setdefault(pid, now)
             foreign_session = fields[3] != self._my_sid
+            overdue = final or now - first >= self.grace_s
             if not (
-                self.reap_all
-                or pid in self.known
+                pid in self.known
                 or fields[3] in self.known_sids
-                or (foreign_session and (final or now - first >= self.grace_s))
+                or ((foreign_session or self.reap_all) and overdue)
             ):
                 continue
             try:

@@ -22,6 +22,7 @@ from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import (
     TAG_VAR,
     Reaper,
+    child_signal_reset,
 )
 from conch.errors import ConchError
 
@@ -86,6 +87,7 @@ class PipeProcess(ProcessDriver):
                 env=env,
                 start_new_session=True,
                 close_fds=True,
+                preexec_fn=child_signal_reset(),
             )
         except BaseException as e:
             for fd in (out_r, out_w, err_r, err_w, in_r, self._stdin_w):

@@ -25,6 +25,7 @@ import subprocess
 import time
 from typing import Any, Literal, Union
 
+from conch.core.process.hygiene import child_signal_reset
 from conch.core.search.rg import RgInfo, find_rg
 from conch.errors import ConchError
 
@@ -587,6 +588,7 @@ class Searcher:
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
+                preexec_fn=child_signal_reset(),
             )
         except FileNotFoundError:
             raise ConchError("rg_not_found", _RG_NOT_FOUND_MESSAGE) from None

@@ -14,6 +14,8 @@ import sysconfig
 import threading
 from dataclasses import dataclass
 
+from conch.core.process.hygiene import child_signal_reset
+
 __all__ = ["RgInfo", "candidate_paths", "find_rg", "probe_rg", "reset_cache"]
 
 _VERSION_TIMEOUT_S = 10.0
@@ -79,6 +81,7 @@ def probe_rg(path: str) -> RgInfo | None:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
+            preexec_fn=child_signal_reset(),
             timeout=_VERSION_TIMEOUT_S,
             check=False,
         )

@@ -58,9 +58,15 @@ class PtyProcess(ProcessDriver):
             return
         data = terminal.read_master(self._master)
         if data is None:
-            self._close_master()
-            if self.job.terminal:
+            # every slave end is closed. A program may close its stdio just before it exits
+            # (cat does): closing the master now would hang up the terminal and kill it with
+            # SIGHUP before its own exit. Stop reading; the master closes once the leader is gone.
+            if self._exited or self.job.terminal:
+                self._close_master()
                 self.job.log.close_writer()
+            else:
+                with contextlib.suppress(ValueError, OSError):
+                    self._loop.remove_reader(self._master)
             self.job.notify()
             return
         if data:

@@ -14,10 +14,11 @@ import platform
 import struct
 import subprocess
 import termios
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from conch.core.process import procfs
+from conch.core.process.hygiene import child_signal_reset
 from conch.errors import ConchError
 
 ROWS, COLS = 50, 200
@@ -33,8 +34,13 @@ _TTY_WCHAN = ("n_tty_read", "wait_woken")
 _POLL_WCHAN = ("do_select", "poll_schedule_timeout", "do_sys_poll", "ep_poll")
 
 
-def _take_terminal() -> None:  # runs in the child between fork and exec
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+def _child_setup(reset_signals: Callable[[], None] | None) -> Callable[[], None]:
+    def setup() -> None:  # runs in the child between fork and exec
+        if reset_signals is not None:
+            reset_signals()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    return setup
 
 
 def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, str, list[Any]]:
@@ -60,7 +66,7 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, 
                 env=env,
                 start_new_session=True,
                 close_fds=True,
-                preexec_fn=_take_terminal,
+                preexec_fn=_child_setup(child_signal_reset()),
             )
         except FileNotFoundError:
             raise ConchError("spawn_failed", f"program not found: {argv[0]}") from None
@@ -112,14 +118,21 @@ def _blocked_on_terminal(pid: int, tty: str) -> bool:
     if call and call[0].isdigit() and arch in _READS:
         nr = int(call[0])
         if nr in _READS[arch] and len(call) > 1:
-            return procfs.fd_target(pid, int(call[1], 16)) == tty
+            return _is_terminal(procfs.fd_target(pid, int(call[1], 16)), tty)
         if nr in _WAITS[arch]:
-            return procfs.fd_target(pid, 0) == tty
+            return _is_terminal(procfs.fd_target(pid, 0), tty)
         return False
     wchan = procfs.wchan(pid)
     if wchan.startswith(_TTY_WCHAN) or wchan.startswith(_POLL_WCHAN):
-        return procfs.fd_target(pid, 0) == tty
+        return _is_terminal(procfs.fd_target(pid, 0), tty)
     return False
+
+
+def _is_terminal(target: str, tty: str) -> bool:
+    """Whether an fd's target is our terminal. Password prompts (getpass, sudo, ssh) open
+    ``/dev/tty``, which names the process's controlling terminal: for a process of the
+    terminal's foreground group (the only ones asked about) that is ours."""
+    return target == tty or target == "/dev/tty"
 
 
 def input_state(master: int, tty: str, pids: Iterable[int]) -> tuple[bool, bool]:
