@@ -14,4 +14,28 @@ ALLOWED: list[Allowed] = [
         'seed-contracts §4, ai-device bugs: "a negative timeout is not validated" (the profile '
         "keeps the contract and drops the bug, SPEC §7: it answers INVALID_TIMEOUT)",
     ),
+    # `(sleep 1; echo late) & echo early`: the seed waits for the grandchild to close stdout
+    # and shows both lines; Conch answers when the leader exits (the late line still goes to
+    # the output file).
+    Allowed(
+        r"grandchild_holds_stdout",
+        r"content\[0\]\.json\.(output|returned_output_bytes|total_bytes)",
+        'SPEC §2 "Completion": "A one-shot job is finished when its leader process exits. The '
+        "call returns within 100 ms of that even if descendants still hold stdout/stderr (seed "
+        '1 blocks here — must not)."',
+        lambda original, ours: original in ("early\nlate\n", 11) and ours in ("early\n", 6),
+    ),
+    # A kill-mode timeout: the seed sends SIGKILL at once, so a TERM trap never runs; Conch's
+    # deadline sends TERM first, then KILL after the grace (bash reports the TERM, runs the trap).
+    Allowed(
+        r"kill_term_trap",
+        r"content\[0\]\.json\.(output|returned_output_bytes|total_bytes)",
+        'SPEC §2 "Process hygiene": "Killing a job kills its whole tree, escaped descendants '
+        'included, with TERM → grace → KILL"; and "Yield, not block": the deadline terminates '
+        'the tree "(TERM, kill_grace_ms default 2000, then KILL)"',
+        lambda original, ours: (
+            (original == "x\n" and str(ours).endswith("term\n"))
+            or (original == 2 and isinstance(ours, int) and ours > 2)
+        ),
+    ),
 ]

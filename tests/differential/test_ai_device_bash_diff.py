@@ -262,6 +262,14 @@ async def test_bash_results_checks_and_previews_match(servers):
                 timeout_behavior="kill",
             ),
             bash("kill_fast", command="echo k", timeout=5, timeout_behavior="kill"),
+            # where SPEC §2 decides otherwise (see the allow-list)
+            bash("grandchild_holds_stdout", command="(sleep 1; echo late) & echo early"),
+            bash(
+                "kill_term_trap",
+                command="trap 'echo term' TERM; echo x; sleep 5",
+                timeout=0.5,
+                timeout_behavior="kill",
+            ),
         ],
     )
 

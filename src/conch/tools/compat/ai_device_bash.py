@@ -56,7 +56,6 @@ CAPABILITIES: dict[str, Any] = {
 CONCH_RESOURCES = False
 
 MAX_OUTPUT_BYTES = 8192
-MAX_OUTPUT_FILE_BYTES = 104857600  # the seed's BASH_MAX_OUTPUT_FILE_BYTES (= max_log_bytes)
 MAX_ARGV_COUNT = 4096
 MAX_ARGV_BYTES = 262144
 MAX_SCRIPT_BYTES = 1024 * 1024
@@ -335,15 +334,15 @@ def _exit_code(job: Job) -> int:
 
 
 def _job_result(
-    job: Job, tool_mode: str, budget: int, timeout: float | None, handle: int | None
+    job: Job, tool_mode: str, budget: int, timeout: float | None, handle: int | None, cap: int
 ) -> dict[str, Any]:
-    """What bash/run/script answer once the wait is over."""
+    """What bash/run/script answer once the wait is over (``cap``: the output file cap)."""
     if job.state == "output_limit":
         _empty_log(job)
         return _result(
             "OUTPUT_LIMIT_EXCEEDED",
             success=False,
-            message=f"命令输出超过 {MAX_OUTPUT_FILE_BYTES} 字节上限，输出文件已清空",
+            message=f"命令输出超过 {cap} 字节上限，输出文件已清空",
             exit_code=-1,
             tool_mode=tool_mode,
             output_path=job.log.path,
@@ -592,7 +591,7 @@ async def _run(rt: Runtime, args: dict[str, Any], ctx: CallContext, tool_mode: s
         handles = _handles(rt)
         handles.prune(lambda jid: _alive(rt, jid))
         handle = handles.add(job.job_id, tool_mode)
-    return _job_result(job, tool_mode, budget, timeout, handle)
+    return _job_result(job, tool_mode, budget, timeout, handle, rt.config.max_log_bytes)
 
 
 def _alive(rt: Runtime, job_id: str) -> bool:
