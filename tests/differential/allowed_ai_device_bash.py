@@ -6,6 +6,23 @@ from __future__ import annotations
 
 from harness import Allowed
 
+
+def _agent_env(original: object) -> str | None:
+    """The seed's `NAME=value` probe lines as Conch's agent defaults change them."""
+    if not isinstance(original, str):
+        return None
+    defaults = {"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
+    lines = []
+    for line in original.splitlines():
+        name = line.split("=", 1)[0]
+        lines.append(f"{name}={defaults[name]}" if name in defaults else line)
+    return "".join(x + "\n" for x in lines)
+
+
+def _both_counts(original: object, ours: object) -> bool:
+    return isinstance(original, int) and isinstance(ours, int)
+
+
 ALLOWED: list[Allowed] = [
     # A negative exec timeout: the seed runs the command and waits forever; Conch refuses it.
     Allowed(
@@ -24,6 +41,23 @@ ALLOWED: list[Allowed] = [
         "call returns within 100 ms of that even if descendants still hold stdout/stderr (seed "
         '1 blocks here — must not)."',
         lambda original, ours: original in ("early\nlate\n", 11) and ours in ("early\n", 6),
+    ),
+    # The child environment: the seed passes the server's environment on untouched; Conch adds
+    # its agent-friendly defaults (the rest, HOME and LANG included, is the same).
+    *(
+        Allowed(
+            r"agent_env",
+            rf"content\[0\]\.json\.{field}",
+            'SPEC §2 "Environment": children inherit the server environment "plus agent-friendly '
+            "defaults that the config can turn off (`PAGER=cat`, `GIT_PAGER=cat`, "
+            '`GIT_TERMINAL_PROMPT=0`, `TERM=dumb` for pipes)"',
+            check,
+        )
+        for field, check in (
+            ("output", lambda original, ours: _agent_env(original) == ours),
+            # the sizes of that exactly checked output
+            ("(returned_output_bytes|total_bytes)", _both_counts),
+        )
     ),
     # A kill-mode timeout: the seed sends SIGKILL at once, so a TERM trap never runs; Conch's
     # deadline sends TERM first, then KILL after the grace (bash reports the TERM, runs the trap).

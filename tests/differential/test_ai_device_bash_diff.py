@@ -263,6 +263,7 @@ async def test_bash_results_checks_and_previews_match(servers):
             ),
             bash("kill_fast", command="echo k", timeout=5, timeout_behavior="kill"),
             # where SPEC §2 decides otherwise (see the allow-list)
+            bash("agent_env", command=_ENV_PROBE),
             bash("grandchild_holds_stdout", command="(sleep 1; echo late) & echo early"),
             bash(
                 "kill_term_trap",
@@ -275,6 +276,9 @@ async def test_bash_results_checks_and_previews_match(servers):
 
 
 _BUDGETS = [0, 1, 10, 25, 26, 27, 30, 100, 8192, 10**6]
+_ENV_PROBE = (
+    'for v in TERM PAGER GIT_PAGER GIT_TERMINAL_PROMPT HOME LANG; do echo "$v=${!v-unset}"; done'
+)
 
 
 async def test_lax_argument_parsing_and_pydantic_errors_match(servers):
