@@ -262,6 +262,8 @@ async def test_bash_results_checks_and_previews_match(servers):
                 timeout_behavior="kill",
             ),
             bash("kill_fast", command="echo k", timeout=5, timeout_behavior="kill"),
+            bash("longest_command", command=": " + "x" * (131071 - 2)),
+            bash("command_too_long", command=": " + "x" * (131072 - 2)),
             # where SPEC §2 decides otherwise (see the allow-list)
             bash("agent_env", command=_ENV_PROBE),
             bash("grandchild_holds_stdout", command="(sleep 1; echo late) & echo early"),

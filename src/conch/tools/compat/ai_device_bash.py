@@ -79,6 +79,7 @@ _ANSI_ESCAPE = re.compile(
 _HANDLE_MIN = 10_000_000
 _HANDLE_MAX = 2**31 - 1
 _MAX_YIELD_MS = 120_000
+_MAX_ARG_STRLEN = 131072  # Linux: one argv string (with its NUL) may not be longer
 _FOREVER_S = 1e9  # a timeout this long (or inf) waits like no timeout at all
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SESSION_ID = re.compile(r"^ses-[0-9]+$")
@@ -531,13 +532,19 @@ async def _run(rt: Runtime, args: dict[str, Any], ctx: CallContext, tool_mode: s
     run_cwd, shown_cwd = _resolve_cwd(rt, args.get("cwd"))
     if not os.path.isdir(run_cwd):
         raise _Fail("CWD_NOT_FOUND", f"工作目录不存在: {shown_cwd}", output_path=_output_file(rt))
-    text = args.get("command") if tool_mode == "bash" else args.get("script")
+    text: str | None = args.get("command") if tool_mode == "bash" else args.get("script")
     if (text is not None and "\x00" in text) or any("\x00" in v for v in shell_env.values()):
         raise _Fail("EXECUTION_ERROR", "embedded null byte", output_path=_output_file(rt))
+    shell = rt.bash or "/bin/sh"
+    big = text is not None and len(text.encode("utf-8", "surrogatepass")) >= _MAX_ARG_STRLEN
+    if tool_mode == "bash" and big:
+        # the seed passes the command as one argument: the kernel refuses one this long
+        message = f"无法启动命令: [Errno 7] Argument list too long: {shell!r}"
+        raise _Fail("EXECUTION_ERROR", message, output_path=_output_file(rt))
     if tool_mode == "run":
         what["argv"] = args["argv"]
     elif text is not None and not text.strip():
-        what["argv"] = [rt.bash or "/bin/sh", "-c", text]  # blank: runs, and does nothing
+        what["argv"] = [shell, "-c", text]  # blank: runs, and does nothing
     else:
         what["command" if tool_mode == "bash" else "script"] = text
     if tool_mode != "bash":
