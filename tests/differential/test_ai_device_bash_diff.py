@@ -26,6 +26,7 @@ from harness import (
     run_sequence,
     venv_script,
 )
+from mcp import MCPError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
 
@@ -154,10 +155,17 @@ async def record(
         out += await run_sequence(s, calls)
         out += await _calls_with_meta(s, meta_calls)
         if not calls and not meta_calls:  # what the announced capabilities promise
-            prompts = await s.client.list_prompts()
-            out.append({"call": "prompts/list", "result": _dump(prompts)})
-            level = await s.client.set_logging_level("warning")
-            out.append({"call": "logging/setLevel", "result": _dump(level)})
+            client = s.client
+            for label, request in (
+                ("prompts/list", lambda: client.list_prompts()),
+                ("prompts/get", lambda: client.get_prompt("nosuch")),
+                ("logging/setLevel", lambda: client.set_logging_level("warning")),
+                ("resources/subscribe", lambda: client.subscribe_resource("conch://jobs")),
+            ):
+                try:
+                    out.append({"call": label, "result": _dump(await request())})
+                except MCPError as e:
+                    out.append({"call": label, "error": [e.error.code, e.error.message]})
     return out
 
 
@@ -201,6 +209,7 @@ async def test_initialize_tools_list_resources_and_unknown_tools_match(servers):
             Call(method="tools/list"),
             Call(method="resources/list"),
             Call(method="resources/templates/list"),
+            Call(method="resources/read", uri="conch://jobs", key="read_conch_jobs"),
             Call("nosuch", {}, key="unknown_tool"),
         ],
     )
@@ -208,7 +217,8 @@ async def test_initialize_tools_list_resources_and_unknown_tools_match(servers):
     assert "instructions" not in ours[0]
     assert [t["name"] for t in ours[1]["result"]["tools"]] == ["bash", "run", "script", "get"]
     assert ours[2]["result"]["resources"] == []
-    assert ours[4]["content"] == [{"text": "Unknown tool: 'nosuch'"}]
+    assert ours[4]["error"]["code"] == -32002
+    assert ours[5]["content"] == [{"text": "Unknown tool: 'nosuch'"}]
 
 
 @pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")  # logging/setLevel (SEP-2577)

@@ -54,6 +54,8 @@ CAPABILITIES: dict[str, Any] = {
     "extensions": {"io.modelcontextprotocol/ui": {}},
 }
 CONCH_RESOURCES = False
+UNKNOWN_RESOURCE_ERROR = (-32002, "Resource not found: Unknown resource: {uri!r}")
+UNKNOWN_PROMPT_ERROR = (0, "Unknown prompt: {name!r}")
 
 MAX_OUTPUT_BYTES = 8192
 MAX_ARGV_COUNT = 4096
