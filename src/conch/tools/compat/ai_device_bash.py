@@ -6,7 +6,14 @@ FastMCP/pydantic layer parses them (lax mode: ``"5"`` and ``true`` are numbers; 
 is pydantic's own error text with ``isError: true``), its 12-key result as the one compact JSON
 text block (no structuredContent), its checks in its order with its messages, its preview (head
 + marker + tail of the raw output file, ANSI stripped, CR turned into LF) and its output files
-(every call that reaches the executor gets one, failures included).
+(every call that reaches the executor gets one, failures included). Served alone, the server
+also says what the original says at initialize (name, version, capabilities) and has no
+resources or prompts (``conch.mcp.seed_wire`` reads the constants below). Proven against the
+published package by ``tests/differential/test_ai_device_bash_diff.py``.
+
+Where SPEC §2 decides otherwise: a call returns when the leader exits (the seed waits for
+descendants holding stdout), the kill-mode deadline sends TERM before KILL, the child
+environment has Conch's agent defaults (``TERM=dumb``, ``PAGER=cat``, ...).
 
 Bugs dropped (seed-contracts §4): ``duration_ms`` is frozen when the job ends; a negative
 ``timeout`` is ``INVALID_TIMEOUT``; a kill-mode timeout returns as soon as the tree is dead,
