@@ -205,10 +205,11 @@ def _dump(obj: Any) -> Any:
 @dataclass(frozen=True)
 class Call:
     """One request of a sequence. ``method`` is ``tools/call`` (``name`` + ``arguments``),
-    ``tools/list``, ``resources/list``, ``resources/templates/list`` or ``resources/read``
-    (``uri``). ``key`` names the recorded entry (default ``name``/method); ``bind`` maps
-    placeholders in ``arguments`` (``"$name.path.to.field"``) to earlier results; ``until``,
-    when given, repeats the call (up to ``attempts`` times) until it holds."""
+    ``tools/list``, ``resources/list``, ``resources/templates/list``, or ``resources/read``,
+    ``resources/subscribe``, ``resources/unsubscribe`` (``uri``). ``key`` names the recorded
+    entry (default ``name``/method); placeholders in ``arguments`` (``"$key.path.to.field"``)
+    are fields of earlier results; ``until``, when given, repeats the call (up to
+    ``attempts`` times) until it holds."""
 
     name: str = ""
     arguments: Mapping[str, Any] | None = None
@@ -303,6 +304,10 @@ async def _one(
             return {"result": _dump(await client.list_resource_templates())}
         if call.method == "resources/read":
             return {"result": _dump(await client.read_resource(_resolve(call.uri, recorded)))}
+        if call.method == "resources/subscribe":
+            return {"result": _dump(await client.subscribe_resource(call.uri))}
+        if call.method == "resources/unsubscribe":
+            return {"result": _dump(await client.unsubscribe_resource(call.uri))}
         raise HarnessError(f"unknown method {call.method}")
     except MCPError as e:
         return {"error": {"code": e.error.code, "message": e.error.message}}

@@ -724,7 +724,7 @@ class Runtime:
     def tools(self) -> builtins.list[dict[str, Any]]:
         from conch.tools.catalogue import catalogue
 
-        return [t.describe() for t in catalogue(self.config.profiles)]
+        return [t.describe(self.config) for t in catalogue(self.config.profiles)]
 
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any] | None = None, *, context: Any = None

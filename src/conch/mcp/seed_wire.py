@@ -1,13 +1,12 @@
-"""What a seed profile served alone puts on the wire that the SDK's models would not: the
-original's extra annotation keys in ``tools/list`` (ai-device-bash's ``summary_key``), its
-exact ``capabilities`` and, when it serves no resources of its own, empty resource lists.
+"""What a seed profile puts on the wire that the SDK's models would not: the original's extra
+annotation keys in ``tools/list`` (ai-device-bash's ``summary_key``) and, served alone, its exact
+``capabilities`` and the answers they imply (its original lists no prompts, accepts
+``logging/setLevel``, has no ``resources/subscribe`` when it does not announce it).
 
 A server middleware (the SDK shapes every result through its models inside the chain, so the
 shaped dict is amended on the way out). A seed module opts in with module-level constants:
-``CAPABILITIES`` (the initialize result's capabilities, as the original announces them) and
-``CONCH_RESOURCES = False`` (Conch's job resources are not served, as the original has none),
-``UNKNOWN_RESOURCE_ERROR`` / ``UNKNOWN_PROMPT_ERROR`` (``(code, message template)`` of the
-original's JSON-RPC error for a resource / prompt it does not have).
+``CAPABILITIES`` (the initialize result's capabilities as the original announces them) and
+``UNKNOWN_PROMPT = (code, message)`` (its error for ``prompts/get``; ``{name}`` is the name).
 """
 
 from __future__ import annotations
@@ -26,21 +25,17 @@ METHOD_NOT_FOUND = -32601
 class SeedWire:
     def __init__(self, seed: ModuleType | None, listed: list[dict[str, Any]]) -> None:
         self.capabilities: Mapping[str, Any] | None = getattr(seed, "CAPABILITIES", None)
-        self.conch_resources = bool(getattr(seed, "CONCH_RESOURCES", True))
-        self.unknown_resource: tuple[int, str] = getattr(
-            seed, "UNKNOWN_RESOURCE_ERROR", (-32002, "Resource not found: {uri!r}")
-        )
         self.unknown_prompt: tuple[int, str] = getattr(
-            seed, "UNKNOWN_PROMPT_ERROR", (-32602, "Unknown prompt: {name!r}")
+            seed, "UNKNOWN_PROMPT", (-32602, "Unknown prompt: {name}")
         )
-        # tool name -> the annotations as the listing has them (extra keys included)
+        # tool name -> the annotations as the seed's own listing has them (extra keys included)
         self.annotations = {
             t["name"]: t["annotations"] for t in listed if isinstance(t.get("annotations"), dict)
         }
 
     @property
     def needed(self) -> bool:
-        return bool(self.annotations) or self.capabilities is not None or not self.conch_resources
+        return bool(self.annotations) or self.capabilities is not None
 
     async def __call__(
         self,
@@ -49,25 +44,18 @@ class SeedWire:
     ) -> Any:
         method = ctx.method
         params = ctx.params if isinstance(ctx.params, Mapping) else {}
-        if not self.conch_resources:
-            if method == "resources/list":
-                return {"resources": []}
-            if method == "resources/templates/list":
-                return {"resourceTemplates": []}
-            if method == "resources/read":
-                code, template = self.unknown_resource
-                raise MCPError(code, template.format(uri=str(params.get("uri", ""))))
-            if method in ("resources/subscribe", "resources/unsubscribe"):
-                raise MCPError(METHOD_NOT_FOUND, "Method not found")
-        announced = self.capabilities or {}
-        if "prompts" in announced:  # announced by the original, which has none
-            if method == "prompts/list":
-                return {"prompts": []}
-            if method == "prompts/get":
+        announced = self.capabilities
+        if announced is not None:
+            if "prompts" in announced and method == "prompts/list":
+                return {"prompts": []}  # announced by the original, which has none
+            if "prompts" in announced and method == "prompts/get":
                 code, template = self.unknown_prompt
-                raise MCPError(code, template.format(name=str(params.get("name", ""))))
-        if method == "logging/setLevel" and "logging" in announced:
-            return {}
+                raise MCPError(code, template.replace("{name}", repr(str(params.get("name")))))
+            if "logging" in announced and method == "logging/setLevel":
+                return {}
+            subscribe = (announced.get("resources") or {}).get("subscribe")
+            if not subscribe and method in ("resources/subscribe", "resources/unsubscribe"):
+                raise MCPError(METHOD_NOT_FOUND, "Method not found")
         result = await call_next(ctx)
         if not isinstance(result, dict):
             return result
@@ -76,6 +64,6 @@ class SeedWire:
                 extra = self.annotations.get(tool.get("name"))
                 if extra is not None:
                     tool["annotations"] = {**extra, **(tool.get("annotations") or {})}
-        elif method == "initialize" and self.capabilities is not None:
-            result["capabilities"] = copy.deepcopy(dict(self.capabilities))
+        elif method == "initialize" and announced is not None:
+            result["capabilities"] = copy.deepcopy(dict(announced))
         return result

@@ -104,9 +104,10 @@ class ConchMCP:
         self.notifier = ResourceNotifier(lambda job_id: resources.change_uris(rt, job_id))
         self._unlisten: Callable[[], None] | None = None
         self._tools = catalogue(self.config.profiles)
+        self._by_name = {t.name: t for t in self._tools}
         self._in_flight = 0
         self._tool_list = types.ListToolsResult(
-            tools=[types.Tool.model_validate(t.describe()) for t in self._tools]
+            tools=[types.Tool.model_validate(t.describe(self.config)) for t in self._tools]
         )
         self.listen_handler = ListenHandler(self.notifier.bus)
         # A seed profile served alone speaks as the original (SPEC §7); else Conch's identity.
@@ -133,14 +134,18 @@ class ConchMCP:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
-            on_list_resource_templates=self._list_templates,
+            # a seed profile served alone has only its own resources; RESOURCE_TEMPLATES = None
+            # in its module: the original has no templates method at all (tfbash: -32601)
+            on_list_resource_templates=self._list_templates
+            if self.seed is None or getattr(self.seed, "RESOURCE_TEMPLATES", []) is not None
+            else None,
             on_read_resource=self._read_resource,
             on_subscribe_resource=self._subscribe,
             on_unsubscribe_resource=self._unsubscribe,
             on_subscriptions_listen=self.listen_handler,
         )
         # what the SDK's models would drop from a seed's own listing and initialize result
-        wire = SeedWire(self.seed, [dict(t.listing) for t in self._tools if t.listing])
+        wire = SeedWire(self.seed, [t.describe(self.config) for t in self._tools if t.describer])
         if wire.needed:
             self.server.middleware.append(wire)
 
@@ -208,14 +213,27 @@ class ConchMCP:
             outcome = await call_tool_full(self.rt, params.name, params.arguments, call)
         finally:
             self._in_flight -= 1
-        text = outcome.text
-        if text is None:
+        tool = self._by_name.get(params.name)
+        if tool is None and self.seed is not None and hasattr(self.seed, "UNKNOWN_TOOL_TEXT"):
+            # the original's answer to an unknown tool: plain text, no structured content
+            unknown = str(self.seed.UNKNOWN_TOOL_TEXT).replace("{name}", repr(params.name))
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=unknown)],
+                is_error=True,
+            )
+        if tool is not None and tool.render_text is not None:
+            text = tool.render_text(outcome.result, outcome.is_error)
+        else:
             text = render(
                 params.name, outcome.result, is_error=outcome.is_error, fmt=self.config.text_format
             )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
-            structured_content=outcome.result if outcome.structured else None,
+            # a seed profile's failure without a result (tfbash: "The tool failed unexpectedly."),
+            # or one whose original sends its result as text only (ai-device-bash)
+            structured_content=outcome.result
+            if (outcome.result or not outcome.is_error) and (tool is None or tool.structured)
+            else None,
             is_error=outcome.is_error,
             _meta=outcome.meta,
         )
@@ -225,17 +243,28 @@ class ConchMCP:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
+        listed = resources.resource_list(self.rt, seed_only=self.seed is not None)
         return types.ListResourcesResult(
-            resources=[types.Resource.model_validate(r) for r in resources.resource_list(self.rt)]
+            resources=[types.Resource.model_validate(r) for r in listed]
         )
+
+    def _unknown_resource(self, uri: str, message: str) -> MCPError:
+        """The original's error for an unknown URI (tfbash: -32602 "Unknown Resource URI.")."""
+        code, text = getattr(self.seed, "UNKNOWN_RESOURCE", (RESOURCE_NOT_FOUND, None))
+        if text is not None:
+            return MCPError(code, text.replace("{uri}", repr(uri)))
+        return MCPError(code, message, {"uri": uri})
 
     async def _list_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
+        listed = (
+            resources.resource_templates()
+            if self.seed is None
+            else list(getattr(self.seed, "RESOURCE_TEMPLATES", None) or [])
+        )
         return types.ListResourceTemplatesResult(
-            resource_templates=[
-                types.ResourceTemplate.model_validate(t) for t in resources.resource_templates()
-            ]
+            resource_templates=[types.ResourceTemplate.model_validate(t) for t in listed]
         )
 
     async def _read_resource(
@@ -243,9 +272,9 @@ class ConchMCP:
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         try:
-            mime, text = resources.read_resource(self.rt, uri)
+            mime, text = resources.read_resource(self.rt, uri, seed_only=self.seed is not None)
         except ConchError as e:
-            raise MCPError(RESOURCE_NOT_FOUND, e.message, {"uri": uri}) from None
+            raise self._unknown_resource(uri, e.message) from None
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)]
         )
@@ -253,11 +282,20 @@ class ConchMCP:
     async def _subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
+        self._check_seed_uri(str(params.uri))
         self.notifier.subscribe(ctx.session, str(params.uri))
         return types.EmptyResult()
 
     async def _unsubscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
+        self._check_seed_uri(str(params.uri))
         self.notifier.unsubscribe(ctx.session, str(params.uri))
         return types.EmptyResult()
+
+    def _check_seed_uri(self, uri: str) -> None:
+        """A seed profile served alone refuses (un)subscribing to what it does not publish."""
+        if self.seed is not None and not any(
+            r["uri"] == uri for r in resources.resource_list(self.rt, seed_only=True)
+        ):
+            raise self._unknown_resource(uri, f"unknown resource {uri!r}")

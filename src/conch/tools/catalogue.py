@@ -15,6 +15,7 @@ from conch.tools import schemas as S
 from conch.tools.context import CallContext
 
 if TYPE_CHECKING:
+    from conch.config import Config
     from conch.core.runtime import Runtime
 
 Handler = Callable[["Runtime", dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
@@ -43,14 +44,17 @@ class Tool:
     summary: Callable[[Mapping[str, Any]], str] | None = None
     # the tool may wait on a job: front ends send progress notifications while it does
     progress: bool = False
-    # a profile reproducing its original's SDK: validate(args) -> coerced args replaces the
-    # strict schema check (raises ConchError invalid_argument); text(result, is_error) is the
-    # MCP text block; structured=False sends no structuredContent; listing is the exact
-    # tools/list entry
-    validate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    text: Callable[[dict[str, Any], bool], str] | None = None
+    # a seed profile that publishes the original's exact descriptor (no title/annotations,
+    # its own schemas; some values depend on the configuration) and checks arguments the
+    # original's way (its validation messages): describer(config) -> descriptor,
+    # validator(args) raises ConchError("invalid_argument"), or returns the arguments as the
+    # original's SDK coerced them (ai-device-bash: pydantic lax mode)
+    describer: Callable[[Config | None], dict[str, Any]] | None = None
+    validator: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
+    # the text block of a result (result, is_error) -> text, instead of Conch's rendering
+    render_text: Callable[[dict[str, Any], bool], str] | None = None
+    # False: MCP results carry no structuredContent (the original sends its result as text only)
     structured: bool = True
-    listing: Mapping[str, Any] | None = None
 
     @property
     def annotations(self) -> dict[str, Any]:
@@ -70,10 +74,10 @@ class Tool:
             return self.output_schema  # seed profiles describe their own error shapes
         return {"type": "object", "anyOf": [self.output_schema, S.ERROR_OUTPUT]}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, config: Config | None = None) -> dict[str, Any]:
         """The tool as MCP `tools/list` shows it (every front end publishes this)."""
-        if self.listing is not None:
-            return dict(self.listing)
+        if self.describer is not None:
+            return self.describer(config)
         out = {
             "name": self.name,
             "title": self.title,

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from conch.errors import ConchError, RuntimeClosedError
 from conch.tools.catalogue import Tool, catalogue
 from conch.tools.context import CallContext, check_purpose
-from conch.tools.profiles import seed_module
 from conch.tools.schema import validate
 
 if TYPE_CHECKING:
@@ -28,8 +27,6 @@ class ToolOutcome:
     result: dict[str, Any]
     is_error: bool
     meta: dict[str, Any] | None = None
-    text: str | None = None  # the MCP text block, when the tool renders its own
-    structured: bool = True  # whether MCP results carry the result as structuredContent
 
 
 def find_tool(rt: Runtime, name: str) -> Tool | None:
@@ -45,15 +42,17 @@ async def call_tool_full(
     ctx = context or CallContext()
     tool = find_tool(rt, name)
     if tool is None:
-        return _unknown_tool(rt, name)
+        return _error(ConchError("not_found", f"unknown tool {name!r}"))
     args = dict(arguments or {})
     try:
-        if tool.validate is not None:
+        if tool.validator is not None:  # a profile with its own validator words `host` itself
             try:
-                args = tool.validate(args)
+                coerced = tool.validator(args)
             except ConchError as e:
                 # the original's SDK rejected the call before the tool ran: no summary
                 return _shape(e, tool, args, None)
+            if coerced is not None:
+                args = coerced
         else:
             if "host" in args and "host" not in tool.input_schema.get("properties", {}):
                 raise ConchError(
@@ -68,7 +67,7 @@ async def call_tool_full(
                 meta = {"summary": summary}
         result = await _run_with_progress(rt, tool, args, ctx)
         is_error = tool.result_is_error(result) if tool.result_is_error else False
-        return _outcome(tool, result, is_error, meta)
+        return ToolOutcome(result, is_error, meta)
     except ConchError as e:
         return _error(e, tool, args)
     except RuntimeClosedError:
@@ -88,25 +87,6 @@ async def call_tool(
     return (await call_tool_full(rt, name, arguments, context)).result
 
 
-def _unknown_tool(rt: Runtime, name: str) -> ToolOutcome:
-    """Conch's not_found envelope; a seed profile served alone words it as its original does
-    (its module's ``UNKNOWN_TOOL_TEXT``, formatted with ``name``)."""
-    outcome = _error(ConchError("not_found", f"unknown tool {name!r}"))
-    mod = seed_module(rt.config.profiles)
-    template = getattr(mod, "UNKNOWN_TOOL_TEXT", None) if mod is not None else None
-    if isinstance(template, str):
-        outcome.text = template.format(name=name)
-        outcome.structured = False
-    return outcome
-
-
-def _outcome(
-    tool: Tool, result: dict[str, Any], is_error: bool, meta: dict[str, Any] | None
-) -> ToolOutcome:
-    text = tool.text(result, is_error) if tool.text is not None else None
-    return ToolOutcome(result, is_error, meta, text, tool.structured)
-
-
 def _error(
     e: ConchError, tool: Tool | None = None, args: Mapping[str, Any] | None = None
 ) -> ToolOutcome:
@@ -122,7 +102,7 @@ def _shape(
     if tool.error_result is None:
         return ToolOutcome(e.envelope(), True)
     result, is_error = tool.error_result(e, args)
-    return _outcome(tool, result, is_error, meta)
+    return ToolOutcome(result, is_error, meta)
 
 
 async def _run_with_progress(

@@ -57,7 +57,14 @@ def profile_tools(name: str) -> tuple[Tool, ...]:
 # The seed profiles' modules. Each may define ``SERVER_NAME``, ``SERVER_VERSION`` and
 # ``INSTRUCTIONS`` (the original's MCP identity, SPEC §7: "a profile served alone says what the
 # original says"); ``INSTRUCTIONS`` may name ``{dialect}``, ``{platform}``, ``{shell_version}``,
-# ``{default_cwd}`` and ``{workspace_root}``, which the MCP server fills in.
+# ``{default_cwd}`` and ``{workspace_root}``, which the MCP server fills in. Served alone, a
+# seed profile also has only its own resources (none unless conch.tools.resources lists them),
+# and its module may define: ``UNKNOWN_RESOURCE = (code, message)`` (the JSON-RPC error for an
+# unknown URI; default Conch's -32002), ``RESOURCE_TEMPLATES`` (a list, default ``[]``; ``None``:
+# no resources/templates/list method) and ``UNKNOWN_TOOL_TEXT`` (an unknown tool's plain-text
+# error result instead of Conch's envelope); both messages may name ``{uri}`` / ``{name}``.
+# ``CAPABILITIES`` (the initialize result's capabilities as the original announces them) and
+# ``UNKNOWN_PROMPT = (code, message)`` are applied by conch.mcp.seed_wire.
 SEED_MODULES = {
     "ai-device-bash": "conch.tools.compat.ai_device_bash",
     "tfbash": "conch.tools.compat.tfbash",

@@ -114,8 +114,11 @@ def log_text(rt: Runtime, job_id: str, cap: int = LOG_CAP_BYTES) -> str:
     return text
 
 
-def resource_list(rt: Runtime) -> list[dict[str, Any]]:
-    """The concrete resources: the overview and one log per retained job."""
+def resource_list(rt: Runtime, *, seed_only: bool = False) -> list[dict[str, Any]]:
+    """The concrete resources: the overview and one log per retained job; ``seed_only`` (a
+    seed profile served alone): only what that profile's original publishes."""
+    if seed_only:
+        return [desc for desc, _ in _profile_resources(rt).values()]
     out = [
         {
             "uri": JOBS_URI,
@@ -143,16 +146,13 @@ def _profile_resources(rt: Runtime) -> dict[str, Any]:
     """Resources that compatibility profiles add: uri -> (descriptor, render function)."""
     out: dict[str, Any] = {}
     if "tfbash" in rt.config.profiles:
-        from conch.tools.compat.tfbash import OVERVIEW_URI, tfbash_overview_markdown
+        from conch.tools.compat.tfbash import (
+            OVERVIEW_RESOURCE,
+            OVERVIEW_URI,
+            tfbash_overview_markdown,
+        )
 
-        desc = {
-            "uri": OVERVIEW_URI,
-            "name": "shell-overview",
-            "title": "Shell overview",
-            "description": "tfbash-compatible overview of the persistent shells.",
-            "mimeType": "text/markdown",
-        }
-        out[OVERVIEW_URI] = (desc, tfbash_overview_markdown)
+        out[OVERVIEW_URI] = (dict(OVERVIEW_RESOURCE), tfbash_overview_markdown)
     return out
 
 
@@ -176,8 +176,14 @@ def resource_templates() -> list[dict[str, Any]]:
     ]
 
 
-def read_resource(rt: Runtime, uri: str) -> tuple[str, str]:
-    """(mime type, text) of a resource; ``not_found`` for an unknown URI or job."""
+def read_resource(rt: Runtime, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
+    """(mime type, text) of a resource; ``not_found`` for an unknown URI or job (for
+    ``seed_only``, anything the seed profile does not publish)."""
+    if seed_only:
+        extra = _profile_resources(rt).get(uri)
+        if extra is None:
+            raise ConchError("not_found", f"unknown resource {uri!r}")
+        return "text/markdown", extra[1](rt)
     if uri == JOBS_URI:
         return "text/markdown", overview_markdown(rt)
     extra = _profile_resources(rt).get(uri)

@@ -102,8 +102,10 @@ class Shell:
         cwd: str,
         env: dict[str, str],
         startup_command: str | None,
+        echo: bool = True,
     ) -> None:
         self.rt = rt
+        self.echo = echo  # False: the terminal never echoes what is written to it
         self.shell_id = shell_id
         self.name = name
         self.kind = kind
@@ -189,7 +191,7 @@ class Shell:
                 else PathScrubber(path, self.kind.encode())
             )
         pid, master, self._tty, self._sane = terminal.spawn(
-            [self.path, *ARGV[self.kind]], cwd=cwd, env=env
+            [self.path, *ARGV[self.kind]], cwd=cwd, env=env, echo=self.echo
         )
         self.pid, self._master = pid, master
         self._input = Feeder(master, terminal.write_master)

@@ -43,8 +43,11 @@ def _child_setup(reset_signals: Callable[[], None] | None) -> Callable[[], None]
     return setup
 
 
-def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, str, list[Any]]:
-    """Start argv in its own session with a new PTY as controlling terminal.
+def spawn(
+    argv: list[str], *, cwd: str, env: dict[str, str], echo: bool = True
+) -> tuple[int, int, str, list[Any]]:
+    """Start argv in its own session with a new PTY as controlling terminal; ``echo=False``
+    turns the terminal's echo off, so what is typed into it never shows in the output.
 
     Returns (pid, master fd (non-blocking), slave path, the terminal's initial attributes).
     The caller owns reaping the pid.
@@ -54,6 +57,8 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, 
         tty = os.ttyname(slave)
         attrs = termios.tcgetattr(slave)
         attrs[1] &= ~termios.ONLCR  # programs print \n, the log gets \n
+        if not echo:
+            attrs[3] &= ~termios.ECHO
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
         try:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import os
 import re
@@ -50,8 +51,12 @@ if TYPE_CHECKING:
 SERVER_NAME = "bash"
 SERVER_VERSION = "3.4.11"  # FastMCP reports its own version: fastmcp 3.4.11 served 0.2.0
 INSTRUCTIONS: str | None = None
-UNKNOWN_TOOL_TEXT = "Unknown tool: {name!r}"  # FastMCP's answer to a tool it does not have
-# the capabilities FastMCP 3.4.11 announces for the seed (it lists no prompts or resources)
+# FastMCP's answers (tools/profiles.py, conch.mcp.seed_wire): an unknown tool, resource, prompt
+UNKNOWN_TOOL_TEXT = "Unknown tool: {name}"
+UNKNOWN_RESOURCE = (-32002, "Resource not found: Unknown resource: {uri}")
+UNKNOWN_PROMPT = (0, "Unknown prompt: {name}")
+RESOURCE_TEMPLATES: list[dict[str, Any]] = []  # it lists none (and no resources)
+# the capabilities FastMCP 3.4.11 announces for the seed
 CAPABILITIES: dict[str, Any] = {
     "experimental": {},
     "logging": {},
@@ -60,9 +65,6 @@ CAPABILITIES: dict[str, Any] = {
     "tools": {"listChanged": True},
     "extensions": {"io.modelcontextprotocol/ui": {}},
 }
-CONCH_RESOURCES = False
-UNKNOWN_RESOURCE_ERROR = (-32002, "Resource not found: Unknown resource: {uri!r}")
-UNKNOWN_PROMPT_ERROR = (0, "Unknown prompt: {name!r}")
 
 MAX_OUTPUT_BYTES = 8192
 MAX_ARGV_COUNT = 4096
@@ -827,6 +829,11 @@ def _listing(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
+def _describer(name: str, schema: dict[str, Any]) -> Callable[[Any], dict[str, Any]]:
+    entry = _listing(name, schema)
+    return lambda config: copy.deepcopy(entry)
+
+
 def _summary(tool_mode: str) -> Callable[[Mapping[str, Any]], str]:
     default = _DEFAULT_SUMMARY[tool_mode]
     return lambda args: _purpose_summary(args.get("purpose"), default)
@@ -860,10 +867,10 @@ def tools() -> tuple[Tool, ...]:
             destructive=True,
             error_result=_error_result(name),
             summary=_summary(name),
-            validate=_validator(name),
-            text=_text,
+            validator=_validator(name),
+            render_text=_text,
             structured=False,
-            listing=_listing(name, schema),
+            describer=_describer(name, schema),
         )
         for name, schema in specs
     ]
@@ -878,10 +885,10 @@ def tools() -> tuple[Tool, ...]:
             read_only=True,
             error_result=_error_result(None),
             summary=_get_summary,
-            validate=_validator("get"),
-            text=_text,
+            validator=_validator("get"),
+            render_text=_text,
             structured=False,
-            listing=_listing("get", GET_INPUT),
+            describer=_describer("get", GET_INPUT),
         )
     )
     return tuple(out)
