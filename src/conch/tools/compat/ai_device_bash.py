@@ -8,7 +8,8 @@ text block (no structuredContent), its checks in its order with its messages, it
 + marker + tail of the raw output file, ANSI stripped, CR turned into LF) and its output files
 (every call that reaches the executor gets one, failures included). Served alone, the server
 also says what the original says at initialize (name, version, capabilities) and has no
-resources or prompts (``conch.mcp.seed_wire`` reads the constants below). Proven against the
+resources or prompts (the MCP server and ``conch.mcp.seed_wire`` read the constants below; see
+``conch.tools.profiles``). Proven against the
 published package by ``tests/differential/test_ai_device_bash_diff.py``.
 
 Where SPEC §2 decides otherwise: a call returns when the leader exits (the seed waits for
