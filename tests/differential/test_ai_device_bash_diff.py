@@ -88,13 +88,15 @@ def _check_output_file(label: str, r: dict[str, Any]) -> None:
 
 
 def _unpath_diagnostics(r: dict[str, Any]) -> None:
-    """bash's syntax diagnostics name the managed script file, whose path (and so the byte
-    counts) differs per side: compare them with the path replaced, sizes recounted."""
+    """bash's diagnostics name the managed script file, whose path (and so the byte counts)
+    differs per side: compare them with the path replaced, sizes recounted."""
     path = r.get("output_path")
-    if r.get("code") != "SCRIPT_SYNTAX_ERROR" or not path:
+    if not path or r.get("code") in ("BACKGROUND", "RUNNING"):
         return
     with open(path, "rb") as f:
         content = f.read().decode("utf-8", "replace")
+    if not _SCRIPT_PATH.search(content):
+        return
     if r["total_bytes"] == len(content.encode()):
         r["total_bytes"] = len(_SCRIPT_PATH.sub("<script>", content).encode())
     r["output"] = _SCRIPT_PATH.sub("<script>", r["output"])
@@ -254,6 +256,9 @@ async def test_bash_results_checks_and_previews_match(servers):
             bash("purpose_list", command="true", purpose=["a"]),
             bash("purpose_null", command="true", purpose=None),
             bash("caller_var_empty", command='echo "[$AI_ASSISTANT_CALLER_SESSION_ID]"'),
+            bash("shell_flags", command='echo "$0 $- $SHLVL"; shopt -p | md5sum; set -o | md5sum'),
+            bash("stdin_is_empty", command="cat; echo end"),
+            bash("own_session", command="ps -o sid=,pgid=,pid= -p $$ | awk '{print ($1==$3)}'"),
             bash("seq_default", command="seq 1 10000"),
             *[bash(f"seq_bytes_{n}", command="seq 1 3000", bytes=n) for n in _BUDGETS],
             bash("cjk_40", command="printf '\\xe4\\xbd\\xa0%.0s' $(seq 1 100)", bytes=40),
@@ -380,6 +385,7 @@ async def test_run_and_script_match(servers):
             script("syntax_error_no_budget", script="if then\n", bytes=0),
             script("syntax_error_cwd_missing", script="if then\n", cwd="/no/such"),
             script("stdin_not_spliced", script="cat\n", stdin="$(echo no)\n"),
+            script("runtime_error", script="echo one\nnosuch_command_x\necho three\n"),
         ],
     )
 
