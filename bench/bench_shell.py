@@ -17,7 +17,7 @@ import time
 
 import conch
 import conch.config
-from conch.core.shell import terminal
+from conch.core.process import terminal
 
 
 def bare_round_trips(rounds: int) -> list[float]:

@@ -1,9 +1,8 @@
 """Conch: a shell for AI agents, as a Python runtime and an MCP server."""
 
+from conch._version import __version__
 from conch.config import Config
 from conch.errors import ConchError, ConfigError, RuntimeClosedError
-
-__version__ = "0.1.0"
 
 __all__ = ["ConchError", "Config", "ConfigError", "Runtime", "RuntimeClosedError", "__version__"]
 
@@ -11,7 +10,7 @@ __all__ = ["ConchError", "Config", "ConfigError", "Runtime", "RuntimeClosedError
 def __getattr__(name: str) -> object:
     # Runtime pulls in the core; keep `import conch` light for the CLI's fast paths.
     if name == "Runtime":
-        from conch.core.runtime import Runtime
+        from conch.runtime import Runtime
 
         return Runtime
     raise AttributeError(name)

@@ -16,6 +16,13 @@ from conch.errors import ConfigError
 
 MiB = 1024 * 1024
 
+# Limits of every request (SPEC §6), named once: the engine's checks (core/requests.py), the
+# tool schemas (tools/schemas.py) and the settings below all read them here.
+MAX_WAIT_MS = 120_000  # yield_ms / wait_ms
+MAX_OUTPUT_BYTES = MiB  # max_output_bytes / max_bytes: one inline window
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9._-]{0,63}$"  # job and shell names
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"  # environment variable names
+
 
 def _setting(
     default: Any,
@@ -49,9 +56,11 @@ class Config:
     retention_s: int = _setting(3600, "seconds a finished job stays readable", lo=0)
     max_log_bytes: int = _setting(100 * MiB, "per-job log cap; reaching it kills the job", lo=1)
     kill_grace_ms: int = _setting(2000, "TERM-to-KILL grace when stopping a job", lo=0, hi=600_000)
-    default_yield_ms: int = _setting(10_000, "default `yield_ms` of exec", lo=0, hi=120_000)
+    default_yield_ms: int = _setting(10_000, "default `yield_ms` of exec", lo=0, hi=MAX_WAIT_MS)
     default_timeout_ms: int = _setting(1_800_000, "default `timeout_ms` of exec (0 = none)", lo=0)
-    default_max_output_bytes: int = _setting(16384, "default inline output budget", lo=0, hi=MiB)
+    default_max_output_bytes: int = _setting(
+        16384, "default inline output budget", lo=0, hi=MAX_OUTPUT_BYTES
+    )
     # shells
     max_shells: int = _setting(16, "most persistent shells open at once", lo=1, hi=1024)
     close_timeout_ms: int = _setting(2000, "time allowed to close a shell", lo=100, hi=600_000)
@@ -189,3 +198,12 @@ def parse_setting(name: str, text: str) -> Any:
     if kind is list:
         return [p.strip() for p in text.split(",") if p.strip()]
     return text
+
+
+def local_url(host: str, port: int | str) -> str:
+    """The URL a client on this machine uses for a server bound to ``host:port``: a wildcard
+    bind (or none) is reached on loopback; an IPv6 host gets its brackets."""
+    host = host.strip().strip("[]")
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 # code -> retryable
 ERROR_CODES: dict[str, bool] = {
     "invalid_argument": False,
@@ -25,7 +22,12 @@ ERROR_CODES: dict[str, bool] = {
 
 
 class ConchError(Exception):
-    """A tool could not do what was asked. Becomes the ``{"error": ...}`` envelope."""
+    """A tool could not do what was asked. Becomes the ``{"error": ...}`` envelope.
+
+    ``field`` names the argument at fault (``cwd``, ``env.FOO``, ``argv[0]``, ``_meta.shell_env``)
+    and ``value`` says what about it (``is required``, the missing path): profiles translate
+    errors by ``(code, field)``, never by parsing ``message``. Neither is in the envelope.
+    """
 
     def __init__(
         self,
@@ -33,17 +35,17 @@ class ConchError(Exception):
         message: str,
         retryable: bool | None = None,
         *,
-        detail: Mapping[str, Any] | None = None,
+        field: str | None = None,
+        value: str | None = None,
     ) -> None:
-        """``detail``: what a seed profile needs to word the failure as its original did
-        (e.g. the OS error text, bash's raw diagnostics); never part of the envelope."""
         if code not in ERROR_CODES:
             raise ValueError(f"unknown error code {code!r}")
         super().__init__(message)
         self.code = code
         self.message = message
         self.retryable = ERROR_CODES[code] if retryable is None else retryable
-        self.detail: Mapping[str, Any] = detail or {}
+        self.field = field
+        self.value = value
 
     def envelope(self) -> dict[str, dict[str, object]]:
         return {"error": {"code": self.code, "message": self.message, "retryable": self.retryable}}

@@ -13,9 +13,9 @@ import psutil
 import pytest
 
 import conch
-from conch.tools.catalogue import catalogue
+from conch.tools.call import call_tool_full
 from conch.tools.context import CallContext
-from conch.tools.dispatch import call_tool_full
+from conch.tools.profiles import ai_device_bash
 
 pytestmark = pytest.mark.anyio
 
@@ -300,7 +300,7 @@ async def test_numbers_are_parsed_like_pydantic_lax_mode(rt, args, waited):
 
 
 async def test_a_bad_argument_is_pydantics_error_text_with_is_error(rt):
-    tools = {t.name: t for t in catalogue(["ai-device-bash"])}
+    tools = {t.name: t for t in ai_device_bash.tools()}
     outcome = await call_tool_full(rt, "get", {"pid": 1.5})
     assert outcome.is_error and outcome.meta is None
     text = tools["get"].render_text

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 import conch
-from conch.tools.dispatch import ToolOutcome, call_tool_full
+from conch.tools.call import ToolOutcome, call_tool_full
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import conch
-from conch.tools.compat.tfbash import tfbash_overview_markdown
-from conch.tools.dispatch import call_tool_full
+from conch.tools.call import call_tool_full
+from conch.tools.profiles.tfbash import tfbash_overview_markdown
 
 pytestmark = pytest.mark.anyio
 

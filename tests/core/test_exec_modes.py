@@ -192,6 +192,21 @@ async def test_ready_false_when_job_ends_first(rt):
     assert r["state"] == "exited" and r["ready"] is False
 
 
+async def test_ready_pattern_matches_across_escape_and_utf8_cut_between_writes(rt):
+    # the output arrives as "Listen\x1b[" + "1ming on caf\xc3" + "\xa9\n": normalized chunk by
+    # chunk, the escape and the character would be lost at the cuts
+    r = await rt.exec(
+        command=(
+            "printf 'Listen\\033['; sleep 0.3; printf '1ming on caf\\303'; sleep 0.3; "
+            "printf '\\251\\n'; sleep 30"
+        ),
+        ready={"pattern": "Listening on café$"},
+        yield_ms=10000,
+    )
+    assert r["state"] == "running" and r["ready"] is True
+    await rt.signal(r["job_id"], "kill")
+
+
 async def test_ready_port(rt):
     import socket
 
@@ -279,3 +294,23 @@ async def test_eof_after_a_large_write_closes_once_everything_is_written(rt):
     await rt.write(r["job_id"], text="y" * 500_000, eof=True, yield_ms=10000)
     done = await rt.read(r["job_id"], cursor=0, wait_ms=10000, until="exit")
     assert done["state"] == "exited" and done["output"].strip() == "500000"
+
+
+async def test_script_syntax_check_gets_the_child_env_without_conch_secrets(tmp_path, monkeypatch):
+    import conch
+
+    secret = "tok-5e1f0a9d77"
+    monkeypatch.setenv("CONCH_AUTH_TOKEN", secret)
+    monkeypatch.setenv("SOMETHING_ELSE", secret)
+    seen = tmp_path / "env.txt"
+    bash = tmp_path / "bash"  # records the environment of `bash -n`, then is bash
+    bash.write_text(f'#!/bin/sh\nif [ "$3" = "-n" ]; then env > {seen}; fi\nexec /bin/bash "$@"\n')
+    bash.chmod(0o755)
+    cfg = conch.Config(data_dir=str(tmp_path / "d"), auth_token=secret)
+    async with conch.Runtime(cfg) as rt:
+        rt.bash = str(bash)
+        r = await rt.exec(script="echo ok\n")
+    assert r["output"] == "ok\n"
+    env = seen.read_text()
+    assert secret not in env and "CONCH_AUTH_TOKEN" not in env
+    assert "CONCH_TAG=" in env  # tagged like every child: a shutdown sweep finds it

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from conch.tools.call import call_tool_full
 from conch.tools.context import CallContext
-from conch.tools.dispatch import call_tool_full
 from conch.tools.render import render
 
 pytestmark = pytest.mark.anyio
@@ -151,3 +151,32 @@ async def test_text_rendering_is_a_header_then_output(rt):
     assert text.endswith("hi\n")
     err = await call_tool_full(rt, "read", {"job_id": "nope"})
     assert render("read", err.result, is_error=True).startswith("[error not_found]")
+
+
+async def test_concurrent_calls_each_report_progress_on_their_own_job(rt):
+    import asyncio
+
+    seen: dict[str, list[str]] = {"a": [], "b": []}
+
+    def reporter(key: str):
+        async def progress(message: str) -> None:
+            seen[key].append(message)
+
+        return progress
+
+    async def call(key: str, delay: float) -> dict:
+        await asyncio.sleep(delay)
+        outcome = await call_tool_full(
+            rt,
+            "exec",
+            {"command": f"echo {key}-line; sleep 1.6", "yield_ms": 5000},
+            CallContext(progress=reporter(key)),
+        )
+        return outcome.result
+
+    a, b = await asyncio.gather(call("a", 0.0), call("b", 0.2))
+    for key, result in (("a", a), ("b", b)):
+        assert seen[key], f"no progress for {key}"
+        for message in seen[key]:
+            assert message.startswith(result["job_id"] + " "), (key, message)
+            assert f"{key}-line" in message

@@ -118,6 +118,7 @@ async def test_exec_results_cursors_and_windows_match(tfbash_venv, diff_cwd, dif
         exec_call("syntax", "while true do echo x; done"),
         exec_call("multiline", "for i in 1 2 3\ndo\n  echo line$i\ndone\ncat <<'EOF'\nhere\nEOF"),
         exec_call("unicode", "printf '你好 ✓ émoji 🎉'"),
+        exec_call("terminal", "stty size; echo $TERM; [ -t 0 ] && echo tty"),
         exec_call("stderr", "echo out; echo err >&2; printf no-newline"),
         exec_call("ansi", "printf '\\033[31mred\\033[0m plain\\n'; printf 'a\\rb\\tc\\n'"),
         exec_call(

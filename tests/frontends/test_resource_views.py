@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from conch import Config
-from conch.core.runtime import Runtime
 from conch.errors import ConchError
+from conch.runtime import Runtime
 from conch.tools import resources
 
 pytestmark = pytest.mark.anyio

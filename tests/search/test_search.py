@@ -612,3 +612,35 @@ def test_results_validate_against_output_schema(tmp_path: Path) -> None:
     jsonschema.validate({"pattern": "x", "glob": ["*.py"]}, SEARCH_INPUT_SCHEMA)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"pattern": "x", "host": "h"}, SEARCH_INPUT_SCHEMA)
+
+
+def test_rg_gets_the_child_env_without_conch_secrets(tmp_path: Path) -> None:
+    """The runtime's rg runs with the environment every child gets: no Conch secret in it."""
+    secret = "tok-8c2d41e0aa"
+    seen = tmp_path / "env.txt"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    rg = bin_dir / "rg"  # answers --version like ripgrep, records its environment otherwise
+    rg.write_text(
+        '#!/bin/sh\nif [ "$1" = "--version" ]; then echo "ripgrep 14.1.0"; exit 0; fi\n'
+        f"env > {seen}\nexit 1\n"
+    )
+    rg.chmod(0o755)
+    child = (
+        "import asyncio, conch\n"
+        "async def main():\n"
+        f"    cfg = conch.Config(data_dir={str(tmp_path / 'd')!r}, auth_token={secret!r})\n"
+        "    async with conch.Runtime(cfg) as rt:\n"
+        "        await rt.call_tool('search', {'pattern': 'x'})\n"
+        "asyncio.run(main())\n"
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "CONCH_AUTH_TOKEN": secret,
+        "SOMETHING_ELSE": secret,
+    }
+    subprocess.run([sys.executable, "-c", child], env=env, check=True, timeout=60)
+    text = seen.read_text()
+    assert secret not in text and "CONCH_AUTH_TOKEN" not in text
+    assert "CONCH_TAG=" in text

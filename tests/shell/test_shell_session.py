@@ -189,6 +189,15 @@ async def test_a_shell_opened_without_echo_never_shows_written_text(
     assert w["output"] == "abc\n"
 
 
+async def test_a_shell_can_be_opened_with_another_terminal_size(rt: conch.Runtime) -> None:
+    default = await run(rt, await open_shell(rt), "stty size")
+    assert default["output"] == "50 200\n"
+    sid = (await rt.shell_open(size=(24, 80)))["shell_id"]
+    assert (await run(rt, sid, "stty size"))["output"] == "24 80\n"
+    with pytest.raises(conch.ConchError):
+        await rt.shell_open(size=(0, 80))
+
+
 async def test_read_s_reports_awaiting_secret(rt: conch.Runtime) -> None:
     sid = await open_shell(rt)
     r = await run(rt, sid, "read -s pw; echo got:$pw", yield_ms=300)

@@ -14,13 +14,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from conch import __version__
-from conch.config import Config, parse_setting
+from conch._version import __version__
+from conch.config import Config, local_url, parse_setting
 from conch.errors import ConfigError
+from conch.http import IS_ERROR_HEADER
 
 DEFAULT_URL = "http://127.0.0.1:7785"
 MAX_PARAMS_BYTES = 4 * 1024 * 1024
-IS_ERROR_HEADER = "X-Conch-Is-Error"
 
 
 # -- settings as flags ----------------------------------------------------------------------------
@@ -98,13 +98,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _default_url() -> str:
-    host = os.environ.get("CONCH_HOST", "").strip() or "127.0.0.1"
-    if host in ("0.0.0.0", "::", ""):
-        host = "127.0.0.1"
-    port = os.environ.get("CONCH_PORT", "").strip() or "7785"
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    return f"http://{host}:{port}"
+    return local_url(
+        os.environ.get("CONCH_HOST", ""), os.environ.get("CONCH_PORT", "").strip() or "7785"
+    )
 
 
 def cmd_invoke(args: argparse.Namespace) -> int:
@@ -163,11 +159,11 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 def cmd_tools(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if args.manifest:
-        from conch.tools.manifest import manifest
+        from conch.http.manifest import manifest
 
         out: Any = manifest(cfg)
     else:
-        from conch.tools.catalogue import catalogue
+        from conch.tools.registry import catalogue
 
         out = [t.describe(cfg) for t in catalogue(cfg.profiles)]
     json.dump(out, sys.stdout, ensure_ascii=False, indent=2)
@@ -178,13 +174,13 @@ def cmd_tools(args: argparse.Namespace) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     import asyncio
 
-    from conch.core.runtime import Runtime
+    from conch.runtime import Runtime
 
     cfg = config_from_args(args)
 
     async def info() -> dict[str, Any]:
         async with Runtime(cfg) as rt:
-            return await rt.info()
+            return dict(await rt.info())
 
     json.dump(asyncio.run(info()), sys.stdout, ensure_ascii=False, indent=2)
     sys.stdout.write("\n")

@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from conch.config import Config
+from conch.config import Config, local_url
 
 UNIT_NAME = "conch.service"
 LAUNCHD_LABEL = "dev.conch.service"
@@ -177,13 +177,6 @@ def plist_path() -> Path:
 
 def service_file() -> Path:
     return plist_path() if sys.platform == "darwin" else unit_path()
-
-
-def local_url(host: str, port: int) -> str:
-    host = host.strip("[]")
-    if host in ("", "0.0.0.0", "::"):
-        host = "127.0.0.1"
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def installed_url() -> str | None:

@@ -27,9 +27,6 @@ class DataDir:
 
     def new_file(self, subdir: Path, object_id: str, suffix: str) -> tuple[str, int]:
         """Create a fresh 0600 file (O_EXCL, O_NOFOLLOW); returns (path, read-write fd)."""
-        return self._create(subdir, object_id, suffix)
-
-    def _create(self, subdir: Path, object_id: str, suffix: str) -> tuple[str, int]:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         path = str(subdir / f"{stamp}-{object_id}.{suffix}")
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC

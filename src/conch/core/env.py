@@ -6,9 +6,10 @@ import os
 import re
 from collections.abc import Mapping
 
+from conch.config import ENV_NAME_PATTERN
 from conch.errors import ConchError
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(ENV_NAME_PATTERN)
 CALLER_SESSION_VAR = "AI_ASSISTANT_CALLER_SESSION_ID"
 # never inherited: they change how bash starts, or they are Conch's own secrets
 _DROPPED = (
@@ -26,14 +27,19 @@ def check_env(env: Mapping[str, object] | None, what: str = "env") -> dict[str, 
     if env is None:
         return {}
     if not isinstance(env, Mapping):
-        raise ConchError("invalid_argument", f"{what} must be an object of strings")
+        raise ConchError("invalid_argument", f"{what} must be an object of strings", field=what)
     out: dict[str, str] = {}
     for k, v in env.items():
         if not isinstance(k, str) or not ENV_NAME.match(k):
-            raise ConchError("invalid_argument", f"{what}: invalid variable name {k!r}")
+            raise ConchError(
+                "invalid_argument", f"{what}: invalid variable name {k!r}", field=what, value=k
+            )
         if not isinstance(v, str) or "\x00" in v:
             raise ConchError(
-                "invalid_argument", f"{what}: value of {k} must be a string without NUL"
+                "invalid_argument",
+                f"{what}: value of {k} must be a string without NUL",
+                field=what,
+                value=k,
             )
         out[k] = v
     return out

@@ -26,19 +26,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import Receive, Scope, Send
 
-from conch import __version__
+from conch._version import __version__
 from conch.config import Config
-from conch.core.runtime import Runtime
-from conch.http import dashboard
+from conch.http import IS_ERROR_HEADER, dashboard
+from conch.http.manifest import SERVICE_ID, manifest
 from conch.http.register import Registrar
 from conch.http.security import MAX_BODY_BYTES, Guard
-from conch.mcp.server import ConchMCP, caller_context_trusted
-from conch.tools.context import CallContext
-from conch.tools.dispatch import call_tool_full
-from conch.tools.manifest import SERVICE_ID, manifest
+from conch.mcp.server import ConchMCP
+from conch.runtime import Runtime
+from conch.tools.context import CallContext, caller_context_trusted
 
 log = logging.getLogger("conch.http")
-IS_ERROR_HEADER = "X-Conch-Is-Error"
 # The guard checks Host/Origin on every route; the SDK's own check would only repeat it
 # (and rejects a port-less `Host: localhost`).
 _SDK_SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -152,7 +150,7 @@ class ConchHTTP:
             ctx = CallContext(
                 meta=meta, trusted=caller_context_trusted(self.config, request.headers)
             )
-            outcome = await call_tool_full(self.runtime, method, params, ctx)
+            outcome = await self.runtime.call_tool_full(method, params, ctx)
             outcome_result, is_error = outcome.result, outcome.is_error
         return JSONResponse(
             outcome_result, headers={IS_ERROR_HEADER: "true" if is_error else "false"}

@@ -13,19 +13,18 @@ from conch.core.jobs.snapshot import summary
 from conch.core.output import window as win
 from conch.core.output.utf8 import boundary_at_or_after
 from conch.errors import ConchError
+from conch.tools.views import jobs_newest_first
 
 if TYPE_CHECKING:
-    from conch.core.runtime import Runtime
+    from conch.runtime import Runtime
 
 FIRST_VIEW_BYTES = 64 * 1024
 CHUNK_BYTES = 256 * 1024
 
 
 def jobs_state(rt: Runtime) -> dict[str, Any]:
-    rt.jobs.evict()
-    jobs = sorted(rt.jobs, key=lambda j: (j.terminal, -j.started_at.timestamp()))
     shells = rt.shells.summaries() if rt.shells is not None else []
-    return {"jobs": [summary(j) for j in jobs], "shells": shells}
+    return {"jobs": [summary(j) for j in jobs_newest_first(rt)], "shells": shells}
 
 
 def log_chunk(rt: Runtime, job_id: str, cursor: int | None) -> dict[str, Any]:

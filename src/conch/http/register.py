@@ -30,10 +30,10 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from conch.config import Config
+from conch.config import Config, local_url
 from conch.errors import ConfigError
+from conch.http.manifest import SERVICE_ID, manifest
 from conch.http.security import is_loopback
-from conch.tools.manifest import SERVICE_ID, manifest
 
 log = logging.getLogger("conch.http")
 
@@ -74,12 +74,7 @@ def gateway_url(value: str) -> str:
 
 def service_base_url(cfg: Config) -> str:
     """How the gateway reaches this service: the bind address, or loopback for a wildcard."""
-    host = cfg.host.strip("[]")
-    if host in ("", "0.0.0.0", "::"):
-        host = "127.0.0.1"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"http://{host}:{cfg.port}"
+    return local_url(cfg.host, cfg.port)
 
 
 def _request(url: str, method: str, body: Any, timeout: float) -> Any:

@@ -37,7 +37,6 @@ class ResourceNotifier:
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self.sent = 0
 
     # -- sources -----------------------------------------------------------------------------
 
@@ -60,10 +59,6 @@ class ResourceNotifier:
         uris = self._legacy.get(connection_of(session))
         if uris is not None:
             uris.discard(uri)
-
-    @property
-    def legacy_subscriptions(self) -> int:
-        return sum(len(u) for u in self._legacy.values())
 
     # -- delivery ------------------------------------------------------------------------------
 
@@ -99,4 +94,3 @@ class ResourceNotifier:
                     await conn.send_resource_updated(uri)
                 except Exception:
                     self._legacy.pop(conn, None)
-        self.sent += 1

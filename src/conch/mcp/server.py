@@ -7,7 +7,6 @@ is all it needs; every transport (stdio, Streamable HTTP, SSE) serves the same i
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import re
 import sys
@@ -21,21 +20,18 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 
-from conch import __version__
+from conch._version import __version__
 from conch.config import Config
-from conch.core.runtime import Runtime
 from conch.errors import ConchError
 from conch.mcp.notify import ResourceNotifier
 from conch.mcp.seed_wire import SeedWire
+from conch.runtime import Runtime
 from conch.tools import resources
-from conch.tools.catalogue import catalogue
-from conch.tools.context import CallContext
-from conch.tools.dispatch import call_tool_full
+from conch.tools.context import CallContext, caller_context_trusted
 from conch.tools.profiles import seed_module, server_identity
 from conch.tools.render import render
 
 log = logging.getLogger("conch.mcp")
-CALLER_CONTEXT_HEADER = "x-ai-assistant-caller-context"
 RESOURCE_NOT_FOUND = -32002
 
 
@@ -75,14 +71,6 @@ def fill_instructions(template: str, cfg: Config, rt: Runtime) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
-def caller_context_trusted(cfg: Config, headers: Mapping[str, str]) -> bool:
-    """An HTTP request may project caller context only when it carries the configured
-    caller-context token (constant-time compare); without a configured token, never."""
-    token = cfg.caller_context_token
-    given = headers.get(CALLER_CONTEXT_HEADER)
-    return bool(token) and given is not None and hmac.compare_digest(given.encode(), token.encode())
-
-
 def _progress_token(ctx: ServerRequestContext[Any, Any]) -> Any:
     meta = ctx.meta or {}
     token = meta.get("progress_token", meta.get("progressToken"))
@@ -103,7 +91,7 @@ class ConchMCP:
         self.transport = transport
         self.notifier = ResourceNotifier(lambda job_id: resources.change_uris(rt, job_id))
         self._unlisten: Callable[[], None] | None = None
-        self._tools = catalogue(self.config.profiles)
+        self._tools = rt.registry.tools
         self._by_name = {t.name: t for t in self._tools}
         self._in_flight = 0
         self._tool_list = types.ListToolsResult(
@@ -210,13 +198,13 @@ class ConchMCP:
         call = CallContext(meta=meta, trusted=self._trusted(ctx), progress=progress)
         self._in_flight += 1
         try:
-            outcome = await call_tool_full(self.rt, params.name, params.arguments, call)
+            outcome = await self.rt.call_tool_full(params.name, params.arguments, call)
         finally:
             self._in_flight -= 1
         tool = self._by_name.get(params.name)
         if tool is None and self.seed is not None and hasattr(self.seed, "UNKNOWN_TOOL_TEXT"):
-            # the original's answer to an unknown tool: plain text, no structured content
             unknown = str(self.seed.UNKNOWN_TOOL_TEXT).replace("{name}", repr(params.name))
+            # the original's answer to an unknown tool: plain text, no structured content
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=unknown)],
                 is_error=True,
@@ -229,7 +217,7 @@ class ConchMCP:
             )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
-            # a seed profile's failure without a result (tfbash: "The tool failed unexpectedly."),
+            # a seed profile's failure without a result (tfbash: "The tool failed unexpectedly.")
             # or one whose original sends its result as text only (ai-device-bash)
             structured_content=outcome.result
             if (outcome.result or not outcome.is_error) and (tool is None or tool.structured)

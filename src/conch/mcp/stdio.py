@@ -73,8 +73,8 @@ async def _claim_stdin() -> _StdinLines | None:
 async def serve_stdio(cfg: Config) -> None:
     from mcp.server.stdio import stdio_server
 
-    from conch.core.runtime import Runtime
     from conch.mcp.server import ConchMCP
+    from conch.runtime import Runtime
 
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()

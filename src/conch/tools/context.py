@@ -2,26 +2,41 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hmac
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from conch.config import Config
 from conch.core.env import check_env
+from conch.core.jobs.job import Job
 from conch.errors import ConchError
 
 SESSION_ID = re.compile(r"^ses-[0-9]+$")
+CALLER_CONTEXT_HEADER = "x-ai-assistant-caller-context"
 
 
 @dataclass
 class CallContext:
     """meta: the request's ``_meta``; trusted: the transport may project caller context
     (stdio, in-process, or HTTP with the caller-context header matching the token);
-    progress: async fn(message) the tool may call while it waits."""
+    progress: async fn(message) the tool may call while it waits; started: the job this call
+    started (set by the engine through :meth:`job_started`, read by progress reporting)."""
 
     meta: Mapping[str, Any] | None = None
     trusted: bool = True
     progress: Callable[[str], Awaitable[None]] | None = None
+    started: Job | None = None
+
+    def for_call(self) -> CallContext:
+        """A copy for one call: what one call learns (its job) never leaks into another."""
+        return dataclasses.replace(self, started=None)
+
+    def job_started(self, job: Job) -> None:
+        """``on_start`` of ``Engine.exec``: remember the job this call started."""
+        self.started = job
 
     def shell_env(self) -> dict[str, str]:
         raw = (self.meta or {}).get("shell_env")
@@ -52,3 +67,11 @@ def check_purpose(purpose: Any) -> str | None:
     if any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in text):
         raise ConchError("invalid_argument", "purpose must not contain control characters")
     return text
+
+
+def caller_context_trusted(cfg: Config, headers: Mapping[str, str]) -> bool:
+    """An HTTP request may project caller context only when it carries the configured
+    caller-context token (constant-time compare); without a configured token, never."""
+    token = cfg.caller_context_token
+    given = headers.get(CALLER_CONTEXT_HEADER)
+    return bool(token) and given is not None and hmac.compare_digest(given.encode(), token.encode())

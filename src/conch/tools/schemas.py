@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conch.core.keys import KEY_NAMES
+from conch.config import ENV_NAME_PATTERN, MAX_OUTPUT_BYTES, MAX_WAIT_MS, NAME_PATTERN, MiB
+from conch.core.process.keys import KEY_NAMES
 
-MiB = 1024 * 1024
 ID = {
     "type": "string",
     "minLength": 1,
@@ -15,13 +15,13 @@ ID = {
 }
 NAME = {
     "type": "string",
-    "pattern": r"^[A-Za-z][A-Za-z0-9._-]{0,63}$",
+    "pattern": NAME_PATTERN,
     "description": "Your own name for it (e.g. `web`), usable wherever an id is.",
 }
 ENV = {
     "type": "object",
     "maxProperties": 256,
-    "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+    "propertyNames": {"pattern": ENV_NAME_PATTERN},
     "additionalProperties": {"type": "string", "maxLength": 131072},
     "description": "Extra environment variables for the process.",
 }
@@ -30,7 +30,7 @@ PURPOSE = {
     "maxLength": 1000,
     "description": "Why you run this (<= 200 chars); echoed in _meta.summary only.",
 }
-YIELD = {"type": "integer", "minimum": 0, "maximum": 120000}
+YIELD = {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS}
 
 
 def obj(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -92,7 +92,7 @@ EXEC_INPUT = obj(
         "max_output_bytes": {
             "type": "integer",
             "minimum": 0,
-            "maximum": MiB,
+            "maximum": MAX_OUTPUT_BYTES,
             "description": "Inline output budget (head + tail). Default 16384.",
         },
         "output_format": {
@@ -134,7 +134,7 @@ READ_INPUT = obj(
         "max_bytes": {
             "type": "integer",
             "minimum": 1,
-            "maximum": MiB,
+            "maximum": MAX_OUTPUT_BYTES,
             "description": "Most bytes of text to return. Default 16384.",
         },
         "wait_ms": {**YIELD, "description": "Wait up to this long for `until`. Default 0."},

@@ -14,7 +14,7 @@ from conch.core.output.log import JobLog
 
 RUNNING = "running"
 TERMINAL = frozenset({"exited", "timed_out", "cancelled", "output_limit"})
-MODES = ("command", "argv", "script", "pty", "shell")
+TERMINAL_MODES = frozenset({"pty", "shell"})  # jobs whose program runs on a terminal
 
 
 def new_id(prefix: str) -> str:
@@ -107,6 +107,11 @@ class Job:
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL
+
+    @property
+    def streams(self) -> bool:
+        """Whether stdout and stderr are apart (pipes); a terminal (pty, shell) has one stream."""
+        return self.mode not in TERMINAL_MODES
 
     @property
     def pid(self) -> int | None:

@@ -15,11 +15,20 @@ from conch.errors import ConchError
 BIG_COMMAND = 100_000  # above this a command goes through a file: argv strings are capped
 
 
-def find_bash() -> str | None:
-    for p in ("/bin/bash", "/usr/bin/bash"):
+SHELL_DIRS = ("/bin", "/usr/bin", "/usr/local/bin", "/opt/homebrew/bin")
+
+
+def find_shell(kind: str) -> str | None:
+    """The one way Conch finds a shell (``bash``, ``zsh``): the system's first, then PATH."""
+    for d in SHELL_DIRS:
+        p = os.path.join(d, kind)
         if os.access(p, os.X_OK):
             return p
-    return shutil.which("bash")
+    return shutil.which(kind)
+
+
+def find_bash() -> str | None:
+    return find_shell("bash")
 
 
 def plan(
@@ -56,9 +65,17 @@ def plan(
 
 
 async def prepare_script(
-    data: DataDir, bash: str | None, job: Job, text: str, cwd: str
+    data: DataDir,
+    bash: str | None,
+    job: Job,
+    text: str,
+    cwd: str,
+    *,
+    check: bool,
+    env: dict[str, str],
 ) -> list[str]:
-    """Write the script to a private file and check it with `bash -n` (runs no user code)."""
+    """Write the script to a private file; with ``check``, check it with `bash -n` first (runs
+    no user code). ``env`` is the child environment every process of Conch gets."""
     path, fd = data.new_file(data.tmp, job.job_id, "sh")
     try:
         os.write(fd, text.encode("utf-8"))
@@ -68,7 +85,7 @@ async def prepare_script(
     job.on_finish(remove_tmp_files)
     shell = bash or "/bin/sh"
     flags = ["--noprofile", "--norc"] if bash else []
-    if job.mode == "script":
+    if check:
         proc = await asyncio.create_subprocess_exec(
             shell,
             *flags,
@@ -78,7 +95,7 @@ async def prepare_script(
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             cwd=cwd,
-            env={k: v for k, v in os.environ.items() if k not in ("BASH_ENV", "ENV")},
+            env=env,
             start_new_session=True,
             preexec_fn=child_signal_reset(),
         )
@@ -88,7 +105,9 @@ async def prepare_script(
             raise ConchError(
                 "syntax_error",
                 diag[:65536] or "bash -n reported a syntax error",
-                detail={"diagnostics": err},  # bash's own bytes, naming the script file
+                field="script",
+                # bash's own text, naming the script file (bytes kept: surrogateescape)
+                value=err.decode("utf-8", "surrogateescape"),
             )
     return [shell, *flags, path]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conch.core.jobs.job import Job
-from conch.core.output.normalize import normalize
+from conch.core.output.normalize import Normalizer
 from conch.errors import ConchError
 
 _POLL_S = 0.1
@@ -52,10 +52,12 @@ def _url_ok(url: str) -> bool:
 async def wait_ready(job: Job, spec: ReadySpec, timeout_s: float, *, since: int = 0) -> bool | None:
     """True once ready, False if the job ended first, None if timeout_s passed.
 
-    A pattern is looked for in the combined output from byte ``since`` on."""
+    A pattern is looked for in the combined output from byte ``since`` on, normalized as a
+    stream: an escape sequence or a UTF-8 character cut between two reads is still whole."""
     deadline = time.monotonic() + timeout_s
     scanned = since
-    carry = ""
+    carry = ""  # the last _CARRY characters of the finished lines
+    norm = Normalizer()
     next_probe = 0.0
     while True:
         if spec.pattern is not None:
@@ -63,10 +65,10 @@ async def wait_ready(job: Job, spec: ReadySpec, timeout_s: float, *, since: int 
             if size > scanned:
                 chunk = job.log.read(scanned, min(size, scanned + (1 << 20)))
                 scanned += len(chunk)
-                text = carry + normalize(chunk)
-                if spec.pattern.search(text):
+                done = carry + norm.feed(chunk)
+                if spec.pattern.search(done + norm.pending()):
                     return True
-                carry = text[-_CARRY:]
+                carry = done[-_CARRY:]
         now = time.monotonic()
         if now >= next_probe and (spec.port is not None or spec.url is not None):
             next_probe = now + _POLL_S

@@ -8,6 +8,7 @@ from conch.core.jobs.job import Job
 from conch.core.jobs.outparse import PARSE_LIMIT, parse_output
 from conch.core.output.log import STDOUT
 from conch.core.output.window import Window
+from conch.core.results import JobIdentity, JobSnapshot, JobSummary
 
 STREAMS = {None: None, "stdout": 0, "stderr": 1}
 
@@ -32,7 +33,7 @@ def _observe(job: Job) -> None:
             poll()
 
 
-def _identity(job: Job) -> dict[str, Any]:
+def _identity(job: Job) -> JobIdentity:
     """What a job is and how it stands: shared by the snapshot and the `list` summary."""
     _observe(job)
     return {
@@ -50,7 +51,7 @@ def _identity(job: Job) -> dict[str, Any]:
     }
 
 
-def snapshot(job: Job, window: Window, *, stream: str | None = None) -> dict[str, Any]:
+def snapshot(job: Job, window: Window, *, stream: str | None = None) -> JobSnapshot:
     _observe(job)
     awaiting_input = awaiting_secret = False
     if not job.terminal and job.driver is not None:
@@ -80,6 +81,6 @@ def snapshot(job: Job, window: Window, *, stream: str | None = None) -> dict[str
     }
 
 
-def summary(job: Job) -> dict[str, Any]:
+def summary(job: Job) -> JobSummary:
     """The short form used by `list`."""
     return {**_identity(job), "total_bytes": job.log.size(), "cwd": job.cwd}

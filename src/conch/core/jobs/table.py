@@ -25,6 +25,9 @@ class JobTable:
     def __iter__(self) -> Iterator[Job]:
         return iter(list(self._jobs.values()))
 
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._jobs
+
     def __len__(self) -> int:
         return len(self._jobs)
 
@@ -80,9 +83,9 @@ class JobTable:
             if not (expired or len(self._jobs) > self.max_jobs):
                 break
             self._finished.popleft()
-            self._drop(job)
+            self.drop(job)
 
-    def _drop(self, job: Job) -> None:
+    def drop(self, job: Job) -> None:
         self._running.discard(job.job_id)
         if self._jobs.pop(job.job_id, None) is not None:
             self._on_evict(job)

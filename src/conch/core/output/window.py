@@ -6,7 +6,7 @@ that had to be cut reports the exact raw cursor where it stopped, so nothing is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from conch.core.output.log import JobLog
 from conch.core.output.normalize import normalize, safe_window_end
@@ -84,6 +84,29 @@ def backward(
         begin = boundary_at_or_after(data, begin + max(1, over))
         text = render(data[begin:], raw)
     return Window(text, lead + begin, end)
+
+
+def following(
+    log: JobLog,
+    start: int,
+    budget: int,
+    *,
+    stream: int | None = None,
+    raw: bool = False,
+    final: bool = True,
+) -> Window:
+    """What a reader gets from ``start`` on: a forward window up to the log's end, and as
+    ``omitted_bytes`` what it left for the next read."""
+    total = log.size(stream)
+    w = forward(log, start, total, budget, stream=stream, raw=raw, final=final)
+    return replace(w, omitted_bytes=total - w.next_cursor)
+
+
+def last(log: JobLog, floor: int, budget: int, *, stream: int | None, raw: bool) -> Window:
+    """The last ``budget`` bytes above ``floor`` (a tail read): what lies before them is
+    ``omitted_bytes``."""
+    w = backward(log, floor, log.size(stream), budget, stream=stream, raw=raw)
+    return replace(w, truncated=w.cursor > 0, omitted_bytes=w.cursor)
 
 
 def _marker(omitted: int, a: int, b: int) -> str:

@@ -1,6 +1,6 @@
 """What every one-shot job driver shares: its process tree, how it is stopped, and how the
 leader's exit becomes the job's end. Pipe jobs (core/process/pipes.py) and PTY jobs
-(core/shell/pty_job.py) differ only in how bytes go in and out."""
+(core/process/pty.py) differ only in how bytes go in and out."""
 
 from __future__ import annotations
 

@@ -105,10 +105,6 @@ def signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def tagged(tag_prefix: str) -> set[int]:
-    return set(procfs.scan_environ(_TAG_KEY, tag_prefix.encode()))
-
-
 class Reaper:
     """Reaps zombie children that belong to Conch jobs.
 

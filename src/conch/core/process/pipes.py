@@ -15,14 +15,13 @@ from collections.abc import Callable
 
 from conch.core.jobs.job import Job
 from conch.core.output.log import STDERR, STDOUT
-from conch.core.process import procfs
+from conch.core.process import popen, procfs
 from conch.core.process.driver import ProcessDriver
 from conch.core.process.exit_watch import decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import (
     TAG_VAR,
     Reaper,
-    child_signal_reset,
 )
 from conch.errors import ConchError
 
@@ -46,7 +45,7 @@ def _grow_pipe(fd: int) -> None:
             fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
 
 
-class PipeProcess(ProcessDriver):
+class PipeDriver(ProcessDriver):
     """Driver of a job whose process talks through pipes."""
 
     def __init__(self, job: Job, reaper: Reaper, *, on_output_limit: Callable[[Job], None]) -> None:
@@ -78,38 +77,20 @@ class PipeProcess(ProcessDriver):
             os.set_blocking(self._stdin_w, False)
             self._stdin_ino = os.fstat(self._stdin_w).st_ino
         try:
-            proc = subprocess.Popen(
+            pid = popen.spawn(
                 argv,
                 stdin=in_r if in_r is not None else subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
                 cwd=cwd,
                 env=env,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=child_signal_reset(),
             )
-        except BaseException as e:
+        except BaseException:
             for fd in (out_r, out_w, err_r, err_w, in_r, self._stdin_w):
                 if fd is not None:
                     os.close(fd)
             self._stdin_w = None
-            detail = {"os_error": str(e)}
-            if isinstance(e, FileNotFoundError):
-                raise ConchError(
-                    "spawn_failed", f"program not found: {argv[0]}", detail=detail
-                ) from None
-            if isinstance(e, PermissionError):
-                raise ConchError(
-                    "spawn_failed", f"permission denied: {argv[0]}", detail=detail
-                ) from None
-            if isinstance(e, OSError):
-                raise ConchError(
-                    "spawn_failed", f"could not start {argv[0]}: {e.strerror}", detail=detail
-                ) from None
             raise
-        # Popen must never reap this pid itself: we own waiting (see _on_exit)
-        proc.returncode = 0
         for fd in (out_w, err_w, in_r):
             if fd is not None:
                 os.close(fd)
@@ -117,7 +98,7 @@ class PipeProcess(ProcessDriver):
             os.set_blocking(fd, False)
             self._out_fds[fd] = stream
             self._loop.add_reader(fd, self._on_readable, fd)
-        self._watch_leader(proc.pid, tag)
+        self._watch_leader(pid, tag)
         if self._stdin_w is not None:
             self._stdin = Feeder(self._stdin_w, on_error=self._close_stdin_now)
             if stdin:

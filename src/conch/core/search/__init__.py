@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conch.core.search.engine import MODES, Searcher
 from conch.core.search.rg import RgInfo, find_rg
+from conch.core.search.searcher import MODES, Searcher
 
 __all__ = ["MODES", "RgInfo", "Searcher", "find_rg"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from conch.core.process.hygiene import child_signal_reset
 
-__all__ = ["RgInfo", "candidate_paths", "find_rg", "probe_rg", "reset_cache"]
+__all__ = ["RgInfo", "candidate_paths", "find_rg", "probe_rg"]
 
 _VERSION_TIMEOUT_S = 10.0
 
@@ -73,7 +73,7 @@ def _parse_version(first_line: str) -> str:
 
 def probe_rg(path: str) -> RgInfo | None:
     """Run ``path --version``; an :class:`RgInfo` if it runs at all, else ``None``."""
-    env = {k: v for k, v in os.environ.items() if k != "RIPGREP_CONFIG_PATH"}
+    env = {"PATH": os.environ.get("PATH", "")}  # a version probe needs nothing else
     try:
         proc = subprocess.run(
             [path, "--version"],
@@ -109,11 +109,3 @@ def find_rg() -> RgInfo | None:
             _cached = result
             _cached_done = True
     return _cached
-
-
-def reset_cache() -> None:
-    """Forget the cached lookup (for tests, or after installing ripgrep)."""
-    global _cached, _cached_done
-    with _lock:
-        _cached = None
-        _cached_done = False

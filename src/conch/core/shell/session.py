@@ -25,21 +25,22 @@ import shlex
 import signal
 import termios
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from conch.core.jobs.job import Job
 from conch.core.output.normalize import normalize
-from conch.core.process import procfs
+from conch.core.process import procfs, terminal
 from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree
-from conch.core.shell import terminal
+from conch.core.results import ShellSummary
+from conch.core.shell.boot import ARGV, BOOT, env_prelude
+from conch.core.shell.command import ShellCommandDriver
 from conch.core.shell.markers import Done, MarkerParser, Output
 from conch.core.shell.scrub import PathScrubber
+from conch.core.shell.state import UNAVAILABLE, ShellState, move
+from conch.core.spawn import SpawnContext
 from conch.errors import ConchError
-
-if TYPE_CHECKING:
-    from conch.core.runtime import Runtime
 
 _BOOT_TIMEOUT_S = 10.0
 _STARTUP_TIMEOUT_S = 60.0
@@ -48,51 +49,13 @@ _PAD_LIMIT = 64 * 1024
 _SIGINT_BIT = 1 << (signal.SIGINT - 1)
 _SIGQUIT_BIT = 1 << (signal.SIGQUIT - 1)
 
-_HOOK = (
-    "__conch_p(){ local __conch_s=$?;PS1='';PS2='';"
-    'if [ -n "$__conch_r" ];then eval "$__conch_r";__conch_r=;fi;'
-    'printf \'\\036%s:%s:%s\\037\' "$__conch_t" "$__conch_n" "$__conch_s";}'
-)
-BOOT = {
-    "bash": (
-        "PS1='';PS2='';PS3='';unset PROMPT_COMMAND HISTFILE;set +m;"
-        "__conch_t=@TOKEN@;__conch_n=@NONCE@;__conch_r=;" + _HOOK + ";"
-        'PROMPT_COMMAND=__conch_p;exit(){ builtin exit "$@" 2>/dev/null;}\n'
-    ),
-    "zsh": (
-        "unsetopt zle prompt_sp prompt_cr prompt_subst;"
-        "setopt no_monitor no_notify no_hup no_check_jobs no_beep;"
-        "PS1='';PS2='';RPS1='';RPS2='';PROMPT_EOL_MARK='';unset HISTFILE;"
-        "__conch_t=@TOKEN@;__conch_n=@NONCE@;__conch_r=;"
-        + _HOOK.replace("PS1='';", "PS1='';RPS1='';")
-        + ";precmd_functions=(__conch_p)\n"
-    ),
-}
-ARGV = {"bash": ["--noprofile", "--norc", "--noediting", "-i"], "zsh": ["-f", "-i"]}
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "'\\''") + "'"
-
-
-def env_prelude(assign: dict[str, str]) -> str:
-    """Shell text exporting assign for one command; the prompt hook restores the old values."""
-    parts = []
-    for k, v in assign.items():
-        parts.append(
-            f'if [ -n "${{{k}+x}}" ];then __conch_o_{k}=${k};'
-            f'__conch_r="$__conch_r {k}=\\$__conch_o_{k};unset __conch_o_{k};";'
-            f'else __conch_r="$__conch_r unset {k};";fi;export {k}={_quote(v)}\n'
-        )
-    return "".join(parts)
-
 
 class Shell:
     """A shell process and its terminal; restarted under the same id if it exits."""
 
     def __init__(
         self,
-        rt: Runtime,
+        ctx: SpawnContext,
         *,
         shell_id: str,
         name: str | None,
@@ -103,9 +66,11 @@ class Shell:
         env: dict[str, str],
         startup_command: str | None,
         echo: bool = True,
+        size: tuple[int, int] | None = None,
     ) -> None:
-        self.rt = rt
+        self.ctx = ctx
         self.echo = echo  # False: the terminal never echoes what is written to it
+        self.size = size or (terminal.ROWS, terminal.COLS)  # the terminal's rows × columns
         self.shell_id = shell_id
         self.name = name
         self.kind = kind
@@ -114,7 +79,7 @@ class Shell:
         self.cwd = cwd
         self._env = env
         self._startup = startup_command
-        self.state = "starting"
+        self.state = ShellState.STARTING
         self.job: Job | None = None
         self.generation = 0
         self.pid: int | None = None
@@ -138,15 +103,21 @@ class Shell:
         self._reaped: asyncio.Event = asyncio.Event()
         self._cleanup: asyncio.Task[Any] | None = None
 
+    # -- state -------------------------------------------------------------------------------
+
+    def _to(self, new: ShellState) -> None:
+        """The one place the shell's state moves (see state.py for the moves)."""
+        self.state = move(self.state, new)
+
     # -- start -------------------------------------------------------------------------------
 
     @property
     def busy(self) -> bool:
-        return self.job is not None or self.state in ("starting", "closing", "closed")
+        return self.job is not None or self.state in UNAVAILABLE
 
     async def start(self) -> None:
         """Spawn, bootstrap and run the startup command; on failure nothing is left running."""
-        self.state = "starting"
+        self._to(ShellState.STARTING)
         try:
             await self._spawn()
             if self._startup:
@@ -161,17 +132,15 @@ class Shell:
                 self.cwd = self._current_cwd()  # the startup command may have cd'ed
         except BaseException:
             await self._kill(0.0)
-            self.state = "exited"
+            self._to(ShellState.EXITED)
             raise
-        self.state = "ready"
+        self._to(ShellState.READY)
 
     async def _spawn(self) -> None:
         self.generation += 1
         tag_id = self.shell_id if self.generation == 1 else f"{self.shell_id}.{self.generation}"
-        env = self.rt.child_env(
-            env=self._env, shell_env=None, caller_session_id="", pty=True, job_id=tag_id
-        )
-        cwd = self.cwd if os.path.isdir(self.cwd) else self.rt.config.resolved_default_cwd
+        env = self.ctx.child_env(tag_id, pty=True, env=self._env)
+        cwd = self.cwd if os.path.isdir(self.cwd) else self.ctx.config.resolved_default_cwd
         self.cwd = cwd
         self._tag = env[TAG_VAR].encode()
         self._token = secrets.token_hex(8)
@@ -179,8 +148,8 @@ class Shell:
         self._reaped = asyncio.Event()
         if self._cmd_fd is None:
             # new_file opens without O_APPEND, so pwrite rewrites the file in place
-            self._cmd_path, self._cmd_fd = self.rt.data.new_file(
-                self.rt.data.tmp, self.shell_id, "sh"
+            self._cmd_path, self._cmd_fd = self.ctx.data.new_file(
+                self.ctx.data.tmp, self.shell_id, "sh"
             )
             # bash says "bash: <file>: line 1: ...", zsh "<file>:1: ..."; typed input would
             # read "bash: line 1: ..." and "zsh:1: ..."
@@ -191,13 +160,13 @@ class Shell:
                 else PathScrubber(path, self.kind.encode())
             )
         pid, master, self._tty, self._sane = terminal.spawn(
-            [self.path, *ARGV[self.kind]], cwd=cwd, env=env, echo=self.echo
+            [self.path, *ARGV[self.kind]], cwd=cwd, env=env, echo=self.echo, size=self.size
         )
         self.pid, self._master = pid, master
-        self._input = Feeder(master, terminal.write_master)
-        self.rt.reaper.known_sids.add(str(pid))
+        self._input = Feeder(master)
+        self.ctx.reaper.known_sids.add(str(pid))
         self._loop.add_reader(master, self._on_readable)
-        self._watch = ExitWatch(pid, self._on_exit, self.rt.reaper.awaited)
+        self._watch = ExitWatch(pid, self._on_exit, self.ctx.reaper.awaited)
         nonce = secrets.token_hex(6)
         self._capture = bytearray()
         self._internal = self._loop.create_future()
@@ -233,20 +202,10 @@ class Shell:
     # -- commands ----------------------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
-        assert self._master is not None
-        view = memoryview(data)
-        deadline = time.monotonic() + 2.0
-        while view:
-            try:
-                n = os.write(self._master, view)
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise ConchError(
-                        "internal", "the shell's terminal is not accepting input"
-                    ) from None
-                time.sleep(0.001)
-                continue
-            view = view[n:]
+        """Type into the terminal; what it cannot take now is written when it can (never
+        blocking the event loop)."""
+        assert self._input is not None
+        self._input.put(data)
 
     def _send(self, command: str, assign: dict[str, str]) -> None:
         """Put the command in the command file and type the trigger line that sources it."""
@@ -285,15 +244,44 @@ class Shell:
         self._parser.expect(nonce, echo)
         self._write(line)
 
+    async def claim(self) -> bool:
+        """Make the shell ready for a command: ``shell_busy`` if it runs one (or is starting or
+        closing); a shell that exited is restarted first. True if it was restarted."""
+        if self.busy:
+            raise ConchError(
+                "shell_busy",
+                f"shell {self.shell_id} is running "
+                f"{self.job.job_id if self.job else 'something'}; "
+                "wait for it, or signal it",
+            )
+        if self.state is not ShellState.EXITED:
+            return False
+        self._to(ShellState.STARTING)  # holds the shell against a concurrent exec
+        try:
+            await self.restart()
+        except BaseException:
+            self._to(ShellState.EXITED)
+            raise
+        return True
+
     def run(self, job: Job, command: str, assign: dict[str, str]) -> None:
         """Start a job: the command runs in the shell; the job ends at its end marker."""
+        job.driver = ShellCommandDriver(self, job)
         self.job = job
-        self.state = "busy"
+        self._to(ShellState.BUSY)
         self._stop_task = None
-        if self._pending:
-            self._append(bytes(self._pending))
-            self._pending.clear()
-        self._send(command, assign)
+        try:
+            if self._pending:
+                self._append(bytes(self._pending))
+                self._pending.clear()
+            self._send(command, assign)
+        except BaseException:
+            self.job = None
+            if self.state is ShellState.BUSY:
+                self._to(ShellState.READY)
+            job.finish("cancelled")
+            job.log.close_writer()
+            raise
 
     # -- terminal output ---------------------------------------------------------------------
 
@@ -324,7 +312,7 @@ class Shell:
             job.log.append(data, 0)
             job.notify()
             if job.log.full:
-                self.rt._output_limit(job)
+                self.ctx.output_limit(job)
         elif len(self._pending) < _PENDING_CAP:
             self._pending += data[: _PENDING_CAP - len(self._pending)]
 
@@ -353,8 +341,8 @@ class Shell:
         self.job = None
         if self._input is not None:
             self._input.clear()  # what the command did not read must not become shell input
-        if self.state == "busy":
-            self.state = "ready"
+        if self.state is ShellState.BUSY:
+            self._to(ShellState.READY)
         if job.kill_reason:
             state = job.kill_reason
         elif status > 128 and status - 128 in job.sent_signals:
@@ -380,17 +368,17 @@ class Shell:
             )
             self._internal.exception()  # mark retrieved
         job = self.job
-        if self.state in ("ready", "busy"):
-            self.state = "exited"
+        if self.state in (ShellState.READY, ShellState.BUSY):
+            self._to(ShellState.EXITED)
         if job is not None:
             self.job = None
             job.cwd = self.cwd
             state = job.kill_reason or "exited"
             job.finish(state, exit_code=code, signum=signum)
             job.log.close_writer()
-        if self.state == "exited" and self._cleanup is None:
+        if self.state is ShellState.EXITED and self._cleanup is None:
             # what the shell left behind (background jobs) goes with it, like a closed terminal
-            self._cleanup = self.rt._spawn_task(self._kill(0.0))
+            self._cleanup = self.ctx.spawn_task(self._kill(0.0))
 
     def _drain(self) -> None:
         deadline = time.monotonic() + 0.05
@@ -483,9 +471,9 @@ class Shell:
             return
         # the shell did not come back: start a fresh one in the same place, then end the job
         self.job = None
-        closing = self.state in ("closing", "closed")
+        closing = self.state in (ShellState.CLOSING, ShellState.CLOSED)
         if not closing:
-            self.state = "starting"
+            self._to(ShellState.STARTING)
         await self._kill(0.0)
         job.restarted = True
         if not closing:
@@ -541,9 +529,9 @@ class Shell:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)  # the shell ignores TERM: no point waiting
         if grace_s > 0:
-            await terminate_tree(collect, [pid], grace_s, self.rt.reaper)
+            await terminate_tree(collect, [pid], grace_s, self.ctx.reaper)
         else:
-            await kill_tree_now(collect, [pid], self.rt.reaper, limit_s=limit_s)
+            await kill_tree_now(collect, [pid], self.ctx.reaper, limit_s=limit_s)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(reaped.wait(), limit_s)
         if self.pid == pid:
@@ -553,12 +541,12 @@ class Shell:
 
     async def close(self, timeout_s: float) -> bool:
         """End the shell and everything in it within timeout_s; True if cleanup completed."""
-        self.state = "closing"
+        self._to(ShellState.CLOSING)
         job = self.job
         if job is not None and job.kill_reason is None:
             job.kill_reason = "cancelled"
         t0 = time.monotonic()
-        grace = min(self.rt.config.kill_grace_ms / 1000, timeout_s * 0.4)
+        grace = min(self.ctx.config.kill_grace_ms / 1000, timeout_s * 0.4)
         try:
             ok = await asyncio.wait_for(self._kill(grace, limit_s=timeout_s * 0.4), timeout_s)
         except asyncio.TimeoutError:
@@ -568,7 +556,7 @@ class Shell:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(
                     kill_tree_now(
-                        self._collect, [self.pid or 0], self.rt.reaper, limit_s=remaining
+                        self._collect, [self.pid or 0], self.ctx.reaper, limit_s=remaining
                     ),
                     remaining,
                 )
@@ -581,7 +569,7 @@ class Shell:
         if self._watch is not None:
             self._watch.close()
         if self.pid is not None and not self._reaped.is_set():
-            self.rt.reaper.awaited.discard(self.pid)
+            self.ctx.reaper.awaited.discard(self.pid)
         self._close_master()
         if self._cmd_fd is not None:
             os.close(self._cmd_fd)
@@ -589,57 +577,15 @@ class Shell:
         if self._cmd_path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self._cmd_path)
-        self.state = "closed"
+        self._to(ShellState.CLOSED)
         return ok
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ShellSummary:
         return {
             "shell_id": self.shell_id,
             "name": self.name,
             "shell": self.kind,
-            "state": "busy" if self.job is not None else self.state,
+            "state": "busy" if self.job is not None else self.state.value,
             "cwd": self.cwd,
             "job_id": self.job.job_id if self.job is not None else None,
         }
-
-
-class ShellJob:
-    """The JobDriver of one command running in a persistent shell."""
-
-    def __init__(self, shell: Shell, job: Job) -> None:
-        self.shell = shell
-        self.job = job
-        self.pid: int | None = shell.pid
-
-    @property
-    def stdin_open(self) -> bool:
-        return not self.job.terminal
-
-    async def write(self, data: bytes) -> None:
-        if self.job.terminal:
-            raise ConchError("not_running", f"job {self.job.job_id} is {self.job.state}")
-        self.shell.write(data)
-
-    async def close_stdin(self) -> None:
-        if not self.job.terminal:
-            self.shell.eof()
-
-    def send_signal(self, signum: int) -> None:
-        if self.job.terminal:
-            return
-        self.job.sent_signals.add(signum)
-        self.shell.signal_command(signum)
-
-    async def stop(self, reason: str, grace_s: float) -> None:
-        await self.shell.stop_job(self.job, reason, grace_s)
-
-    async def kill_lingering(self) -> None:
-        return None  # background processes belong to the shell until it closes
-
-    def input_state(self) -> tuple[bool, bool]:
-        if self.job.terminal:
-            return False, False
-        return self.shell.input_state()
-
-    def lingering(self) -> list[int]:
-        return []

@@ -11,17 +11,16 @@ import os
 from collections.abc import Callable
 
 from conch.core.jobs.job import Job
-from conch.core.process import procfs
+from conch.core.process import procfs, terminal
 from conch.core.process.driver import ProcessDriver
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, Reaper
-from conch.core.shell import terminal
 from conch.errors import ConchError
 
 _DRAIN_LIMIT_S = 0.05
 
 
-class PtyProcess(ProcessDriver):
+class PtyDriver(ProcessDriver):
     """Driver of a job whose program runs on its own terminal."""
 
     def __init__(self, job: Job, reaper: Reaper, *, on_output_limit: Callable[[Job], None]) -> None:
@@ -43,7 +42,7 @@ class PtyProcess(ProcessDriver):
         self._master = master
         self._loop.add_reader(master, self._on_readable)
         self._watch_leader(pid, env[TAG_VAR].encode())
-        self._input = Feeder(master, terminal.write_master)
+        self._input = Feeder(master)
         if stdin:
             self._input.put(stdin)
         if eof_after_stdin:

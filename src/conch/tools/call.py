@@ -8,15 +8,16 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from conch.core.engine import Engine
+from conch.core.jobs.job import Job
 from conch.errors import ConchError, RuntimeClosedError
-from conch.tools.catalogue import Tool, catalogue
 from conch.tools.context import CallContext, check_purpose
-from conch.tools.schema import validate
-
-if TYPE_CHECKING:
-    from conch.core.runtime import Runtime
+from conch.tools.registry import ToolRegistry, registry_of
+from conch.tools.tool import Tool
+from conch.tools.validate import validate
+from conch.tools.views import last_line
 
 log = logging.getLogger("conch.tools")
 PROGRESS_INTERVAL_S = 1.0
@@ -29,36 +30,42 @@ class ToolOutcome:
     meta: dict[str, Any] | None = None
 
 
-def find_tool(rt: Runtime, name: str) -> Tool | None:
-    for t in catalogue(rt.config.profiles):
-        if t.name == name:
-            return t
-    return None
-
-
 async def call_tool_full(
-    rt: Runtime, name: str, arguments: Mapping[str, Any] | None, context: CallContext | None = None
+    rt: Engine,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    context: CallContext | None = None,
+    *,
+    registry: ToolRegistry | None = None,
 ) -> ToolOutcome:
-    ctx = context or CallContext()
-    tool = find_tool(rt, name)
+    """Call tool ``name`` of the runtime's registry on ``rt``: the one call path of every front
+    end (MCP, HTTP invoke, CLI, embedded)."""
+    ctx = CallContext() if context is None else context.for_call()
+    tool = (registry or registry_of(rt)).get(name)
     if tool is None:
         return _error(ConchError("not_found", f"unknown tool {name!r}"))
     args = dict(arguments or {})
     try:
-        if tool.validator is not None:  # a profile with its own validator words `host` itself
+        if (
+            tool.validator is None  # a profile with its own validator words this itself
+            and "host" in args
+            and "host" not in tool.input_schema.get("properties", {})
+        ):
+            raise ConchError(
+                "invalid_argument",
+                "`host` is not supported: Conch runs commands on this machine only",
+                field="host",
+                value="is not a known argument",
+            )
+        if tool.validator is not None:
             try:
                 coerced = tool.validator(args)
             except ConchError as e:
                 # the original's SDK rejected the call before the tool ran: no summary
-                return _shape(e, tool, args, None)
+                return _error(e, tool, args, summary=False)
             if coerced is not None:
-                args = coerced
+                args = coerced  # as the original's SDK coerced them (pydantic lax mode)
         else:
-            if "host" in args and "host" not in tool.input_schema.get("properties", {}):
-                raise ConchError(
-                    "invalid_argument",
-                    "`host` is not supported: Conch runs commands on this machine only",
-                )
             validate(tool.input_schema, args)
         meta = {"summary": tool.summary(args)} if tool.summary else None
         if tool.summary_arg:
@@ -81,44 +88,33 @@ async def call_tool_full(
         )
 
 
-async def call_tool(
-    rt: Runtime, name: str, arguments: Mapping[str, Any] | None, context: CallContext | None = None
-) -> dict[str, Any]:
-    return (await call_tool_full(rt, name, arguments, context)).result
-
-
 def _error(
-    e: ConchError, tool: Tool | None = None, args: Mapping[str, Any] | None = None
+    e: ConchError,
+    tool: Tool | None = None,
+    args: Mapping[str, Any] | None = None,
+    *,
+    summary: bool = True,
 ) -> ToolOutcome:
     if tool is not None and tool.error_result is not None:
-        meta = {"summary": tool.summary(args or {})} if tool.summary else None
-        return _shape(e, tool, args or {}, meta)
+        result, is_error = tool.error_result(e, args or {})
+        meta = {"summary": tool.summary(args or {})} if tool.summary and summary else None
+        return ToolOutcome(result, is_error, meta)
     return ToolOutcome(e.envelope(), True)
 
 
-def _shape(
-    e: ConchError, tool: Tool, args: Mapping[str, Any], meta: dict[str, Any] | None
-) -> ToolOutcome:
-    if tool.error_result is None:
-        return ToolOutcome(e.envelope(), True)
-    result, is_error = tool.error_result(e, args)
-    return ToolOutcome(result, is_error, meta)
-
-
 async def _run_with_progress(
-    rt: Runtime, tool: Tool, args: dict[str, Any], ctx: CallContext
+    rt: Engine, tool: Tool, args: dict[str, Any], ctx: CallContext
 ) -> dict[str, Any]:
     if ctx.progress is None or not tool.progress:
         return await tool.handler(rt, args, ctx)
     job_hint = args.get("job_id") or args.get("exec_id")
-    before = {j.job_id for j in rt.jobs}
     task = asyncio.ensure_future(tool.handler(rt, args, ctx))
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=PROGRESS_INTERVAL_S)
             if done:
                 return task.result()
-            job = _find_job(rt, job_hint, before)
+            job = _progress_job(rt, ctx, job_hint)
             msg = f"{job.job_id} {job.state} · {job.duration_ms} ms" if job else "running"
             if job is not None:
                 last = last_line(job)
@@ -133,21 +129,12 @@ async def _run_with_progress(
                 await task
 
 
-def _find_job(rt: Runtime, job_id: str | None, before: set[str]) -> Any:
+def _progress_job(rt: Engine, ctx: CallContext, job_id: str | None) -> Job | None:
+    """The job this call waits on: the one it names, else the one it started (the engine
+    reports it through ``ctx.job_started``; another call's job is never mistaken for it)."""
+    if ctx.started is not None:
+        return ctx.started
     if job_id:
         with contextlib.suppress(ConchError):
             return rt.jobs.get(job_id)
-        return None
-    fresh = [j for j in rt.jobs if j.job_id not in before]
-    return fresh[-1] if fresh else None
-
-
-def last_line(job: Any, limit: int = 200) -> str:
-    from conch.core.output.normalize import normalize
-
-    size = job.log.size()
-    text = normalize(job.log.read(max(0, size - 4096), size))
-    for line in reversed(text.splitlines()):
-        if line.strip():
-            return line.strip()[:limit]
-    return ""
+    return None

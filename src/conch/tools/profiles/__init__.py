@@ -1,64 +1,18 @@
-"""Tool profiles: `conch` (default); the seed-compatible ones map onto the same runtime."""
+"""The tool profiles, one module each: ``conch`` (the default) and the three seed-compatible ones
+(``ai_device_bash``, ``tfbash``, ``bash_mcp``), each exporting ``PROFILE``; what they share is in
+``_common.py``. The registry of profiles is ``conch.tools.registry``."""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from types import ModuleType
-from typing import TYPE_CHECKING
-
-from conch.errors import ConfigError
-
-if TYPE_CHECKING:
-    from conch.tools.catalogue import Tool
-
-
-def _conch() -> tuple[Tool, ...]:
-    from conch.tools.catalogue import conch_tools
-
-    return conch_tools()
-
-
-def _ai_device_bash() -> tuple[Tool, ...]:
-    from conch.tools.compat.ai_device_bash import tools
-
-    return tools()
-
-
-def _tfbash() -> tuple[Tool, ...]:
-    from conch.tools.compat.tfbash import tools
-
-    return tools()
-
-
-def _bash_mcp() -> tuple[Tool, ...]:
-    from conch.tools.compat.bash_mcp import tools
-
-    return tools()
-
-
-PROFILES: dict[str, Callable[[], tuple[Tool, ...]]] = {
-    "conch": _conch,
-    "ai-device-bash": _ai_device_bash,
-    "tfbash": _tfbash,
-    "bash-mcp": _bash_mcp,
-}
-
-
-def profile_tools(name: str) -> tuple[Tool, ...]:
-    try:
-        return PROFILES[name]()
-    except KeyError:
-        raise ConfigError(
-            f"profiles: unknown profile {name!r} (known: {', '.join(sorted(PROFILES))})"
-        ) from None
-
 
 # The seed profiles' modules. Each may define ``SERVER_NAME``, ``SERVER_VERSION`` and
 # ``INSTRUCTIONS`` (the original's MCP identity, SPEC §7: "a profile served alone says what the
 # original says"); ``INSTRUCTIONS`` may name ``{dialect}``, ``{platform}``, ``{shell_version}``,
 # ``{default_cwd}`` and ``{workspace_root}``, which the MCP server fills in. Served alone, a
-# seed profile also has only its own resources (none unless conch.tools.resources lists them),
+# seed profile also has only its own resources (its PROFILE.resources),
 # and its module may define: ``UNKNOWN_RESOURCE = (code, message)`` (the JSON-RPC error for an
 # unknown URI; default Conch's -32002), ``RESOURCE_TEMPLATES`` (a list, default ``[]``; ``None``:
 # no resources/templates/list method) and ``UNKNOWN_TOOL_TEXT`` (an unknown tool's plain-text
@@ -66,9 +20,9 @@ def profile_tools(name: str) -> tuple[Tool, ...]:
 # ``CAPABILITIES`` (the initialize result's capabilities as the original announces them) and
 # ``UNKNOWN_PROMPT = (code, message)`` are applied by conch.mcp.seed_wire.
 SEED_MODULES = {
-    "ai-device-bash": "conch.tools.compat.ai_device_bash",
-    "tfbash": "conch.tools.compat.tfbash",
-    "bash-mcp": "conch.tools.compat.bash_mcp",
+    "ai-device-bash": "conch.tools.profiles.ai_device_bash",
+    "tfbash": "conch.tools.profiles.tfbash",
+    "bash-mcp": "conch.tools.profiles.bash_mcp",
 }
 
 

@@ -28,25 +28,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import errno
 import json
 import os
 import re
 import secrets
 import signal as signal_mod
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Optional, cast
 
+from conch.config import ENV_NAME_PATTERN, MAX_WAIT_MS
+from conch.core.engine import Engine
 from conch.core.env import CALLER_SESSION_VAR
 from conch.errors import ConchError, ConfigError
-from conch.tools.catalogue import Tool
 from conch.tools.context import CallContext
+from conch.tools.profiles._common import Profile, ProfileError, profile_state
+from conch.tools.tool import Tool
 
 if TYPE_CHECKING:
     from conch.core.jobs.job import Job
-    from conch.core.runtime import Runtime
 
 # what a client sees in the initialize result when this profile is served alone
 SERVER_NAME = "bash"
@@ -90,10 +92,10 @@ _ANSI_ESCAPE = re.compile(
 # Linux pid_max is at most 2**22: a handle from this range can never be mistaken for a pid
 _HANDLE_MIN = 10_000_000
 _HANDLE_MAX = 2**31 - 1
-_MAX_YIELD_MS = 120_000
+_MAX_YIELD_MS = MAX_WAIT_MS
 _MAX_ARG_STRLEN = 131072  # Linux: one argv string (with its NUL) may not be longer
 _FOREVER_S = 1e9  # a timeout this long (or inf) waits like no timeout at all
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(ENV_NAME_PATTERN)
 _SESSION_ID = re.compile(r"^ses-[0-9]+$")
 _DEFAULT_SUMMARY = {"bash": "bash", "run": "run command", "script": "script"}
 _FIELD_CODES = {
@@ -108,7 +110,7 @@ _FIELD_CODES = {
 }
 
 
-class _Fail(Exception):
+class _Fail(ProfileError):
     """A seed-level failure: becomes a 12-key result with success false. ``output_path`` is
     set for failures the seed's executor reports (it made the output file first)."""
 
@@ -123,8 +125,7 @@ class _Fail(Exception):
         truncated: bool = False,
         duration_ms: int = 0,
     ) -> None:
-        super().__init__(message)
-        self.code = code
+        super().__init__(code, message)
         self.message = message
         self.exit_code = exit_code
         self.output_path = output_path
@@ -207,7 +208,7 @@ def _validator(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
             errors = e.errors()
             loc = errors[0]["loc"] if errors else ()
             field = str(loc[0]) if loc else ""
-            raise ConchError("invalid_argument", str(e), detail={"field": field}) from None
+            raise ConchError("invalid_argument", str(e), field=field) from None
         return coerced
 
     return validate
@@ -236,14 +237,8 @@ class _Handles:
                 del self._jobs[h]
 
 
-_HANDLES: weakref.WeakKeyDictionary[Runtime, _Handles] = weakref.WeakKeyDictionary()
-
-
-def _handles(rt: Runtime) -> _Handles:
-    h = _HANDLES.get(rt)
-    if h is None:
-        h = _HANDLES[rt] = _Handles()
-    return h
+def _handles(rt: Engine) -> _Handles:
+    return profile_state(rt, _Handles)
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -480,7 +475,7 @@ def _check_stdin(stdin: str | None) -> None:
         raise _Fail("STDIN_TOO_LARGE", f"stdin UTF-8 字节数不能超过 {MAX_STDIN_BYTES}")
 
 
-def _output_file(rt: Runtime, content: bytes = b"") -> str:
+def _output_file(rt: Engine, content: bytes = b"") -> str:
     """An output file for a call that failed before it had a job (the seed makes one for every
     call its executor sees); named like the job logs, so the log retention removes it."""
     path, fd = rt.data.new_file(rt.data.logs, "j_" + secrets.token_hex(5), "log")
@@ -495,7 +490,7 @@ def _output_file(rt: Runtime, content: bytes = b"") -> str:
 # -- handlers --------------------------------------------------------------------------------------
 
 
-async def _wait_end(rt: Runtime, job: Job, limit_s: float | None) -> None:
+async def _wait_end(rt: Engine, job: Job, limit_s: float | None) -> None:
     """Wait for the job to end (forever when limit_s is None); a cancelled call kills it."""
     try:
         while not job.terminal:
@@ -513,7 +508,7 @@ async def _wait_end(rt: Runtime, job: Job, limit_s: float | None) -> None:
         raise
 
 
-def _resolve_cwd(rt: Runtime, cwd: str | None) -> tuple[str, str]:
+def _resolve_cwd(rt: Engine, cwd: str | None) -> tuple[str, str]:
     """(directory to run in, the name the seed would print): ``~`` is not expanded, relative
     paths start at the default cwd, "" means the default."""
     base = rt.config.resolved_default_cwd
@@ -522,7 +517,7 @@ def _resolve_cwd(rt: Runtime, cwd: str | None) -> tuple[str, str]:
     return os.path.join(base, cwd), cwd
 
 
-async def _run(rt: Runtime, args: dict[str, Any], ctx: CallContext, tool_mode: str) -> dict:
+async def _run(rt: Engine, args: dict[str, Any], ctx: CallContext, tool_mode: str) -> dict:
     _normalize_purpose(args.get("purpose"))
     what: dict[str, Any] = {}
     if tool_mode == "run":
@@ -579,7 +574,8 @@ async def _run(rt: Runtime, args: dict[str, Any], ctx: CallContext, tool_mode: s
             caller_session_id=_caller_session_id(ctx),
         )
     except ConchError as e:
-        raise _exec_failure(rt, e, budget, started) from None
+        program = what["argv"][0] if "argv" in what else shell
+        raise _exec_failure(rt, e, budget, started, program) from None
     job = rt.job(snap["job_id"])
     if not job.terminal:
         waited = job.duration_ms / 1000
@@ -613,7 +609,7 @@ async def _run(rt: Runtime, args: dict[str, Any], ctx: CallContext, tool_mode: s
     return _job_result(job, tool_mode, budget, timeout, handle, rt.config.max_log_bytes)
 
 
-def _alive(rt: Runtime, job_id: str) -> bool:
+def _alive(rt: Engine, job_id: str) -> bool:
     try:
         rt.job(job_id)
     except ConchError:
@@ -621,9 +617,20 @@ def _alive(rt: Runtime, job_id: str) -> bool:
     return True
 
 
-def _exec_failure(rt: Runtime, e: ConchError, budget: int, started: float) -> _Fail:
+def _os_error(e: ConchError, program: str) -> str:
+    """What Python's OSError says when ``program`` does not start, as the seed shows it."""
+    number = {"not found": errno.ENOENT, "not permitted": errno.EACCES}.get(str(e.value))
+    if number is None:
+        number = getattr(errno, str(e.value), None) if e.value else None
+    if not isinstance(number, int):
+        return e.message
+    return f"[Errno {number}] {os.strerror(number)}: {program!r}"
+
+
+def _exec_failure(rt: Engine, e: ConchError, budget: int, started: float, program: str) -> _Fail:
     if e.code == "syntax_error":
-        raw = bytes(e.detail.get("diagnostics") or e.message.encode())
+        # bash's own text (the core keeps its bytes in ``value``)
+        raw = (e.value or e.message).encode("utf-8", "surrogateescape")
         kept = raw[:MAX_SYNTAX_OUTPUT_BYTES]
         return _Fail(
             "SCRIPT_SYNTAX_ERROR",
@@ -637,12 +644,12 @@ def _exec_failure(rt: Runtime, e: ConchError, budget: int, started: float) -> _F
         message = f"工作目录不存在: {e.message.rsplit(': ', 1)[-1]}"
         return _Fail("CWD_NOT_FOUND", message, output_path=_output_file(rt))
     if e.code == "spawn_failed":
-        message = f"无法启动命令: {e.detail.get('os_error') or e.message}"
+        message = f"无法启动命令: {_os_error(e, program)}"
         return _Fail("EXECUTION_ERROR", message, output_path=_output_file(rt))
     return _Fail("EXECUTION_ERROR", f"无法启动命令: {e.message}", output_path=_output_file(rt))
 
 
-async def _get(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _get(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     pid = args["pid"]
     timeout = args.get("timeout")
     nbytes = args["bytes"]
@@ -706,11 +713,11 @@ def _error_result(tool_mode: str | None) -> Callable[[ConchError, Mapping[str, A
     def shape(e: ConchError, args: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         if e.code == "invalid_argument":
             # the text block is pydantic's message, as FastMCP sends it
-            field = str(e.detail.get("field", ""))
+            field = re.split(r"[.\[]", e.field or "", maxsplit=1)[0]
             code = _FIELD_CODES.get(field, "INVALID_ARGUMENT")
             message = e.message
         elif e.code == "closed":
-            code, message = "EXECUTION_ERROR", "ExecutionRuntime is closed"
+            code, message = "EXECUTION_ERROR", "ExecutionEngine is closed"
         else:
             code, message = "EXECUTION_ERROR", f"Error calling tool {tool_mode or 'get'!r}"
         exit_code = None if tool_mode is None else -1
@@ -730,8 +737,8 @@ def _text(result: dict[str, Any], is_error: bool) -> str:
 
 def _exec_handler(
     tool_mode: str,
-) -> Callable[[Runtime, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
-    async def handler(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+) -> Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
+    async def handler(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         try:
             return await _run(rt, args, ctx, tool_mode)
         except _Fail as e:
@@ -893,3 +900,6 @@ def tools() -> tuple[Tool, ...]:
         )
     )
     return tuple(out)
+
+
+PROFILE = Profile("ai-device-bash", tools)

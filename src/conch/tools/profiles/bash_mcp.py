@@ -13,18 +13,16 @@ import base64
 import os
 import platform
 import sys
-import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from conch.core.engine import Engine
 from conch.errors import ConchError
-from conch.tools.catalogue import Tool
 from conch.tools.context import CallContext
-
-if TYPE_CHECKING:
-    from conch.core.runtime import Runtime
+from conch.tools.profiles._common import Profile, ProfileError, guard, obj, profile_state
+from conch.tools.tool import Tool
 
 DEFAULT_MAX_OUTPUT_BYTES = 65536
 MAX_TIMEOUT_MS = 300000
@@ -55,11 +53,8 @@ _CODES = {
 }
 
 
-class _Fail(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+class _Fail(ProfileError):
+    """A failure in the seed's words: ``{success: false, code, error}``."""
 
 
 def _failure(code: str, message: str) -> dict[str, Any]:
@@ -70,21 +65,24 @@ def _from_conch(e: ConchError) -> _Fail:
     if e.code == "not_found":
         return _Fail("JOB_NOT_FOUND", _NOT_FOUND)
     message = e.message
-    if e.code == "spawn_failed" and message.startswith("program not found"):
+    if e.code == "spawn_failed" and e.field == "argv" and e.value == "not found":
         message = f"spawn ENOENT: {message}"
     return _Fail(_CODES.get(e.code, "RUNNER_ERROR"), message)
 
 
 # -- per-runtime: the output cap each job was started with -------------------------------
 
-_CAPS: weakref.WeakKeyDictionary[Runtime, dict[str, int]] = weakref.WeakKeyDictionary()
+
+class _Caps(dict[str, int]):
+    """job id -> the max_output_bytes its bash.exec gave; entries of evicted jobs are pruned."""
+
+    def prune(self, rt: Engine) -> None:
+        for job_id in [j for j in self if j not in rt.jobs]:
+            del self[job_id]
 
 
-def _caps(rt: Runtime) -> dict[str, int]:
-    caps = _CAPS.get(rt)
-    if caps is None:
-        caps = _CAPS[rt] = {}
-    return caps
+def _caps(rt: Engine) -> _Caps:
+    return profile_state(rt, _Caps)
 
 
 # -- job results -----------------------------------------------------------------------------------
@@ -113,10 +111,10 @@ def _summary(s: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _job_result(rt: Runtime, job_id: str) -> dict[str, Any]:
+async def _job_result(rt: Engine, job_id: str) -> dict[str, Any]:
     cap = _caps(rt).get(job_id, DEFAULT_MAX_OUTPUT_BYTES)
     job = rt.job(job_id)
-    if job.mode in ("pty", "shell"):  # one terminal stream: it is all stdout
+    if not job.streams:  # one terminal stream: it is all stdout
         out = await rt.read(job_id, cursor=0, max_bytes=cap, raw=True)
         err = None
     else:
@@ -186,7 +184,7 @@ def _outcome(s: Mapping[str, Any], parse_error: str | None) -> tuple[str | None,
 # -- handlers --------------------------------------------------------------------------------------
 
 
-async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     if ("command" in args) == ("argv" in args):
         raise _Fail("INVALID_ARGUMENT", "Provide exactly one of command or argv.")
     argv = args.get("argv")
@@ -206,22 +204,25 @@ async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
             max_output_bytes=0,
             shell_env=ctx.shell_env(),
             caller_session_id=ctx.caller_session_id(),
+            on_start=ctx.job_started,
             inherit_not=INHERIT_NOT,
         )
     except ConchError as e:
         raise _from_conch(e) from None
-    _caps(rt)[s["job_id"]] = args.get("max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES)
+    caps = _caps(rt)
+    caps.prune(rt)
+    caps[s["job_id"]] = args.get("max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES)
     return await _job_result(rt, s["job_id"])
 
 
-def _job(rt: Runtime, job_id: str) -> Any:
+def _job(rt: Engine, job_id: str) -> Any:
     try:
         return rt.job(job_id)
     except ConchError:
         raise _Fail("JOB_NOT_FOUND", _NOT_FOUND) from None
 
 
-async def _job_get(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _job_get(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     job = _job(rt, args["job_id"])
     wait_ms = args.get("wait_ms", 0)
     if wait_ms and not job.terminal:
@@ -229,7 +230,7 @@ async def _job_get(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[
     return await _job_result(rt, job.job_id)
 
 
-async def _job_cancel(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _job_cancel(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     job = _job(rt, args["job_id"])
     if not job.terminal:
         # TERM, then KILL after the runtime's grace; answer once the tree is gone
@@ -238,7 +239,7 @@ async def _job_cancel(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> di
     return await _job_result(rt, job.job_id)
 
 
-async def _jobs(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _jobs(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     listing = await rt.list()
     return {"success": True, "jobs": [_summary(j) for j in listing["jobs"]]}
 
@@ -250,7 +251,7 @@ def _data(text: str, b64: str | None) -> tuple[str, dict[str, str]]:
     return f"[base64:{len(base64.b64decode(b64))}]", {"bytes": b64}
 
 
-async def _search(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _search(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     path = args.get("path")
     if path is not None and not os.path.exists(os.path.join(rt.config.resolved_default_cwd, path)):
         raise _Fail("INVALID_ARGUMENT", f"Path does not exist: {path}")
@@ -319,7 +320,7 @@ async def _search(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[s
 _ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
 
 
-async def _info(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _info(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     info = await rt.info()
     machine = platform.machine().lower()
     return {
@@ -347,13 +348,11 @@ async def _info(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
 
 def _seed_message(e: ConchError, args: Mapping[str, Any]) -> str:
     """The validator's ``key: is not a known argument`` in the seed's words."""
-    head, _, tail = e.message.partition(": ")
+    head, tail = e.field or "", e.value
     if tail == "is not a known argument" and "." not in head and "[" not in head:
         return f"Unknown parameter: {head}"
     if tail == "is required" and "." not in head:
         return f"Missing parameter: {head}"
-    if e.message.startswith("`host`"):
-        return "Unknown parameter: host"
     return e.message
 
 
@@ -366,32 +365,11 @@ def _error_result(e: ConchError, args: Mapping[str, Any]) -> tuple[dict[str, Any
     return _failure(f.code, f.message), True
 
 
-def _handler(
-    fn: Callable[[Runtime, dict[str, Any], CallContext], Awaitable[dict[str, Any]]],
-) -> Callable[[Runtime, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
-    async def run(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        try:
-            return await fn(rt, args, ctx)
-        except _Fail as e:
-            return _failure(e.code, e.message)
-
-    return run
-
-
 def _is_error(result: dict[str, Any]) -> bool:
     return result.get("success") is False
 
 
 # -- schemas ---------------------------------------------------------------------------------------
-
-
-def _obj(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(required),
-        "additionalProperties": False,
-    }
 
 
 _JOB_ID = {"type": "string", "minLength": 1, "maxLength": 128}
@@ -401,7 +379,7 @@ _WAIT = {
     "maximum": 1000,
     "description": "Milliseconds to wait for the job to finish before answering.",
 }
-EXEC_INPUT = _obj(
+EXEC_INPUT = obj(
     {
         "command": {"type": "string", "description": "Bash command line (no state persists)."},
         "argv": {
@@ -431,10 +409,10 @@ EXEC_INPUT = _obj(
         },
     }
 )
-JOB_GET_INPUT = _obj({"job_id": _JOB_ID, "wait_ms": {**_WAIT, "default": 0}}, ("job_id",))
-JOB_CANCEL_INPUT = _obj({"job_id": _JOB_ID}, ("job_id",))
-EMPTY_INPUT = _obj({})
-SEARCH_INPUT = _obj(
+JOB_GET_INPUT = obj({"job_id": _JOB_ID, "wait_ms": {**_WAIT, "default": 0}}, ("job_id",))
+JOB_CANCEL_INPUT = obj({"job_id": _JOB_ID}, ("job_id",))
+EMPTY_INPUT = obj({})
+SEARCH_INPUT = obj(
     {
         "pattern": {"type": "string", "minLength": 1},
         "path": {"type": "string", "minLength": 1, "description": "Default: the service cwd."},
@@ -543,7 +521,7 @@ def tools() -> tuple[Tool, ...]:
             description,
             schema,
             output,
-            _handler(fn),
+            guard(fn, lambda e, args: _failure(e.code, e.message), _Fail),
             read_only=read_only,
             destructive=name in ("bash.exec", "bash.job_cancel"),
             error_result=_error_result,
@@ -552,3 +530,6 @@ def tools() -> tuple[Tool, ...]:
         )
         for name, title, description, schema, output, fn, read_only in specs
     )
+
+
+PROFILE = Profile("bash-mcp", tools)

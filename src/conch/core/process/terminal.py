@@ -12,14 +12,11 @@ import fcntl
 import os
 import platform
 import struct
-import subprocess
 import termios
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from conch.core.process import procfs
-from conch.core.process.hygiene import child_signal_reset
-from conch.errors import ConchError
+from conch.core.process import popen, procfs
 
 ROWS, COLS = 50, 200
 _READS = {
@@ -34,20 +31,21 @@ _TTY_WCHAN = ("n_tty_read", "wait_woken")
 _POLL_WCHAN = ("do_select", "poll_schedule_timeout", "do_sys_poll", "ep_poll")
 
 
-def _child_setup(reset_signals: Callable[[], None] | None) -> Callable[[], None]:
-    def setup() -> None:  # runs in the child between fork and exec
-        if reset_signals is not None:
-            reset_signals()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    return setup
+def _take_terminal() -> None:  # runs in the child between fork and exec
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
 def spawn(
-    argv: list[str], *, cwd: str, env: dict[str, str], echo: bool = True
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    echo: bool = True,
+    size: tuple[int, int] = (ROWS, COLS),
 ) -> tuple[int, int, str, list[Any]]:
-    """Start argv in its own session with a new PTY as controlling terminal; ``echo=False``
-    turns the terminal's echo off, so what is typed into it never shows in the output.
+    """Start argv in its own session with a new PTY (``size`` rows × columns) as controlling
+    terminal; ``echo=False`` turns the terminal's echo off, so what is typed into it never
+    shows in the output.
 
     Returns (pid, master fd (non-blocking), slave path, the terminal's initial attributes).
     The caller owns reaping the pid.
@@ -60,33 +58,23 @@ def spawn(
         if not echo:
             attrs[3] &= ~termios.ECHO
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=slave,
-                stdout=slave,
-                stderr=slave,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=_child_setup(child_signal_reset()),
-            )
-        except FileNotFoundError:
-            raise ConchError("spawn_failed", f"program not found: {argv[0]}") from None
-        except PermissionError:
-            raise ConchError("spawn_failed", f"permission denied: {argv[0]}") from None
-        except (OSError, subprocess.SubprocessError) as e:
-            raise ConchError("spawn_failed", f"could not start {argv[0]}: {e}") from None
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+        pid = popen.spawn(
+            argv,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=env,
+            preexec_fn=_take_terminal,
+        )
     except BaseException:
         os.close(master)
         raise
     finally:
         os.close(slave)
-    proc.returncode = 0  # Popen must never reap this pid: its owner does
     os.set_blocking(master, False)
-    return proc.pid, master, tty, attrs
+    return pid, master, tty, attrs
 
 
 def read_master(fd: int) -> bytes | None:
@@ -97,13 +85,6 @@ def read_master(fd: int) -> bytes | None:
         return b""
     except OSError:  # EIO: every slave end is closed
         return None
-
-
-def write_master(fd: int, data: bytes) -> int:
-    try:
-        return os.write(fd, data)
-    except BlockingIOError:
-        return 0
 
 
 def _syscall(pid: int) -> list[str]:

@@ -36,7 +36,9 @@ def _type_ok(value: Any, t: str) -> bool:
 
 
 def _fail(path: str, msg: str) -> ConchError:
-    return ConchError("invalid_argument", f"{path or 'arguments'}: {msg}")
+    return ConchError(
+        "invalid_argument", f"{path or 'arguments'}: {msg}", field=path or None, value=msg
+    )
 
 
 def validate(schema: dict[str, Any], value: Any, path: str = "") -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conch import __version__
+from conch._version import __version__
 from conch.config import Config
-from conch.tools.catalogue import catalogue
+from conch.tools.registry import catalogue
 
 SERVICE_ID = "conch"
 

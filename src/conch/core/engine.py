@@ -1,4 +1,9 @@
-"""The runtime: owns jobs, shells and the search engine; every front end calls into it."""
+"""The engine: owns jobs, every driver (pipe, PTY, shell command), the shells and search.
+
+It knows nothing of tools, profiles or transports: the embedded façade ``conch.Runtime``
+(conch/runtime.py) adds those on top. What the objects it owns need from it they get through
+one :class:`~conch.core.spawn.SpawnContext`, never the engine itself.
+"""
 
 from __future__ import annotations
 
@@ -6,44 +11,60 @@ import asyncio
 import builtins
 import contextlib
 import os
-import re
+import platform
 import signal as signal_mod
+import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from conch._version import __version__
 from conch.config import Config
 from conch.core.datadir import DataDir, LogPool
-from conch.core.env import build_env, check_env
+from conch.core.env import CALLER_SESSION_VAR
 from conch.core.jobs import launch
 from conch.core.jobs.job import Job, new_id
-from conch.core.jobs.ready import ReadySpec, parse_ready, wait_ready
+from conch.core.jobs.ready import ReadySpec, wait_ready
 from conch.core.jobs.snapshot import STREAMS, snapshot, summary
 from conch.core.jobs.table import JobTable
 from conch.core.output import window as win
 from conch.core.output.log import JobLog
 from conch.core.process import hygiene, procfs
-from conch.core.process.pipes import PipeProcess
+from conch.core.process.driver import ProcessDriver
+from conch.core.process.keys import encode_keys
+from conch.core.process.pipes import PipeDriver
+from conch.core.process.pty import PtyDriver
+from conch.core.requests import (
+    ExecRequest,
+    check_name,
+    exec_request,
+    list_request,
+    read_request,
+    signal_request,
+    write_request,
+)
+from conch.core.results import (
+    InfoResult,
+    JobSnapshot,
+    ListResult,
+    SearchResult,
+    ShellClosed,
+    ShellOpened,
+)
+from conch.core.search import Searcher
+from conch.core.shell.manager import ShellManager
+from conch.core.spawn import SpawnContext
 from conch.errors import ConchError, RuntimeClosedError
 
-SIGNALS = {
-    "interrupt": "SIGINT",
-    "terminate": "SIGTERM",
-    "kill": "SIGKILL",
-    "hangup": "SIGHUP",
-    "quit": "SIGQUIT",
-    "stop": "SIGSTOP",
-    "continue": "SIGCONT",
-    "usr1": "SIGUSR1",
-    "usr2": "SIGUSR2",
-}
 _HOUSEKEEPING_S = 0.5
 _SHUTDOWN_GRACE_S = 1.0
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")
+_ACLOSE_LIMIT_S = 2.0
 
 
-class Runtime:
-    """Conch's engine, usable in-process: ``async with Runtime(Config()) as rt: ...``."""
+class Engine:
+    """Conch's engine, usable in-process: ``async with Engine(Config()) as engine: ...``.
+
+    Users want ``conch.Runtime`` (the same methods plus the tool catalogue)."""
 
     def __init__(self, config: Config | None = None, *, owns_process: bool = False) -> None:
         self.config = config or Config()
@@ -53,27 +74,41 @@ class Runtime:
         self._closed = False
         self._close_task: asyncio.Task[None] | None = None
         self._listeners: list[Callable[[str | None], None]] = []
-        self.instance = ""
         self.data = DataDir(self.config.resolved_data_dir)
         self.log_pool = LogPool(self.data, lambda: new_id("j"))
         self.reaper = hygiene.Reaper(reap_all=owns_process)
+        self.spawn = SpawnContext(self.config, self.data, self.reaper, on_change=self._changed)
         self.jobs = JobTable(
             max_running=self.config.max_running,
             max_jobs=self.config.max_jobs,
             retention_s=self.config.retention_s,
             on_evict=self._evicted,
         )
-        self._drivers: dict[str, PipeProcess] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        # every one-shot driver (pipe and PTY); shell commands belong to their shell
+        self._drivers: dict[str, ProcessDriver] = {}
         self._housekeeping: asyncio.Task[None] | None = None
         self.bash = launch.find_bash()
-        self._shells: Any = None  # conch.core.shell.manager.ShellManager, made on first use
-        self.searcher: Any = None
+        self._shells: ShellManager | None = None
+        self.searcher: Searcher | None = None
         self.orphans_killed: list[int] = []
+
+    @property
+    def closed(self) -> bool:
+        """True once ``aclose()`` was called: every call after it raises RuntimeClosedError."""
+        return self._closed
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    @property
+    def instance(self) -> str:
+        """This runtime's tag prefix (set at start)."""
+        return self.spawn.instance
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Runtime:
+    async def __aenter__(self) -> Engine:
         await self.start()
         return self
 
@@ -93,30 +128,28 @@ class Runtime:
         self.data.prepare()
         self.data.remove_expired(self.config.log_ttl_s)
         hygiene.enable_subreaper()
-        self.instance = hygiene.instance_id()
+        self.spawn.instance = hygiene.instance_id()
         self.orphans_killed = await asyncio.to_thread(hygiene.kill_orphans_of_dead_servers)
-        self._attach_optional_parts()
+        self.searcher = Searcher(self.config.resolved_default_cwd, env=self._search_env)
         self._housekeeping = asyncio.ensure_future(self._housekeep())
         self._started = True
         self._refill_logs()
 
-    def _attach_optional_parts(self) -> None:
-        try:
-            from conch.core.search import Searcher
-        except ImportError:
-            self.searcher = None
-        else:
-            self.searcher = Searcher(self.config.resolved_default_cwd)
+    def _search_env(self) -> dict[str, str]:
+        return self.spawn.child_env("search", pty=False)
 
     @property
-    def shells(self) -> Any:
-        """The persistent-shell manager (conch.core.shell), made on first use: a server that
-        never opens a shell does not pay for importing it at startup."""
+    def shells(self) -> ShellManager | None:
+        """The persistent-shell manager, made on first use (None once closed)."""
         if self._shells is None and not self._closed and self._started:
-            from conch.core.shell.manager import ShellManager
-
-            self._shells = ShellManager(self)
+            self._shells = ShellManager(self.spawn)
         return self._shells
+
+    def _shell_manager(self) -> ShellManager:
+        shells = self.shells
+        if shells is None:
+            raise ConchError("closed", "the runtime is closing")
+        return shells
 
     def _check_open(self) -> None:
         if self._closed:
@@ -157,24 +190,27 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._housekeeping
         grace = min(self.config.kill_grace_ms / 1000, _SHUTDOWN_GRACE_S)
-        drivers = list(self._drivers.values())
-        for d in drivers:
+        pipes = [d for d in self._drivers.values() if isinstance(d, PipeDriver)]
+        ptys = [d for d in self._drivers.values() if isinstance(d, PtyDriver)]
+        for d in pipes:
             d.begin_shutdown()
         # one sweep over everything this runtime started (each job's session and group, and
         # every process carrying this instance's tag), however many jobs are retained
-        live = [d.pid for d in drivers if d.pid and (not d.job.terminal or d.pipes_open)]
+        live = [d.pid for d in pipes if d.pid and (not d.job.terminal or d.pipes_open)]
         sids = {str(p) for p in live}
         prefix = f"{self.instance}/".encode()
 
         def collect() -> set[int]:
             return procfs.scan_instance(hygiene.TAG_VAR.encode(), prefix, sids)
 
-        work: list[Any] = [hygiene.terminate_tree(collect, live, grace, self.reaper)]
+        work: list[Awaitable[Any]] = [hygiene.terminate_tree(collect, live, grace, self.reaper)]
         if self._shells is not None:
             work.append(self._shells.aclose())
+        if ptys:
+            work.append(self._close_ptys(ptys))
         await asyncio.gather(*work, return_exceptions=True)
-        await asyncio.gather(*(d.end_shutdown() for d in drivers), return_exceptions=True)
-        for t in list(self._tasks):
+        await asyncio.gather(*(d.end_shutdown() for d in pipes), return_exceptions=True)
+        for t in list(self.spawn.tasks):
             t.cancel()
         self.log_pool.close()
         for job in self.jobs:
@@ -183,6 +219,16 @@ class Runtime:
             if not self.reaper.sweep(final=True):
                 break
         self._drivers.clear()
+
+    async def _close_ptys(self, ptys: list[PtyDriver]) -> None:
+        """PTY programs at shutdown: stopped in parallel, bounded in time."""
+        limit = min(_ACLOSE_LIMIT_S, self.config.close_timeout_ms / 1000)
+        grace = min(self.config.kill_grace_ms / 1000, limit * 0.4)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*(d.aclose(grace) for d in ptys), return_exceptions=True),
+                limit + 1,
+            )
 
     # -- change listeners (MCP resources, dashboard) ---------------------------------------------
 
@@ -202,57 +248,20 @@ class Runtime:
         job.log.unlink()
         self._changed(None)
 
-    def _spawn_task(self, coro: Any) -> asyncio.Task[Any]:
-        t = asyncio.ensure_future(coro)
-        self._tasks.add(t)
-        t.add_done_callback(self._tasks.discard)
-        return t
-
     # -- helpers -------------------------------------------------------------------------------
 
     def resolve_cwd(self, cwd: str | None) -> str:
-        base = self.config.resolved_default_cwd
-        if cwd is None or cwd == "":
-            path = base
-        else:
-            if "\x00" in cwd:
-                raise ConchError("invalid_argument", "cwd must not contain NUL")
-            path = os.path.normpath(os.path.join(base, os.path.expanduser(cwd)))
-        if not os.path.isdir(path):
-            raise ConchError("cwd_not_found", f"working directory does not exist: {path}")
-        return path
+        return self.spawn.resolve_cwd(cwd)
 
     def _refill_logs(self) -> None:
         if self.log_pool.needs_refill():
-            self._spawn_task(asyncio.to_thread(self.log_pool.refill))
+            self.spawn.spawn_task(asyncio.to_thread(self.log_pool.refill))
 
     def new_log(self) -> tuple[str, JobLog]:
         """A fresh job id and its log file."""
         job_id, path, fd = self.log_pool.take()
         self._refill_logs()
         return job_id, JobLog(path, fd, self.config.max_log_bytes)
-
-    def child_env(
-        self,
-        *,
-        env: Mapping[str, str] | None,
-        shell_env: Mapping[str, str] | None,
-        caller_session_id: str,
-        pty: bool,
-        job_id: str,
-        inherit_not: tuple[str, ...] = (),
-    ) -> dict[str, str]:
-        secrets = tuple(s for s in (self.config.auth_token, self.config.caller_context_token) if s)
-        return build_env(
-            agent_env=self.config.agent_env,
-            pty=pty,
-            secrets=secrets,
-            env=env,
-            shell_env=shell_env,
-            caller_session_id=caller_session_id,
-            tag=(hygiene.TAG_VAR, f"{self.instance}/{job_id}"),
-            inherit_not=inherit_not,
-        )
 
     def new_job(
         self,
@@ -264,11 +273,7 @@ class Runtime:
         output_format: str = "text",
     ) -> Job:
         """Admit and register a job (used by every execution mode, shells included)."""
-        if name is not None and not _NAME.match(name):
-            raise ConchError(
-                "invalid_argument", "name must start with a letter and use letters, digits, . _ -"
-            )
-        self.jobs.admit(name)
+        self.jobs.admit(check_name(name))
         job_id, log = self.new_log()
         job = Job(
             job_id=job_id,
@@ -289,22 +294,6 @@ class Runtime:
         if not isinstance(job_id, str) or not job_id:
             raise ConchError("invalid_argument", "job_id must be a non-empty string")
         return self.jobs.get(job_id)
-
-    def _deadline(self, job: Job, timeout_ms: int) -> None:
-        if timeout_ms <= 0:
-            return
-        loop = asyncio.get_running_loop()
-
-        def fire() -> None:
-            if not job.terminal and job.driver is not None:
-                self._spawn_task(job.driver.stop("timed_out", self.config.kill_grace_ms / 1000))
-
-        handle = loop.call_later(timeout_ms / 1000, fire)
-        job.on_finish(lambda _job: handle.cancel())
-
-    def _output_limit(self, job: Job) -> None:
-        if not job.terminal and job.driver is not None and job.kill_reason is None:
-            self._spawn_task(job.driver.stop("output_limit", self.config.kill_grace_ms / 1000))
 
     # -- exec ----------------------------------------------------------------------------------
 
@@ -328,106 +317,129 @@ class Runtime:
         name: str | None = None,
         shell_env: Mapping[str, str] | None = None,
         caller_session_id: str = "",
+        on_start: Callable[[Job], None] | None = None,
         inherit_not: tuple[str, ...] = (),
-    ) -> dict[str, Any]:
+    ) -> JobSnapshot:
         """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3.
-        ``inherit_not``: server variables a one-shot pipe job must not inherit (profiles)."""
+
+        ``on_start(job)`` is called as soon as the job exists (progress reporting uses it);
+        ``inherit_not``: server variables a one-shot job must not inherit (a profile's list)."""
         await self._open()
-        cfg = self.config
-        given = [
-            k
-            for k, v in (("command", command), ("argv", argv), ("script", script))
-            if v is not None
-        ]
-        if len(given) != 1:
-            raise ConchError("invalid_argument", "give exactly one of command, argv or script")
-        yield_ms = cfg.default_yield_ms if yield_ms is None else yield_ms
-        timeout_ms = cfg.default_timeout_ms if timeout_ms is None else timeout_ms
-        budget = cfg.default_max_output_bytes if max_output_bytes is None else max_output_bytes
-        if not 0 <= yield_ms <= 120_000:
-            raise ConchError("invalid_argument", "yield_ms must be between 0 and 120000")
-        if timeout_ms < 0:
-            raise ConchError("invalid_argument", "timeout_ms must be >= 0 (0 = no deadline)")
-        if not 0 <= budget <= 1024 * 1024:
-            raise ConchError("invalid_argument", "max_output_bytes must be between 0 and 1048576")
-        if output_format not in ("text", "json", "jsonl", "auto"):
-            raise ConchError("invalid_argument", "output_format must be text, json, jsonl or auto")
-        env = check_env(env)
-        shell_env = check_env(shell_env, "_meta.shell_env")
-        ready_spec = parse_ready(ready)
-        # what shell and PTY jobs take alike (they are created by the shell manager)
-        job_args: dict[str, Any] = dict(
+        req = exec_request(
+            self.config,
+            command=command,
+            argv=argv,
+            script=script,
+            shell_id=shell_id,
+            stdin=stdin,
+            stdin_open=stdin_open,
+            pty=pty,
+            cwd=cwd,
             env=env,
             timeout_ms=timeout_ms,
             yield_ms=yield_ms,
-            budget=budget,
+            max_output_bytes=max_output_bytes,
             output_format=output_format,
-            ready=ready_spec,
+            ready=ready,
             name=name,
             shell_env=shell_env,
-            caller_session_id=caller_session_id,
         )
-        if shell_id is not None:
-            if self.shells is None:
-                raise ConchError("invalid_argument", "persistent shells are not available")
-            if command is None:
-                raise ConchError("invalid_argument", "a shell runs `command` (not argv or script)")
-            if stdin is not None or stdin_open or pty:
-                raise ConchError(
-                    "invalid_argument",
-                    "stdin, stdin_open and pty do not apply to shell jobs; use write",
-                )
-            return await self.shells.exec(shell_id, command=command, **job_args)
-        run_cwd = self.resolve_cwd(cwd)
-        mode, args, script_text = launch.plan(self.bash, command, argv, script)
-        if pty:
-            if self.shells is None:
-                raise ConchError("invalid_argument", "pty jobs are not available")
-            return await self.shells.exec_pty(
-                args,
-                mode=mode,
-                cwd=run_cwd,
-                stdin=stdin,
-                stdin_open=stdin_open,
-                script_text=script_text,
-                **job_args,
-            )
-        job = self.new_job(mode=mode, cwd=run_cwd, name=name, output_format=output_format)
+        if req.shell_id is not None:
+            job = await self._start_shell_command(req, caller_session_id)
+        else:
+            job = await self._start_process(req, caller_session_id, inherit_not)
+        if on_start is not None:
+            on_start(job)
+        self.spawn.deadline(job, req.timeout_ms)
+        result = await self._exec_result(
+            job, yield_ms=req.yield_ms, budget=req.budget, ready=req.ready
+        )
+        if req.shell_id is not None:
+            result["shell_id"] = job.shell_id
+            result["cwd"] = job.cwd
+        return result
+
+    async def _start_process(
+        self, req: ExecRequest, caller_session_id: str, inherit_not: tuple[str, ...] = ()
+    ) -> Job:
+        """A one-shot job on pipes or on its own terminal (``pty``)."""
+        run_cwd = self.resolve_cwd(req.cwd)
+        mode, args, script_text = launch.plan(self.bash, req.command, req.argv, req.script)
+        job = self.new_job(
+            mode="pty" if req.pty else mode,
+            cwd=run_cwd,
+            name=req.name,
+            output_format=req.output_format,
+        )
         try:
             if script_text is not None:
-                args = await self.prepare_script(job, script_text, run_cwd)
-            child_env = self.child_env(
-                env=env,
-                shell_env=shell_env,
+                args = await launch.prepare_script(
+                    self.data,
+                    self.bash,
+                    job,
+                    script_text,
+                    run_cwd,
+                    check=mode == "script",
+                    env=self.spawn.child_env(job.job_id, pty=False),
+                )
+            child_env = self.spawn.child_env(
+                job.job_id,
+                pty=req.pty,
+                env=req.env,
+                shell_env=req.shell_env,
                 caller_session_id=caller_session_id,
-                pty=False,
-                job_id=job.job_id,
                 inherit_not=inherit_not,
             )
-            driver = PipeProcess(job, self.reaper, on_output_limit=self._output_limit)
-            driver.start(
-                args,
-                cwd=run_cwd,
-                env=child_env,
-                stdin=stdin.encode("utf-8") if stdin is not None else None,
-                stdin_open=stdin_open,
-            )
+            stdin = req.stdin.encode("utf-8") if req.stdin is not None else None
+            driver: ProcessDriver
+            if req.pty:
+                if self._closed:
+                    raise ConchError("closed", "the runtime is closing")
+                driver = PtyDriver(job, self.reaper, on_output_limit=self.spawn.output_limit)
+                driver.start(
+                    args,
+                    cwd=run_cwd,
+                    env=child_env,
+                    stdin=stdin,
+                    # typed input given and stdin not kept open: the program then reads EOF
+                    eof_after_stdin=req.stdin is not None and not req.stdin_open,
+                )
+            else:
+                driver = PipeDriver(job, self.reaper, on_output_limit=self.spawn.output_limit)
+                driver.start(
+                    args, cwd=run_cwd, env=child_env, stdin=stdin, stdin_open=req.stdin_open
+                )
         except BaseException:
-            self.jobs._drop(job)
+            self.jobs.drop(job)
             raise
         job.driver = driver
         self._drivers[job.job_id] = driver
-        self._deadline(job, timeout_ms)
-        return await self.settle(job, yield_ms=yield_ms, budget=budget, ready=ready_spec)
+        return job
 
-    async def prepare_script(self, job: Job, text: str, cwd: str) -> list[str]:
-        """The argv that runs ``text`` from a private file (checked with `bash -n` first for
-        script jobs); the file goes when the job ends."""
-        return await launch.prepare_script(self.data, self.bash, job, text, cwd)
+    async def _start_shell_command(self, req: ExecRequest, caller_session_id: str) -> Job:
+        """A command in a persistent shell (the shell's own driver runs it)."""
+        assert req.shell_id is not None and req.command is not None
+        sh = self._shell_manager().get(req.shell_id)
+        if not isinstance(req.command, str) or "\x00" in req.command:
+            raise ConchError("invalid_argument", "command must be a string without NUL")
+        restarted = await sh.claim()
+        job = self.new_job(
+            mode="shell",
+            cwd=sh.cwd,
+            name=req.name,
+            shell_id=sh.shell_id,
+            output_format=req.output_format,
+        )
+        job.restarted = restarted
+        assign = {**req.env, **req.shell_env}
+        if caller_session_id or assign:
+            assign[CALLER_SESSION_VAR] = caller_session_id
+        sh.run(job, req.command, assign)
+        return job
 
-    async def settle(
+    async def _exec_result(
         self, job: Job, *, yield_ms: int, budget: int, ready: ReadySpec | None
-    ) -> dict[str, Any]:
+    ) -> JobSnapshot:
         """Wait up to yield_ms for the job to end (or become ready); the exec result."""
         try:
             if ready is not None:
@@ -440,7 +452,7 @@ class Runtime:
             # the caller gave up on the exec (e.g. MCP cancellation): the job goes with it
             if not job.terminal and job.driver is not None:
                 await asyncio.shield(
-                    self._spawn_task(job.driver.stop("cancelled", self.config.kill_grace_ms / 1000))
+                    self.spawn.spawn_task(job.driver.stop("cancelled", self.spawn.grace_s))
                 )
             raise
         w = win.preview(job.log, budget, final=job.terminal)
@@ -460,64 +472,41 @@ class Runtime:
         stream: str | None = None,
         raw: bool = False,
         tail: bool = False,
-    ) -> dict[str, Any]:
+    ) -> JobSnapshot:
         await self._open()
         job = self.job(job_id)
-        budget = self.config.default_max_output_bytes if max_bytes is None else max_bytes
-        if not 1 <= budget <= 1024 * 1024:
-            raise ConchError("invalid_argument", "max_bytes must be between 1 and 1048576")
-        if not 0 <= wait_ms <= 120_000:
-            raise ConchError("invalid_argument", "wait_ms must be between 0 and 120000")
-        if stream not in STREAMS:
-            raise ConchError("invalid_argument", "stream must be stdout or stderr")
-        if stream is not None and job.mode in ("pty", "shell"):
+        req = read_request(
+            self.config,
+            cursor=cursor,
+            max_bytes=max_bytes,
+            wait_ms=wait_ms,
+            until=until,
+            stream=stream,
+        )
+        if stream is not None and not job.streams:
             raise ConchError("invalid_argument", "pty and shell jobs have a single stream")
         sidx = STREAMS[stream]
-        if cursor is not None and (not isinstance(cursor, int) or cursor < 0):
-            raise ConchError("invalid_argument", "cursor must be a non-negative integer")
-        pattern = None
-        if isinstance(until, Mapping):
-            try:
-                pattern = re.compile(str(until.get("pattern", "")))
-            except re.error as e:
-                raise ConchError(
-                    "invalid_argument", f"until.pattern is not a valid regex: {e}"
-                ) from None
-        elif until not in ("change", "exit"):
-            raise ConchError("invalid_argument", "until must be change, exit or {pattern}")
         start = job.read_cursor.get(stream, 0) if cursor is None else cursor
         total = job.log.size(sidx)
         if start > total:
             raise ConchError("invalid_argument", f"cursor {start} is past the end ({total} bytes)")
         if wait_ms > 0:
-            if until == "exit":
+            if req.until == "exit":
                 await job.wait_until(lambda: job.terminal, wait_ms / 1000)
-            elif pattern is not None:
+            elif req.pattern is not None:
                 since = start if stream is None else job.log.size()
-                await wait_ready(job, ReadySpec(pattern=pattern), wait_ms / 1000, since=since)
+                await wait_ready(job, ReadySpec(pattern=req.pattern), wait_ms / 1000, since=since)
             else:
                 # a finished job may still get output from processes it left running
                 await job.wait_until(
                     lambda: job.log.size(sidx) > start or (job.terminal and job.log.closed),
                     wait_ms / 1000,
                 )
-        total = job.log.size(sidx)
         if tail:
-            w = win.backward(
-                job.log, start if cursor is not None else 0, total, budget, stream=sidx, raw=raw
-            )
-            w = win.Window(
-                w.text, w.cursor, w.next_cursor, truncated=w.cursor > 0, omitted_bytes=w.cursor
-            )
+            floor = start if cursor is not None else 0
+            w = win.last(job.log, floor, req.budget, stream=sidx, raw=raw)
         else:
-            w = win.forward(job.log, start, total, budget, stream=sidx, raw=raw, final=job.terminal)
-            w = win.Window(
-                w.text,
-                w.cursor,
-                w.next_cursor,
-                truncated=w.truncated,
-                omitted_bytes=total - w.next_cursor,
-            )
+            w = win.following(job.log, start, req.budget, stream=sidx, raw=raw, final=job.terminal)
         job.read_cursor[stream] = w.next_cursor
         return snapshot(job, w, stream=stream)
 
@@ -529,22 +518,17 @@ class Runtime:
         keys: list[str] | None = None,
         eof: bool = False,
         yield_ms: int = 1000,
-    ) -> dict[str, Any]:
+    ) -> JobSnapshot:
         await self._open()
         job = self.job(job_id)
-        if not 0 <= yield_ms <= 120_000:
-            raise ConchError("invalid_argument", "yield_ms must be between 0 and 120000")
-        if text is None and not keys and not eof:
-            raise ConchError("invalid_argument", "give text, keys or eof")
+        text, keys, eof, yield_ms = write_request(text=text, keys=keys, eof=eof, yield_ms=yield_ms)
         data = b""
         if job.terminal or job.driver is None:
             raise ConchError("not_running", f"job {job.job_id} is {job.state}; nothing to write to")
         if text is not None:
             data += text.encode("utf-8")
         if keys:
-            from conch.core.keys import encode_keys
-
-            if job.mode in ("pty", "shell"):
+            if not job.streams:  # a terminal: keys are what the terminal sends for them
                 data += encode_keys(keys)
             else:
                 # a pipe has no terminal: keys mean what they would mean to a person
@@ -566,22 +550,7 @@ class Runtime:
         if eof:
             await job.driver.close_stdin()
         await self._settle_output(job, yield_ms / 1000)
-        w = win.forward(
-            job.log,
-            before,
-            job.log.size(),
-            self.config.default_max_output_bytes,
-            stream=None,
-            raw=False,
-            final=job.terminal,
-        )
-        w = win.Window(
-            w.text,
-            w.cursor,
-            w.next_cursor,
-            truncated=w.truncated,
-            omitted_bytes=job.log.size() - w.next_cursor,
-        )
+        w = win.following(job.log, before, self.config.default_max_output_bytes, final=job.terminal)
         job.read_cursor[None] = w.next_cursor
         return snapshot(job, w)
 
@@ -602,15 +571,10 @@ class Runtime:
 
     async def signal(
         self, job_id: str, signal: str = "terminate", *, wait_ms: int = 2000
-    ) -> dict[str, Any]:
-        import signal as sigmod
-
+    ) -> JobSnapshot:
         await self._open()
         job = self.job(job_id)
-        if signal not in SIGNALS:
-            raise ConchError("invalid_argument", f"signal must be one of {', '.join(SIGNALS)}")
-        if not 0 <= wait_ms <= 120_000:
-            raise ConchError("invalid_argument", "wait_ms must be between 0 and 120000")
+        signame, wait_ms = signal_request(signal, wait_ms)
         driver = job.driver
         if driver is None:
             raise ConchError("not_running", f"job {job.job_id} has no process")
@@ -624,44 +588,32 @@ class Runtime:
             w = win.Window("", job.read_cursor.get(None, 0), job.read_cursor.get(None, 0))
             return snapshot(job, w)
         if signal in ("terminate", "kill"):
-            task = self._spawn_task(driver.stop("cancelled", 0.0 if signal == "kill" else grace))
+            task = self.spawn.spawn_task(
+                driver.stop("cancelled", 0.0 if signal == "kill" else grace)
+            )
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(task), wait_ms / 1000)
         else:
-            driver.send_signal(getattr(sigmod, SIGNALS[signal]))
+            driver.send_signal(getattr(signal_mod, signame))
             if signal not in ("stop", "continue"):
                 await job.wait_until(lambda: job.terminal, wait_ms / 1000)
         start = job.read_cursor.get(None, 0)
-        w = win.forward(
-            job.log,
-            start,
-            job.log.size(),
-            self.config.default_max_output_bytes,
-            stream=None,
-            raw=False,
-            final=job.terminal,
-        )
+        w = win.following(job.log, start, self.config.default_max_output_bytes, final=job.terminal)
         job.read_cursor[None] = w.next_cursor
         return snapshot(job, w)
 
     # -- list / info ---------------------------------------------------------------------------
 
-    async def list(self, state: str = "all") -> dict[str, Any]:
+    async def list(self, state: str = "all") -> ListResult:
         await self._open()
-        if state not in ("all", "running"):
-            raise ConchError("invalid_argument", "state must be running or all")
+        list_request(state)
         self.jobs.evict()
         jobs = [summary(j) for j in self.jobs if state == "all" or not j.terminal]
         shells = self.shells.summaries() if self.shells is not None else []
         return {"jobs": jobs, "shells": shells}
 
-    async def info(self) -> dict[str, Any]:
+    async def info(self) -> InfoResult:
         await self._open()
-        import platform
-        import sys
-
-        from conch import __version__
-
         cfg = self.config
         shells = self.shells.available() if self.shells is not None else []
         return {
@@ -692,46 +644,61 @@ class Runtime:
             },
             "running_jobs": self.jobs.running,
             "retained_jobs": len(self.jobs),
-            "profiles": list(cfg.profiles),
-            "transports": ["embedded", "stdio", "streamable-http", "sse", "http-invoke"],
         }
 
     # -- shells and search (delegated) -----------------------------------------------------------
 
-    async def shell_open(self, **kwargs: Any) -> dict[str, Any]:
+    async def shell_open(
+        self,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        shell: str | None = None,
+        startup_command: str | None = None,
+        name: str | None = None,
+        echo: bool = True,
+        size: tuple[int, int] | None = None,
+    ) -> ShellOpened:
+        """Open a persistent shell; ``echo``/``size``: see ``ShellManager.open``."""
         await self._open()
-        if self.shells is None:
-            raise ConchError("invalid_argument", "persistent shells are not available")
-        result: dict[str, Any] = await self.shells.open(**kwargs)
-        return result
+        return await self._shell_manager().open(
+            cwd=cwd,
+            env=env,
+            shell=shell,
+            startup_command=startup_command,
+            name=name,
+            echo=echo,
+            size=size,
+        )
 
-    async def shell_close(self, shell_id: str) -> dict[str, Any]:
+    async def shell_close(self, shell_id: str) -> ShellClosed:
         await self._open()
-        if self.shells is None:
-            raise ConchError("not_found", f"no shell {shell_id!r}")
-        result: dict[str, Any] = await self.shells.close(shell_id)
-        return result
+        return await self._shell_manager().close(shell_id)
 
-    async def search(self, **kwargs: Any) -> dict[str, Any]:
+    async def search(
+        self,
+        *,
+        pattern: str,
+        path: str | None = None,
+        regex: bool = False,
+        ignore_case: bool = False,
+        hidden: bool = False,
+        glob: builtins.list[str] | None = None,
+        context: int = 0,
+        mode: str = "matches",
+        max_matches: int = 100,
+        timeout_ms: int = 30000,
+    ) -> SearchResult:
         await self._open()
-        if self.searcher is None:
-            raise ConchError("rg_not_found", "search is not available in this installation")
-        result: dict[str, Any] = await self.searcher.search(**kwargs)
-        return result
-
-    # -- the tool catalogue ------------------------------------------------------------------------
-
-    def tools(self) -> builtins.list[dict[str, Any]]:
-        from conch.tools.catalogue import catalogue
-
-        return [t.describe(self.config) for t in catalogue(self.config.profiles)]
-
-    async def call_tool(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *, context: Any = None
-    ) -> dict[str, Any]:
-        """Call a tool by name; returns its structured result or ``{"error": {...}}``."""
-        if not self._closed and not self._started:
-            await self.start()
-        from conch.tools.dispatch import call_tool
-
-        return await call_tool(self, name, arguments, context)
+        assert self.searcher is not None
+        return await self.searcher.search(
+            pattern=pattern,
+            path=path,
+            regex=regex,
+            ignore_case=ignore_case,
+            hidden=hidden,
+            glob=glob,
+            context=context,
+            mode=mode,
+            max_matches=max_matches,
+            timeout_ms=timeout_ms,
+        )

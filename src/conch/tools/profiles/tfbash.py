@@ -23,29 +23,38 @@ import os
 import re
 import sys
 import time
-import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from conch.core.engine import Engine
 from conch.core.jobs.snapshot import snapshot
 from conch.core.output import window as win
 from conch.core.output.utf8 import boundary_at_or_after
+from conch.core.results import ShellSummary
 from conch.errors import ConchError
-from conch.tools.catalogue import Tool
 from conch.tools.context import CallContext
+from conch.tools.profiles._common import (
+    Profile,
+    ProfileError,
+    ProfileState,
+    Resource,
+    guard,
+    nbytes,
+    profile_state,
+)
+from conch.tools.tool import Tool
 
 if TYPE_CHECKING:
     from conch.config import Config
     from conch.core.jobs.job import Job
-    from conch.core.runtime import Runtime
 
 __all__ = [
     "INSTRUCTIONS",
-    "OVERVIEW_RESOURCE",
     "OVERVIEW_URI",
+    "PROFILE",
     "RESOURCE_TEMPLATES",
     "SERVER_NAME",
     "SERVER_VERSION",
@@ -69,14 +78,6 @@ UNKNOWN_TOOL_TEXT = "Unknown tool."
 FAILED_TEXT = "The tool failed unexpectedly."
 
 OVERVIEW_URI = "window://io.github.a2c-smcp.tfbash/shell-overview"
-OVERVIEW_RESOURCE: dict[str, Any] = {
-    "uri": OVERVIEW_URI,
-    "name": "Shell Overview",
-    "description": "Current Shell states and recent execution output.",
-    "mimeType": "text/markdown",
-    "annotations": {"audience": ["assistant"], "priority": 0.8},
-    "_meta": {"fullscreen": False},
-}
 OVERVIEW_TAIL_CHARS = 500
 OUTPUT_BUFFER_BYTES = 4 * 1024 * 1024
 MAX_READ_BYTES = 65536
@@ -84,6 +85,7 @@ MAX_COMMAND_BYTES = 262144
 MAX_WRITE_BYTES = 65536
 MAX_ENV_VALUE_BYTES = 32768
 MAX_SHELLS = 8  # the original's --max-command-shells default
+TERMINAL_SIZE = (24, 80)  # the original's PTY (pexpect's default dimensions)
 _MAX_ID_BYTES = 128
 
 RETRYABLE = {"shell_busy": True, "resource_limit": True}
@@ -104,7 +106,7 @@ MESSAGES = {
 SIGNAL_STATUS = {"interrupt": 130, "terminate": 143, "kill": 137}
 
 
-class _Reject(Exception):
+class _Reject(ProfileError):
     """The operation was rejected: becomes ``{"error": {...}}`` with isError."""
 
     def __init__(
@@ -115,9 +117,7 @@ class _Reject(Exception):
         *,
         ids: bool = True,
     ):
-        super().__init__(code)
-        self.code = code
-        self.message = message or MESSAGES[code]
+        super().__init__(code, message or MESSAGES[code])
         self.retryable = RETRYABLE.get(code, False) if retryable is None else retryable
         self.ids = ids  # echo the request's shell_id/exec_id (validation errors do not)
 
@@ -143,21 +143,15 @@ class _State:
         self.signalled: dict[str, str] = {}  # exec id -> the last signal delivered to it
 
 
-_STATES: weakref.WeakKeyDictionary[Runtime, _State] = weakref.WeakKeyDictionary()
+def _state(rt: Engine) -> _State:
+    return profile_state(rt, _State)
 
 
-def _state(rt: Runtime) -> _State:
-    st = _STATES.get(rt)
-    if st is None:
-        st = _STATES[rt] = _State()
-    return st
-
-
-def _shells(rt: Runtime) -> dict[str, dict[str, Any]]:
+def _shells(rt: Engine) -> dict[str, ShellSummary]:
     return {s["shell_id"]: s for s in rt.shells.summaries()} if rt.shells is not None else {}
 
 
-def _shell(rt: Runtime, shell_id: str, *, for_exec: bool = False) -> dict[str, Any]:
+def _shell(rt: Engine, shell_id: str, *, for_exec: bool = False) -> ShellSummary:
     sh = _shells(rt).get(shell_id)
     if sh is None:
         raise _Reject("shell_not_found")
@@ -173,7 +167,7 @@ def _shell(rt: Runtime, shell_id: str, *, for_exec: bool = False) -> dict[str, A
     return sh
 
 
-def _check_exec(rt: Runtime, shell_id: str, exec_id: str) -> Job:
+def _check_exec(rt: Engine, shell_id: str, exec_id: str) -> Job:
     try:
         job = rt.job(exec_id)
     except ConchError:
@@ -183,7 +177,7 @@ def _check_exec(rt: Runtime, shell_id: str, exec_id: str) -> Job:
     return job
 
 
-def _shell_status(rt: Runtime, shell_id: str) -> str:
+def _shell_status(rt: Engine, shell_id: str) -> str:
     sh = _shells(rt).get(shell_id)
     if sh is None or sh["state"] in ("closing", "closed"):
         return "closing"
@@ -211,7 +205,7 @@ def _inside_character(job: Job, cursor: int) -> bool:
     return bool(b) and (b[0] & 0xC0) == 0x80
 
 
-def _window(rt: Runtime, shell_id: str, job: Job, cursor: int, max_bytes: int) -> dict[str, Any]:
+def _window(rt: Engine, shell_id: str, job: Job, cursor: int, max_bytes: int) -> dict[str, Any]:
     """tfbash's execution snapshot of ``[cursor, …)`` (at most ``max_bytes``)."""
     st = _state(rt)
     start = _buffer_start(job, st.capacity.get(job.job_id, OUTPUT_BUFFER_BYTES))
@@ -223,7 +217,7 @@ def _window(rt: Runtime, shell_id: str, job: Job, cursor: int, max_bytes: int) -
     s = snapshot(job, w)
     state = s["state"]
     exit_code = None
-    cwd = s.get("cwd")
+    cwd: str | None = s["cwd"]
     shell_status = _shell_status(rt, shell_id)
     if state == "running":
         status = "running"
@@ -261,10 +255,6 @@ def _window(rt: Runtime, shell_id: str, job: Job, cursor: int, max_bytes: int) -
         out["shell_status"] = shell_status
         out["shell_rebuilt"] = bool(s["restarted"]) and status in ("timeout", "cancelled")
     return out
-
-
-def _nbytes(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 # -- argument validation: the original's (pydantic strict mode) rules and messages -------------
@@ -447,7 +437,7 @@ def _platform() -> str:
 # -- handlers --------------------------------------------------------------------------------------
 
 
-async def _open(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     cwd = args.get("cwd")
     if cwd is not None and not os.path.isdir(cwd):
         raise _Reject("invalid_argument")
@@ -459,7 +449,8 @@ async def _open(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
             cwd=cwd,
             env=args.get("env") or {},
             startup_command=args.get("startup_command"),
-            echo=False,
+            echo=False,  # the original's PTY never echoes what shell_write sends
+            size=TERMINAL_SIZE,
         )
     except ConchError as e:
         code = {
@@ -477,7 +468,7 @@ async def _open(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
     }
 
 
-async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     shell_id = args["shell_id"]
     _shell(rt, shell_id, for_exec=True)
     capacity = args.get("max_output_bytes", OUTPUT_BUFFER_BYTES)
@@ -490,6 +481,7 @@ async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
             max_output_bytes=0,
             shell_env=ctx.shell_env(),
             caller_session_id=ctx.caller_session_id(),
+            on_start=ctx.job_started,
         )
     except ConchError as e:
         code = {
@@ -510,7 +502,7 @@ async def _exec(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
     return _window(rt, shell_id, rt.job(first["job_id"]), 0, capacity)
 
 
-async def _read(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _read(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     shell_id, exec_id = args["shell_id"], args["exec_id"]
     _shell(rt, shell_id)
     job = _check_exec(rt, shell_id, exec_id)
@@ -527,7 +519,7 @@ async def _read(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str
     return _window(rt, shell_id, job, cursor, args.get("max_bytes", MAX_READ_BYTES))
 
 
-def _active(rt: Runtime, args: Mapping[str, Any]) -> Job:
+def _active(rt: Engine, args: Mapping[str, Any]) -> Job:
     shell_id, exec_id = args["shell_id"], args["exec_id"]
     sh = _shell(rt, shell_id)
     job = _check_exec(rt, shell_id, exec_id)
@@ -536,7 +528,7 @@ def _active(rt: Runtime, args: Mapping[str, Any]) -> Job:
     return job
 
 
-async def _write(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     text = args["text"]
     _active(rt, args)
     if text:
@@ -549,11 +541,11 @@ async def _write(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[st
         "shell_id": args["shell_id"],
         "exec_id": args["exec_id"],
         "status": "accepted",
-        "accepted_bytes": _nbytes(text),
+        "accepted_bytes": nbytes(text),
     }
 
 
-async def _signal(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _signal(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     _active(rt, args)
     _state(rt).signalled[args["exec_id"]] = args["signal"]
     try:
@@ -578,7 +570,7 @@ def _dialect(config: Config) -> str:
     return dialect
 
 
-def _context(rt: Runtime, info: dict[str, Any]) -> dict[str, Any]:
+def _context(rt: Engine, info: Mapping[str, Any]) -> dict[str, Any]:
     """shell_list's runtime and host context (the overview shows it too)."""
     dialect = _dialect(rt.config)
     version = next(
@@ -596,7 +588,7 @@ def _context(rt: Runtime, info: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _shell_items(rt: Runtime) -> list[dict[str, Any]]:
+def _shell_items(rt: Engine) -> list[dict[str, Any]]:
     st = _state(rt)
     items = []
     for sh in _shells(rt).values():
@@ -616,12 +608,12 @@ def _shell_items(rt: Runtime) -> list[dict[str, Any]]:
     return items
 
 
-async def _list(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _list(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     info = await rt.info()
     return {**_context(rt, info), "shells": _shell_items(rt)}
 
 
-async def _close(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _close(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     shell_id = args["shell_id"]
     _shell(rt, shell_id)
     try:
@@ -688,7 +680,7 @@ def _created(ms: int) -> str:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def tfbash_overview_markdown(rt: Runtime) -> str:
+def tfbash_overview_markdown(rt: Engine, state: ProfileState | None = None) -> str:
     """Markdown for ``window://io.github.a2c-smcp.tfbash/shell-overview``, laid out as the
     original lays it out: the context, a table of shells with their latest execution, and the
     last 500 characters of each one's output."""
@@ -712,7 +704,7 @@ def tfbash_overview_markdown(rt: Runtime) -> str:
         "Duration |",
         "|---|---|---|---|---|---|---:|---:|",
     ]
-    st = _state(rt)
+    st = state.get(_State) if state is not None else _state(rt)
     latest: dict[str, dict[str, Any] | None] = {}
     for item in items:
         sid = item["shell_id"]
@@ -730,7 +722,7 @@ def tfbash_overview_markdown(rt: Runtime) -> str:
                 )
                 skip = boundary_at_or_after(tail, 0) if job.log.size() > len(tail) else 0
                 text = tail[skip:].decode("utf-8", "replace")[-OVERVIEW_TAIL_CHARS:]
-                snap = {**snap, "tail": text, "tail_truncated": job.log.size() > _nbytes(text)}
+                snap = {**snap, "tail": text, "tail_truncated": job.log.size() > nbytes(text)}
         latest[sid] = snap
         dur = snap.get("duration_ms") if snap else None
         lines.append(
@@ -770,18 +762,6 @@ def _error_result(e: ConchError, args: Mapping[str, Any]) -> tuple[dict[str, Any
     if e.code == "closed":
         return _envelope(_Reject("shell_closing"), args), True
     return {}, True  # the original's "The tool failed unexpectedly." (see render_text)
-
-
-def _handler(
-    fn: Callable[[Runtime, dict[str, Any], CallContext], Awaitable[dict[str, Any]]],
-) -> Callable[[Runtime, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
-    async def run(rt: Runtime, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        try:
-            return await fn(rt, args, ctx)
-        except _Reject as e:
-            return _envelope(e, args)
-
-    return run
 
 
 def _is_error(result: dict[str, Any]) -> bool:
@@ -849,7 +829,7 @@ def tools() -> tuple[Tool, ...]:
                 desc["description"],
                 desc["inputSchema"],
                 desc["outputSchema"],
-                _handler(fn),
+                guard(fn, _envelope, _Reject),
                 meta=desc["_meta"],
                 read_only=flags.get("read_only", False),
                 destructive=flags.get("destructive", False),
@@ -863,3 +843,22 @@ def tools() -> tuple[Tool, ...]:
             )
         )
     return tuple(out)
+
+
+PROFILE = Profile(
+    "tfbash",
+    tools,
+    resources=(
+        Resource(
+            OVERVIEW_URI,
+            "Shell Overview",
+            None,
+            "Current Shell states and recent execution output.",
+            tfbash_overview_markdown,
+            extra={
+                "annotations": {"audience": ["assistant"], "priority": 0.8},
+                "_meta": {"fullscreen": False},
+            },
+        ),
+    ),
+)

@@ -1,0 +1,194 @@
+"""The one semantic check of every request (SPEC §6), for callers with a JSON schema in front
+(the tools) and without one (the embedded API) alike. Pure: no I/O, no job state; limits come
+from conch/config.py. What depends on a job (its streams, its cursor) the engine checks."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from conch.config import MAX_OUTPUT_BYTES, MAX_WAIT_MS, NAME_PATTERN, Config
+from conch.core.env import check_env
+from conch.core.jobs.ready import ReadySpec, parse_ready
+from conch.core.jobs.snapshot import STREAMS
+from conch.errors import ConchError
+
+NAME = re.compile(NAME_PATTERN)
+OUTPUT_FORMATS = ("text", "json", "jsonl", "auto")
+UNTIL = ("change", "exit")
+LIST_STATES = ("all", "running")
+SIGNALS = {
+    "interrupt": "SIGINT",
+    "terminate": "SIGTERM",
+    "kill": "SIGKILL",
+    "hangup": "SIGHUP",
+    "quit": "SIGQUIT",
+    "stop": "SIGSTOP",
+    "continue": "SIGCONT",
+    "usr1": "SIGUSR1",
+    "usr2": "SIGUSR2",
+}
+
+
+def _invalid(field: str, message: str) -> ConchError:
+    return ConchError("invalid_argument", message, field=field)
+
+
+def check_wait(field: str, value: int) -> int:
+    if not 0 <= value <= MAX_WAIT_MS:
+        raise _invalid(field, f"{field} must be between 0 and {MAX_WAIT_MS}")
+    return value
+
+
+def check_name(name: str | None) -> str | None:
+    if name is not None and (not isinstance(name, str) or not NAME.match(name)):
+        raise _invalid("name", "name must start with a letter and use letters, digits, . _ -")
+    return name
+
+
+@dataclass(frozen=True)
+class ExecRequest:
+    command: str | None
+    argv: list[str] | None
+    script: str | None
+    shell_id: str | None
+    stdin: str | None
+    stdin_open: bool
+    pty: bool
+    cwd: str | None
+    env: dict[str, str]
+    shell_env: dict[str, str]
+    timeout_ms: int
+    yield_ms: int
+    budget: int
+    output_format: str
+    ready: ReadySpec | None
+    name: str | None
+
+
+def exec_request(
+    cfg: Config,
+    *,
+    command: str | None,
+    argv: list[str] | None,
+    script: str | None,
+    shell_id: str | None,
+    stdin: str | None,
+    stdin_open: bool,
+    pty: bool,
+    cwd: str | None,
+    env: Mapping[str, str] | None,
+    timeout_ms: int | None,
+    yield_ms: int | None,
+    max_output_bytes: int | None,
+    output_format: str,
+    ready: Mapping[str, Any] | None,
+    name: str | None,
+    shell_env: Mapping[str, str] | None,
+) -> ExecRequest:
+    if sum(v is not None for v in (command, argv, script)) != 1:
+        raise _invalid("command", "give exactly one of command, argv or script")
+    yield_ms = check_wait("yield_ms", cfg.default_yield_ms if yield_ms is None else yield_ms)
+    timeout_ms = cfg.default_timeout_ms if timeout_ms is None else timeout_ms
+    budget = cfg.default_max_output_bytes if max_output_bytes is None else max_output_bytes
+    if timeout_ms < 0:
+        raise _invalid("timeout_ms", "timeout_ms must be >= 0 (0 = no deadline)")
+    if not 0 <= budget <= MAX_OUTPUT_BYTES:
+        raise _invalid(
+            "max_output_bytes", f"max_output_bytes must be between 0 and {MAX_OUTPUT_BYTES}"
+        )
+    if output_format not in OUTPUT_FORMATS:
+        raise _invalid("output_format", "output_format must be text, json, jsonl or auto")
+    checked_env = check_env(env)
+    checked_shell_env = check_env(shell_env, "_meta.shell_env")
+    ready_spec = parse_ready(ready)
+    if shell_id is not None:
+        if command is None:
+            raise _invalid("command", "a shell runs `command` (not argv or script)")
+        if stdin is not None or stdin_open or pty:
+            raise _invalid(
+                "stdin", "stdin, stdin_open and pty do not apply to shell jobs; use write"
+            )
+    return ExecRequest(
+        command, argv, script, shell_id, stdin, stdin_open, pty, cwd,
+        checked_env, checked_shell_env, timeout_ms, yield_ms, budget, output_format,
+        ready_spec, name,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    budget: int
+    wait_ms: int
+    stream: str | None
+    cursor: int | None
+    until: str  # change | exit | pattern
+    pattern: re.Pattern[str] | None
+
+
+def read_request(
+    cfg: Config,
+    *,
+    cursor: int | None,
+    max_bytes: int | None,
+    wait_ms: int,
+    until: str | Mapping[str, str],
+    stream: str | None,
+) -> ReadRequest:
+    budget = cfg.default_max_output_bytes if max_bytes is None else max_bytes
+    if not 1 <= budget <= MAX_OUTPUT_BYTES:
+        raise _invalid("max_bytes", f"max_bytes must be between 1 and {MAX_OUTPUT_BYTES}")
+    check_wait("wait_ms", wait_ms)
+    if stream not in STREAMS:
+        raise _invalid("stream", "stream must be stdout or stderr")
+    if cursor is not None and (not isinstance(cursor, int) or cursor < 0):
+        raise _invalid("cursor", "cursor must be a non-negative integer")
+    pattern = None
+    if isinstance(until, Mapping):
+        try:
+            pattern = re.compile(str(until.get("pattern", "")))
+        except re.error as e:
+            raise _invalid("until.pattern", f"until.pattern is not a valid regex: {e}") from None
+        mode = "pattern"
+    elif until in UNTIL:
+        mode = until
+    else:
+        raise _invalid("until", "until must be change, exit or {pattern}")
+    return ReadRequest(budget, wait_ms, stream, cursor, mode, pattern)
+
+
+def write_request(
+    *, text: str | None, keys: list[str] | None, eof: bool, yield_ms: int
+) -> tuple[str | None, list[str], bool, int]:
+    check_wait("yield_ms", yield_ms)
+    if text is None and not keys and not eof:
+        raise _invalid("text", "give text, keys or eof")
+    return text, list(keys or []), eof, yield_ms
+
+
+def signal_request(signal: str, wait_ms: int) -> tuple[str, int]:
+    """(the signal's SIG name, wait_ms)."""
+    if signal not in SIGNALS:
+        raise _invalid("signal", f"signal must be one of {', '.join(SIGNALS)}")
+    return SIGNALS[signal], check_wait("wait_ms", wait_ms)
+
+
+def shell_open_request(
+    env: Mapping[str, str] | None, name: str | None, startup_command: str | None
+) -> tuple[dict[str, str], str | None, str | None]:
+    """(env, name, startup_command) of a ``shell_open``, checked."""
+    checked_env = check_env(env)
+    check_name(name)
+    if startup_command is not None and (
+        not isinstance(startup_command, str) or "\x00" in startup_command
+    ):
+        raise _invalid("startup_command", "startup_command must be a string without NUL")
+    return checked_env, name, startup_command
+
+
+def list_request(state: str) -> str:
+    if state not in LIST_STATES:
+        raise _invalid("state", "state must be running or all")
+    return state

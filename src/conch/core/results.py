@@ -1,0 +1,144 @@
+"""The results that cross layers, with the spec's field names (SPEC §6): what the engine returns
+and the tool layer, the front ends and embedders read."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class JobIdentity(TypedDict):
+    """What a job is and how it stands: shared by the snapshot and the ``list`` summary."""
+
+    job_id: str
+    name: str | None
+    mode: str
+    shell_id: str | None
+    state: str
+    exit_code: int | None
+    signal: str | None
+    ok: bool
+    started_at: str
+    duration_ms: int
+    pid: int | None
+
+
+class JobSummary(JobIdentity):
+    """A job as ``list`` shows it."""
+
+    total_bytes: int
+    cwd: str
+
+
+class JobSnapshot(JobIdentity):
+    """The result of ``exec``, ``read``, ``write`` and ``signal``."""
+
+    awaiting_input: bool
+    awaiting_secret: bool
+    ready: bool | None
+    output: str
+    cursor: int
+    next_cursor: int
+    total_bytes: int
+    stdout_bytes: int
+    stderr_bytes: int
+    truncated: bool
+    omitted_bytes: int
+    eof: bool
+    log_path: str
+    cwd: str
+    data: Any  # the parsed JSON / JSONL output (any JSON value)
+    parse_error: str | None
+    lingering_pids: list[int]
+    restarted: bool
+
+
+class ShellSummary(TypedDict):
+    """A shell as ``list`` shows it."""
+
+    shell_id: str
+    name: str | None
+    shell: str
+    state: str
+    cwd: str
+    job_id: str | None
+
+
+class ShellOpened(TypedDict):
+    shell_id: str
+    name: str | None
+    shell: str
+    version: str
+    cwd: str
+    state: str
+
+
+class ShellClosed(TypedDict):
+    shell_id: str
+    state: str
+    cleanup_complete: bool
+
+
+class ShellAvailable(TypedDict):
+    name: str
+    path: str
+    version: str
+    version_line: str  # the first line of `--version` (tfbash reports it)
+
+
+class ListResult(TypedDict):
+    jobs: list[JobSummary]
+    shells: list[ShellSummary]
+
+
+class RgSummary(TypedDict):
+    path: str | None
+    version: str | None
+
+
+class Limits(TypedDict):
+    max_running: int
+    max_jobs: int
+    retention_s: int
+    max_log_bytes: int
+    kill_grace_ms: int
+    max_shells: int
+    close_timeout_ms: int
+    default_yield_ms: int
+    default_timeout_ms: int
+    default_max_output_bytes: int
+
+
+class InfoResult(TypedDict):
+    """The engine's part of ``info`` (the runtime adds profiles and transports)."""
+
+    version: str
+    python: str
+    platform: str
+    machine: str
+    pid: int
+    default_cwd: str
+    data_dir: str
+    bash: str | None
+    shells: list[ShellAvailable]
+    rg: RgSummary
+    containment: str
+    limits: Limits
+    running_jobs: int
+    retained_jobs: int
+
+
+class _SearchResult(TypedDict):
+    mode: str
+    matches: list[dict[str, Any]]  # {path, line, column, text, submatches, before, after}
+    files: list[str]
+    counts: dict[str, int]
+    truncated: bool
+    timed_out: bool
+    elapsed_ms: int
+
+
+class SearchResult(_SearchResult, total=False):
+    """The result of ``search``; ``files_base64`` and ``errors`` only when there are any."""
+
+    files_base64: list[str | None]
+    errors: list[str]

@@ -1,0 +1,300 @@
+"""Structured file search over ripgrep (SPEC §6 ``search``).
+
+ripgrep runs as ``rg --json --no-config ... -e PATTERN -- PATH`` (``--files-with-matches``/
+``--count`` with ``--null`` for the ``files``/``count`` modes), never through a shell, with
+``RIPGREP_CONFIG_PATH`` removed from its environment, so no caller value can become an rg option
+(``--pre`` runs programs). Every value that could look like an option is either after ``--``,
+the value of ``-e``, or glued into a single ``--glob=VALUE`` argument. PCRE2 is never enabled:
+rg's default engine is linear-time.
+
+Output is streamed: rg is killed as soon as one result more than ``max_matches`` was read, when
+``timeout_ms`` passes, when 64 MiB were read, or when the awaiting task is cancelled; it is
+always reaped before :meth:`Searcher.search` returns or raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Literal, Union
+
+from conch.core.env import build_env
+from conch.core.process.hygiene import child_signal_reset
+from conch.core.results import RgSummary, SearchResult
+from conch.core.search.parse import JsonParser, NullParser, Results
+from conch.core.search.proc import RgProtocol, reap
+from conch.core.search.rg import RgInfo, find_rg
+from conch.errors import ConchError
+
+__all__ = ["MODES", "Searcher"]
+
+MODES = ("matches", "files", "count")
+
+MAX_MATCHES_LIMIT = 1000
+MAX_CONTEXT = 100
+MAX_TIMEOUT_MS = 300_000
+MAX_GLOBS = 64
+MAX_PATTERN_CHARS = 65536
+
+_ERROR_MESSAGE_MAX = 2048
+_MAX_ERRORS = 50
+
+_RG_NOT_FOUND_MESSAGE = (
+    "ripgrep (rg) was not found on PATH and the ripgrep wheel is not installed; "
+    "install conch[mcp] or ripgrep"
+)
+# A per-file I/O problem rg reports and then carries on: "rg: ./x: Permission denied (os error 13)"
+_OS_ERROR_LINE = re.compile(r"^rg: .*\(os error \d+\)\s*$")
+
+RgSetting = Union[RgInfo, None, Literal["auto"]]
+
+
+def _invalid(message: str) -> ConchError:
+    return ConchError("invalid_argument", message)
+
+
+def _check_int(name: str, value: object, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _invalid(f"{name} must be an integer")
+    if not lo <= value <= hi:
+        raise _invalid(f"{name} must be between {lo} and {hi}")
+    return value
+
+
+def _check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _invalid(f"{name} must be a boolean")
+    return value
+
+
+def _split_messages(stderr: bytes) -> list[str]:
+    """rg's stderr as messages: a line starting with ``rg:`` begins one; others continue it."""
+    text = stderr.decode("utf-8", "replace")
+    messages: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if line.startswith("rg: ") or not messages:
+            messages.append(line)
+        else:
+            messages[-1] += "\n" + line
+    return messages
+
+
+def _trim(message: str, limit: int = _ERROR_MESSAGE_MAX) -> str:
+    message = message.strip()
+    raw = message.encode("utf-8")
+    if len(raw) <= limit:
+        return message
+    return raw[: limit - 3].decode("utf-8", "ignore") + "..."
+
+
+class Searcher:
+    """Runs searches with ripgrep. ``rg="auto"`` finds rg lazily on first use."""
+
+    def __init__(
+        self,
+        default_cwd: str,
+        rg: RgSetting = "auto",
+        *,
+        env: Callable[[], dict[str, str]] | None = None,
+    ) -> None:
+        """``env()`` gives rg's environment: the runtime passes its child environment (no
+        Conch secrets, tagged); alone, the filtered server environment."""
+        self.default_cwd = default_cwd
+        self._rg_setting: RgSetting = rg
+        self._env = env or (lambda: build_env(agent_env=False, pty=False))
+
+    # -- ripgrep -------------------------------------------------------------------------
+
+    def _resolved_rg(self) -> RgInfo | None:
+        if self._rg_setting == "auto":
+            return find_rg()
+        return self._rg_setting if isinstance(self._rg_setting, RgInfo) else None
+
+    def info(self) -> RgSummary:
+        """``{"path", "version"}`` of the rg in use, both ``None`` when there is none."""
+        rg = self._resolved_rg()
+        if rg is None:
+            return {"path": None, "version": None}
+        return {"path": rg.path, "version": rg.version}
+
+    async def _rg(self) -> RgInfo:
+        if self._rg_setting == "auto":
+            rg = await asyncio.to_thread(find_rg)
+        else:
+            rg = self._resolved_rg()
+        if rg is None:
+            raise ConchError("rg_not_found", _RG_NOT_FOUND_MESSAGE)
+        return rg
+
+    # -- search --------------------------------------------------------------------------
+
+    async def search(
+        self,
+        *,
+        pattern: str,
+        path: str | None = None,
+        regex: bool = False,
+        ignore_case: bool = False,
+        hidden: bool = False,
+        glob: list[str] | None = None,
+        context: int = 0,
+        mode: str = "matches",
+        max_matches: int = 100,
+        timeout_ms: int = 30000,
+    ) -> SearchResult:
+        """Search ``path`` (default: the default cwd) for ``pattern``; see SPEC §6 ``search``."""
+        if not isinstance(pattern, str):
+            raise _invalid("pattern must be a string")
+        if pattern == "":
+            raise _invalid("pattern must not be empty")
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise _invalid(f"pattern must be at most {MAX_PATTERN_CHARS} characters")
+        if "\0" in pattern:
+            raise _invalid("pattern must not contain NUL")
+        if path is not None:
+            if not isinstance(path, str):
+                raise _invalid("path must be a string")
+            if path == "":
+                raise _invalid("path must not be empty")
+            if "\0" in path:
+                raise _invalid("path must not contain NUL")
+        regex = _check_bool("regex", regex)
+        ignore_case = _check_bool("ignore_case", ignore_case)
+        hidden = _check_bool("hidden", hidden)
+        globs: list[str] = []
+        if glob is not None:
+            if not isinstance(glob, list):
+                raise _invalid("glob must be a list of strings")
+            if len(glob) > MAX_GLOBS:
+                raise _invalid(f"glob must have at most {MAX_GLOBS} entries")
+            for g in glob:
+                if not isinstance(g, str):
+                    raise _invalid("glob entries must be strings")
+                if g == "":
+                    raise _invalid("glob entries must not be empty")
+                if "\0" in g:
+                    raise _invalid("glob entries must not contain NUL")
+                globs.append(g)
+        context = _check_int("context", context, 0, MAX_CONTEXT)
+        if mode not in MODES:
+            raise _invalid("mode must be one of: matches, files, count")
+        max_matches = _check_int("max_matches", max_matches, 1, MAX_MATCHES_LIMIT)
+        timeout_ms = _check_int("timeout_ms", timeout_ms, 1, MAX_TIMEOUT_MS)
+
+        rg = await self._rg()
+
+        base = self.default_cwd
+        if path is None:
+            target = base
+            path_arg = "."
+        else:
+            target = os.path.join(base, path)
+            path_arg = path
+        if not os.path.exists(target):
+            raise ConchError("search_failed", f"path not found: {path if path else base}")
+        if not os.access(target, os.R_OK):
+            raise ConchError("search_failed", f"permission denied: {path if path else base}")
+        cwd = base if os.path.isdir(base) else "/"
+
+        argv = [rg.path]
+        if mode == "matches":
+            argv += ["--json", "--no-config"]
+        elif mode == "files":
+            argv += ["--no-config", "--files-with-matches", "--null"]
+        else:
+            argv += ["--no-config", "--count", "--with-filename", "--null"]
+        argv.append("--color=never")
+        if not regex:
+            argv.append("--fixed-strings")
+        if ignore_case:
+            argv.append("--ignore-case")
+        if hidden:
+            argv.append("--hidden")
+        argv += [f"--glob={g}" for g in globs]
+        if mode == "matches":
+            # Per file, one more than the global cap: enough to know the result is truncated.
+            argv.append(f"--max-count={max_matches + 1}")
+            if context > 0:
+                argv.append(f"--context={context}")
+        argv += ["-e", pattern, "--", path_arg]
+
+        env = self._env()
+        env.pop("RIPGREP_CONFIG_PATH", None)
+        results = Results(mode, max_matches, strip_dot=path is None)
+        parser: JsonParser | NullParser
+        if mode == "matches":
+            parser = JsonParser(results, context)
+        else:
+            parser = NullParser(results, with_counts=(mode == "count"))
+
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        try:
+            transport, proto = await loop.subprocess_exec(
+                lambda: RgProtocol(parser, done),
+                *argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                preexec_fn=child_signal_reset(),
+            )
+        except FileNotFoundError:
+            raise ConchError("rg_not_found", _RG_NOT_FOUND_MESSAGE) from None
+        except OSError as exc:
+            raise ConchError(
+                "search_failed", f"could not start rg: {exc.strerror or exc}"
+            ) from None
+
+        timer = loop.call_later(timeout_ms / 1000.0, proto.on_timeout)
+        try:
+            await asyncio.shield(done)
+        finally:
+            timer.cancel()
+            if not done.done():
+                await reap(proto)
+            transport.close()
+        elapsed_ms = int((time.monotonic() - started) * 1000)
+        if proto.failure is not None:
+            raise proto.failure
+        returncode = transport.get_returncode()
+        stderr = bytes(proto.stderr)
+        stopped, timed_out = proto.stopped, proto.timed_out
+
+        messages = _split_messages(stderr)
+        if not (stopped or timed_out):
+            if returncode == 2 and results.size == 0:
+                # rg searched and only some files were unreadable: a result, with errors.
+                # Anything else (bad regex or glob, ...) is a failure.
+                per_file_only = bool(messages) and all(_OS_ERROR_LINE.match(m) for m in messages)
+                if not per_file_only:
+                    text = "\n".join(messages) or "rg failed (exit status 2)"
+                    raise ConchError("search_failed", _trim(text))
+            elif returncode not in (0, 1, 2):
+                detail = "\n".join(messages)
+                text = f"rg failed (exit status {returncode})" + (f": {detail}" if detail else "")
+                raise ConchError("search_failed", _trim(text))
+
+        out: SearchResult = {
+            "mode": mode,
+            "matches": results.matches,
+            "files": results.files,
+            "counts": results.counts if mode != "files" else {},
+            "truncated": bool(results.overflow or stopped or timed_out),
+            "timed_out": timed_out,
+            "elapsed_ms": elapsed_ms,
+        }
+        if results.any_b64:
+            out["files_base64"] = results.files_b64
+        if messages:
+            out["errors"] = [_trim(m) for m in messages[:_MAX_ERRORS]]
+        return out

@@ -1,0 +1,112 @@
+"""What the objects the engine owns (drivers, shells, the shell manager, search) get from it:
+the one recipe for a child's environment, the tag, the reaper, private files, the owned task
+set and the change callback — never the engine itself (the httpcore pool/connection rule).
+
+Every child Conch starts — jobs, PTY programs, shells, ``bash -n``, ripgrep — takes its
+environment from :meth:`SpawnContext.child_env`, so none of them sees Conch's own secrets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from conch.config import Config
+from conch.core.datadir import DataDir
+from conch.core.env import build_env
+from conch.core.jobs.job import Job
+from conch.core.process import hygiene
+from conch.errors import ConchError
+
+
+def resolve_cwd(base: str, cwd: str | None) -> str:
+    """``cwd`` made absolute against ``base`` (the default cwd); it must exist."""
+    if cwd is None or cwd == "":
+        path = base
+    else:
+        if "\x00" in cwd:
+            raise ConchError("invalid_argument", "cwd must not contain NUL", field="cwd")
+        path = os.path.normpath(os.path.join(base, os.path.expanduser(cwd)))
+    if not os.path.isdir(path):
+        raise ConchError(
+            "cwd_not_found", f"working directory does not exist: {path}", field="cwd", value=path
+        )
+    return path
+
+
+@dataclass
+class SpawnContext:
+    """One runtime's spawning facts, handed to everything that starts or watches a child."""
+
+    config: Config
+    data: DataDir
+    reaper: hygiene.Reaper
+    on_change: Callable[[Job | None], None]
+    instance: str = ""  # set when the engine starts (hygiene.instance_id())
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    @property
+    def grace_s(self) -> float:
+        return self.config.kill_grace_ms / 1000
+
+    def resolve_cwd(self, cwd: str | None) -> str:
+        return resolve_cwd(self.config.resolved_default_cwd, cwd)
+
+    def tag(self, tag_id: str) -> tuple[str, str]:
+        return hygiene.TAG_VAR, f"{self.instance}/{tag_id}"
+
+    def child_env(
+        self,
+        tag_id: str,
+        *,
+        pty: bool,
+        env: Mapping[str, str] | None = None,
+        shell_env: Mapping[str, str] | None = None,
+        caller_session_id: str = "",
+        inherit_not: tuple[str, ...] = (),
+    ) -> dict[str, str]:
+        """The environment of a child tagged ``tag_id`` (a job id, a shell id, ``search``);
+        ``inherit_not``: more server variables it must not inherit (a profile's list)."""
+        cfg = self.config
+        secrets = tuple(s for s in (cfg.auth_token, cfg.caller_context_token) if s)
+        return build_env(
+            agent_env=cfg.agent_env,
+            pty=pty,
+            secrets=secrets,
+            env=env,
+            shell_env=shell_env,
+            caller_session_id=caller_session_id,
+            tag=self.tag(tag_id),
+            inherit_not=inherit_not,
+        )
+
+    def spawn_task(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """A background task the runtime owns (cancelled at close if still running)."""
+        t = asyncio.ensure_future(coro)
+        self.tasks.add(t)
+        t.add_done_callback(self.tasks.discard)
+        return t
+
+    def stop_job(self, job: Job, reason: str) -> None:
+        """End a running job as ``reason`` (its tree killed with the configured grace)."""
+        if not job.terminal and job.driver is not None and job.kill_reason is None:
+            self.spawn_task(job.driver.stop(reason, self.grace_s))
+
+    def output_limit(self, job: Job) -> None:
+        """The job's log hit its cap: the job ends as ``output_limit``."""
+        self.stop_job(job, "output_limit")
+
+    def deadline(self, job: Job, timeout_ms: int) -> None:
+        """Kill the job at ``timeout_ms`` (0 = never) unless it ended first."""
+        if timeout_ms <= 0:
+            return
+
+        def fire() -> None:
+            if not job.terminal and job.driver is not None:
+                self.spawn_task(job.driver.stop("timed_out", self.grace_s))
+
+        handle = asyncio.get_running_loop().call_later(timeout_ms / 1000, fire)
+        job.on_finish(lambda _job: handle.cancel())

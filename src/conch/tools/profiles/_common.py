@@ -1,0 +1,110 @@
+"""What every profile shares: the :class:`Profile` record, the per-runtime state a profile keeps
+(owned by the runtime, not by module globals), the profile error base, the handler guard that
+turns it into the profile's own result, and the schema helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from conch.core.engine import Engine
+from conch.tools.context import CallContext
+from conch.tools.tool import Tool
+
+T = TypeVar("T")
+Handler = Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A readable view a profile publishes (MCP resources): its descriptor and how to render it
+    (``render(engine, state)`` -> Markdown)."""
+
+    uri: str
+    name: str
+    title: str | None
+    description: str
+    render: Callable[[Engine, ProfileState], str]
+    mime_type: str = "text/markdown"
+    # more descriptor fields, as the original publishes them (``annotations``, ``_meta``)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"uri": self.uri, "name": self.name}
+        if self.title is not None:
+            out["title"] = self.title
+        out.update(description=self.description, mimeType=self.mime_type, **self.extra)
+        return out
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named tool set: its tools (built once, cached by the module) and its resources."""
+
+    name: str
+    tools: Callable[[], tuple[Tool, ...]]
+    resources: tuple[Resource, ...] = ()
+
+
+class ProfileState:
+    """The bookkeeping profiles keep for one runtime (tfbash's shell creation times, the
+    ai-device-bash handle table, ...): one instance of each state class, made on first use.
+    The runtime owns it (``conch.Runtime.registry.state``), so it lives and dies with it."""
+
+    def __init__(self) -> None:
+        self._slots: dict[type[Any], Any] = {}
+
+    def get(self, cls: type[T]) -> T:
+        slot = self._slots.get(cls)
+        if slot is None:
+            slot = self._slots[cls] = cls()
+        return slot
+
+
+def profile_state(engine: Engine, cls: type[T]) -> T:
+    """The runtime's instance of a profile's state class. ``engine`` is the ``conch.Runtime``
+    the tool was called on: it carries the registry that owns the state."""
+    state = getattr(getattr(engine, "registry", None), "state", None)
+    if not isinstance(state, ProfileState):
+        raise TypeError("profile tools run on a conch.Runtime (it owns their state)")
+    return state.get(cls)
+
+
+class ProfileError(Exception):
+    """A failure in a profile's own words (its code and message); the profile's guard turns it
+    into the result the seed returned. Profiles subclass it to carry their extra fields."""
+
+    def __init__(self, code: str, message: str = "") -> None:
+        super().__init__(message or code)
+        self.code = code
+        self.message = message
+
+
+def guard(
+    fn: Handler, shape: Callable[[Any, Mapping[str, Any]], dict[str, Any]], kind: type[Exception]
+) -> Handler:
+    """The handler ``fn`` with its profile errors (``kind``) shaped by ``shape(error, args)``."""
+
+    async def run(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        try:
+            return await fn(rt, args, ctx)
+        except kind as e:
+            return shape(e, args)
+
+    return run
+
+
+def obj(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A strict object schema (``additionalProperties: false``) as the seeds publish it."""
+    return {
+        "type": "object",
+        "properties": props,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+def nbytes(text: str) -> int:
+    """UTF-8 length of text as the seeds count it (lone surrogates included)."""
+    return len(text.encode("utf-8", "surrogatepass"))

@@ -1,0 +1,193 @@
+"""The default profile ``conch`` (SPEC §6): nine thin handlers on the engine."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from conch.core.engine import Engine
+from conch.tools import schemas as S
+from conch.tools.context import CallContext
+from conch.tools.profiles._common import Profile
+from conch.tools.search_tool import SEARCH_DESCRIPTION, SEARCH_INPUT_SCHEMA, SEARCH_OUTPUT_SCHEMA
+from conch.tools.tool import Tool
+
+
+def _without(args: dict[str, Any], *names: str) -> dict[str, Any]:
+    return {k: v for k, v in args.items() if k not in names}
+
+
+async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(
+        await rt.exec(
+            **_without(args, "purpose"),
+            shell_env=ctx.shell_env(),
+            caller_session_id=ctx.caller_session_id(),
+            on_start=ctx.job_started,
+        )
+    )
+
+
+async def _read(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.read(**args))
+
+
+async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.write(**_without(args, "purpose")))
+
+
+async def _signal(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.signal(**_without(args, "purpose")))
+
+
+async def _list(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.list(**args))
+
+
+async def _shell_open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.shell_open(**args))
+
+
+async def _shell_close(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.shell_close(**args))
+
+
+async def _search(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.search(**args))
+
+
+async def _info(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return dict(await rt.info())
+
+
+EXEC_DESCRIPTION = "\n".join(
+    [
+        "Run a command on this machine as a job and return its result.",
+        (
+            "Give exactly one of `command` (a bash command line), `argv` (program + literal "
+            "arguments, no shell) or `script` (multi-line bash, syntax-checked first); or "
+            "`command` with `shell_id` to run it in a persistent shell (cwd, env and functions "
+            "persist)."
+        ),
+        (
+            "Waits up to `yield_ms` (default 10 s): if the job is still running you get `state: "
+            "running` with the output so far, and it keeps running in the background — use "
+            "`read` to follow it, `write` to type into it, `signal` to stop it. It is killed at "
+            "`timeout_ms` (default 30 min)."
+        ),
+        (
+            "Output is normalized text (ANSI stripped, progress bars collapsed); long output shows "
+            "head and tail with a marker saying which cursor range to `read`. A non-zero exit is a "
+            "normal result (`ok: false`), not an error. For servers, pass `ready` "
+            "({pattern|port|url}) to return once they are up."
+        ),
+    ]
+)
+
+
+@lru_cache(maxsize=1)
+def conch_tools() -> tuple[Tool, ...]:
+    return (
+        Tool(
+            "exec",
+            "Run a command",
+            EXEC_DESCRIPTION,
+            S.EXEC_INPUT,
+            S.SNAPSHOT_OUTPUT,
+            _exec,
+            destructive=True,
+            summary_arg="purpose",
+            progress=True,
+        ),
+        Tool(
+            "read",
+            "Read a job's output",
+            "Read a job's output from where the last read stopped (or from `cursor`), "
+            "optionally waiting up to `wait_ms` for new output, the end (`until: exit`) or a "
+            "regex. Returns the job snapshot; `next_cursor`, `eof`, `total_bytes` tell what is "
+            "left. `tail: true` gives the last `max_bytes`; `stream` picks stdout or stderr.",
+            S.READ_INPUT,
+            S.SNAPSHOT_OUTPUT,
+            _read,
+            read_only=True,
+            progress=True,
+        ),
+        Tool(
+            "write",
+            "Send input to a job",
+            "Send text and/or keys (enter, ctrl-c, up, tab, ...) to a running job's stdin or "
+            "terminal; `eof: true` closes stdin. Returns the output produced since, once it "
+            "settles (up to `yield_ms`).",
+            S.WRITE_INPUT,
+            S.SNAPSHOT_OUTPUT,
+            _write,
+            summary_arg="purpose",
+            progress=True,
+        ),
+        Tool(
+            "signal",
+            "Signal or stop a job",
+            "Send a signal to a job's whole process tree. `terminate` (default) sends TERM "
+            "then KILL after the grace period; `interrupt` is ctrl-c. On a finished job it "
+            "kills processes the job left running (`lingering_pids`).",
+            S.SIGNAL_INPUT,
+            S.SNAPSHOT_OUTPUT,
+            _signal,
+            destructive=True,
+            summary_arg="purpose",
+        ),
+        Tool(
+            "list",
+            "List jobs and shells",
+            "List jobs (running and recent) and open persistent shells.",
+            S.LIST_INPUT,
+            S.LIST_OUTPUT,
+            _list,
+            read_only=True,
+            idempotent=True,
+        ),
+        Tool(
+            "shell_open",
+            "Open a persistent shell",
+            "Start a persistent interactive shell (bash, or zsh) on a terminal. Run commands "
+            "in it with `exec {shell_id, command}`: cwd, variables, functions, aliases and "
+            "activated virtualenvs persist between commands.",
+            S.SHELL_OPEN_INPUT,
+            S.SHELL_OPEN_OUTPUT,
+            _shell_open,
+        ),
+        Tool(
+            "shell_close",
+            "Close a persistent shell",
+            "Close a shell and kill every process in it.",
+            S.SHELL_CLOSE_INPUT,
+            S.SHELL_CLOSE_OUTPUT,
+            _shell_close,
+            destructive=True,
+            idempotent=True,
+        ),
+        Tool(
+            "search",
+            "Search files",
+            SEARCH_DESCRIPTION,
+            SEARCH_INPUT_SCHEMA,
+            SEARCH_OUTPUT_SCHEMA,
+            _search,
+            read_only=True,
+            idempotent=True,
+        ),
+        Tool(
+            "info",
+            "About this Conch server",
+            "Version, platform, available shells, ripgrep, process containment level, "
+            "limits, profiles and transports.",
+            S.INFO_INPUT,
+            S.INFO_OUTPUT,
+            _info,
+            read_only=True,
+            idempotent=True,
+        ),
+    )
+
+
+PROFILE = Profile("conch", conch_tools)

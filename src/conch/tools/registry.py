@@ -1,0 +1,62 @@
+"""The tool registry of a runtime: the active profiles' tools by name (built once), their
+resources, and the per-runtime state they keep. When two profiles share a tool name, the one
+listed first wins (SPEC §7)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from conch.core.engine import Engine
+from conch.errors import ConfigError
+from conch.tools.profiles import ai_device_bash, bash_mcp, conch, tfbash
+from conch.tools.profiles._common import Profile, ProfileState, Resource
+from conch.tools.tool import Tool
+
+PROFILES: dict[str, Profile] = {
+    p.name: p for p in (conch.PROFILE, ai_device_bash.PROFILE, tfbash.PROFILE, bash_mcp.PROFILE)
+}
+
+
+def profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ConfigError(
+            f"profiles: unknown profile {name!r} (known: {', '.join(sorted(PROFILES))})"
+        ) from None
+
+
+def catalogue(profiles: Sequence[str] = ("conch",)) -> list[Tool]:
+    """The tools of the given profiles; when two share a name, the first listed wins."""
+    seen: dict[str, Tool] = {}
+    for name in profiles:
+        for tool in profile(name).tools():
+            seen.setdefault(tool.name, tool)
+    return list(seen.values())
+
+
+class ToolRegistry:
+    """The tools, resources and profile state of one runtime."""
+
+    def __init__(self, profiles: Sequence[str] = ("conch",)) -> None:
+        self.profiles = tuple(profiles)
+        self.tools = catalogue(self.profiles)
+        self._by_name = {t.name: t for t in self.tools}
+        self.resources: tuple[Resource, ...] = tuple(
+            r for name in self.profiles for r in profile(name).resources
+        )
+        self.state = ProfileState()
+
+    def get(self, name: str) -> Tool | None:
+        return self._by_name.get(name)
+
+    def resource(self, uri: str) -> Resource | None:
+        return next((r for r in self.resources if r.uri == uri), None)
+
+
+def registry_of(engine: Engine) -> ToolRegistry:
+    """The registry of the ``conch.Runtime`` a tool is called on (it owns one)."""
+    registry = getattr(engine, "registry", None)
+    if not isinstance(registry, ToolRegistry):
+        raise TypeError("tools are called on a conch.Runtime (it owns the tool registry)")
+    return registry

@@ -1,0 +1,90 @@
+"""A tool: name, description, schemas, annotations and the handler that runs it on the engine.
+
+Profile behaviour (how a seed profile shapes errors, decides ``isError``, names its summary)
+rides on the tool so one call path (conch/tools/call.py) serves every profile."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from conch.core.engine import Engine
+from conch.errors import ConchError
+from conch.tools import schemas as S
+from conch.tools.context import CallContext
+
+if TYPE_CHECKING:
+    from conch.config import Config
+
+Handler = Callable[["Engine", dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
+ErrorResult = Callable[[ConchError, Mapping[str, Any]], tuple[dict[str, Any], bool]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    handler: Handler
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+    # argument names that never reach the handler (echoed into _meta instead)
+    summary_arg: str | None = None
+    # seed-compatible profiles (conch.tools.profiles) shape errors and isError their own way:
+    # error_result(error, args) -> (result, is_error) for every ConchError, validation included;
+    # result_is_error(result) -> isError of a normal result; summary(args) -> _meta.summary
+    error_result: ErrorResult | None = None
+    result_is_error: Callable[[dict[str, Any]], bool] | None = None
+    summary: Callable[[Mapping[str, Any]], str] | None = None
+    # the tool may wait on a job: front ends send progress notifications while it does
+    progress: bool = False
+    # a seed profile that publishes the original's exact descriptor (no title/annotations,
+    # its own schemas; some values depend on the configuration) and checks arguments the
+    # original's way (its validation messages): describer(config) -> descriptor,
+    # validator(args) raises ConchError("invalid_argument"), or returns the arguments as the
+    # original's SDK coerced them (ai-device-bash: pydantic lax mode)
+    describer: Callable[[Config | None], dict[str, Any]] | None = None
+    validator: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
+    # the text block of a result (result, is_error) -> text, instead of Conch's rendering
+    render_text: Callable[[dict[str, Any], bool], str] | None = None
+    # False: MCP results carry no structuredContent (the original sends its result as text only)
+    structured: bool = True
+
+    @property
+    def annotations(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": True,
+        }
+
+    @property
+    def published_output_schema(self) -> dict[str, Any]:
+        """The result shape, or the error envelope: clients such as the TypeScript SDK validate
+        ``structuredContent`` against it even when ``isError`` is true."""
+        if self.error_result is not None:
+            return self.output_schema  # seed profiles describe their own error shapes
+        return {"type": "object", "anyOf": [self.output_schema, S.ERROR_OUTPUT]}
+
+    def describe(self, config: Config | None = None) -> dict[str, Any]:
+        """The tool as MCP `tools/list` shows it (every front end publishes this)."""
+        if self.describer is not None:
+            return self.describer(config)
+        out = {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "outputSchema": self.published_output_schema,
+            "annotations": self.annotations,
+        }
+        if self.meta:
+            out["_meta"] = self.meta
+        return out

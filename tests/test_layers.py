@@ -1,0 +1,177 @@
+"""SPEC §1's layering holds: import-linter's contracts (pyproject.toml) are kept, and the import
+graph rebuilt from the source — function-level and TYPE_CHECKING imports counted, which
+import-linter does not all see — has no cycle and no edge pointing up a layer."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+
+# lowest first: a module may import only its own layer or lower ones
+LAYERS = [
+    "conch._version",
+    "conch.errors",
+    "conch.config",
+    "conch.core",
+    "conch.tools",
+    "conch.runtime",
+    "conch.mcp",
+    "conch.http",
+    "conch.cli",
+]
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for p in (SRC / "conch").rglob("*.py"):
+        name = ".".join(p.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
+        out[name] = p
+    return out
+
+
+def _resolve(target: str, mods: dict[str, Path]) -> str | None:
+    while target and target not in mods:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def _kind(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return "typing"
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return "lazy"
+    return "top"
+
+
+def import_graph() -> dict[str, dict[str, set[str]]]:
+    """module -> imported module -> kinds (top / lazy / typing)."""
+    mods = modules()
+    edges: dict[str, dict[str, set[str]]] = {m: {} for m in mods}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text())
+        parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = name.split(".")[: -node.level or None]
+                    module = ".".join([*base, node.module] if node.module else base)
+                else:
+                    module = node.module or ""
+                if not module.startswith("conch"):
+                    continue
+                targets = [f"{module}.{a.name}" for a in node.names] + [module]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name.startswith("conch")]
+            else:
+                continue
+            for t in targets:
+                r = _resolve(t, mods)
+                if r is None or r == name:
+                    continue
+                edges[name].setdefault(r, set()).add(_kind(node, parents))
+    return edges
+
+
+def _layer(module: str) -> int | None:
+    for i, layer in enumerate(LAYERS):
+        if module == layer or module.startswith(layer + "."):
+            return i
+    return None  # the package root and __main__: for users, above everything
+
+
+def _cycles(edges: dict[str, dict[str, set[str]]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10_000)
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_import_linter_contracts_are_kept():
+    exe = Path(sys.executable).with_name("lint-imports")
+    r = subprocess.run(
+        [str(exe)], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "broken" not in r.stdout.lower().replace("0 broken", "")
+
+
+def test_no_import_cycle_counting_lazy_and_type_only_imports():
+    assert _cycles(import_graph()) == []
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    upward = []
+    for a, targets in import_graph().items():
+        la = _layer(a)
+        if la is None:
+            continue
+        for b, kinds in targets.items():
+            lb = _layer(b)
+            if lb is None or lb > la:
+                upward.append(f"{a} -> {b} [{','.join(sorted(kinds))}]")
+    assert upward == []
+
+
+def test_inside_core_nothing_imports_the_engine():
+    importers = [
+        a
+        for a, targets in import_graph().items()
+        if a.startswith("conch.core")
+        and a != "conch.core.engine"
+        and "conch.core.engine" in targets
+    ]
+    assert importers == []
+
+
+def test_the_graph_sees_lazy_and_type_only_imports():
+    """The checks above would miss what they cannot see: the parser must report a function-level
+    and a TYPE_CHECKING import as edges."""
+    src = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from conch.tools.tool import Tool\n"
+        "def f():\n    from conch.runtime import Runtime\n"
+    )
+    tree = ast.parse(src)
+    parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    kinds = sorted(
+        _kind(n, parents)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("conch")
+    )
+    assert kinds == ["lazy", "typing"]
