@@ -4,14 +4,18 @@ normalized, every remaining difference on `allowed_ai_device_bash.ALLOWED` or a 
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
+import psutil
 import pytest
 from allowed_ai_device_bash import ALLOWED
 from harness import (
@@ -171,6 +175,32 @@ async def record(
     return out
 
 
+async def reap_adopted_orphans(limit_s: float = 8.0) -> None:
+    """The original leaves escaped processes behind (a `setsid` daemon, a background subshell
+    holding stdout). When this test process is a child subreaper (an in-process Conch runtime
+    earlier in the session made it one) they are re-parented here once the original's shell
+    exits: wait for these short sleeps to end and reap them; kill what outlives the limit."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        kids = psutil.Process().children()
+        for kid in kids:
+            with contextlib.suppress(psutil.NoSuchProcess, ChildProcessError):
+                if kid.status() == psutil.STATUS_ZOMBIE:
+                    os.waitpid(kid.pid, os.WNOHANG)
+        if not psutil.Process().children():
+            return
+        if time.monotonic() > deadline:
+            for kid in psutil.Process().children():
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    kid.kill()
+            await anyio.sleep(0.1)
+            for kid in kids:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(kid.pid, os.WNOHANG)
+            return
+        await anyio.sleep(0.05)
+
+
 async def differential(
     servers: list[Server],
     calls: Sequence[Call] = (),
@@ -179,6 +209,7 @@ async def differential(
     sides = []
     for server in servers:
         raw = await record(server, calls, meta_calls)
+        await reap_adopted_orphans()
         home = server.env.get("HOME", "")
         sides.append(Normalizer({server.cwd: "<cwd>", home: "<home>"})(scrub(raw)))
     compare(sides[0], sides[1], ALLOWED)
