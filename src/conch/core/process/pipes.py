@@ -16,8 +16,8 @@ from collections.abc import Callable
 from conch.core.jobs.job import Job
 from conch.core.output.log import STDERR, STDOUT
 from conch.core.process import popen, procfs
+from conch.core.process.containment import SpawnFence
 from conch.core.process.driver import ProcessDriver
-from conch.core.process.exit_watch import decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import (
     TAG_VAR,
@@ -66,8 +66,11 @@ class PipeDriver(ProcessDriver):
         env: dict[str, str],
         stdin: bytes | None,
         stdin_open: bool,
+        fence: SpawnFence | None = None,
     ) -> None:
         tag = env[TAG_VAR].encode()
+        self._fence(fence)
+        run = fence.wrap(argv, cwd=cwd) if fence is not None else argv
         out_r, out_w = _pipe()
         err_r, err_w = _pipe()
         in_r: int | None = None
@@ -78,7 +81,7 @@ class PipeDriver(ProcessDriver):
             self._stdin_ino = os.fstat(self._stdin_w).st_ino
         try:
             pid = popen.spawn(
-                argv,
+                run,
                 stdin=in_r if in_r is not None else subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
@@ -214,6 +217,7 @@ class PipeDriver(ProcessDriver):
             for fd in list(self._out_fds):
                 self._close_output(fd)
             self.job.log.close_writer()
+        self.release_cgroup()
 
     def begin_shutdown(self) -> None:
         """The runtime is closing: a running job will end as cancelled once the runtime's
@@ -232,7 +236,7 @@ class PipeDriver(ProcessDriver):
             except asyncio.TimeoutError:
                 status = None
             self._drain()
-            code, signum = decode_status(status)
+            code, signum = self._decode(status)
             self.job.finish("cancelled", exit_code=code, signum=signum)
         if self._watch is not None:
             self._watch.close()
@@ -240,3 +244,4 @@ class PipeDriver(ProcessDriver):
             self._close_output(fd)
         self._close_stdin_now()
         self.job.log.close_writer()
+        self.release_cgroup()
