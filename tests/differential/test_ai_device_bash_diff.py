@@ -83,12 +83,13 @@ _SCRIPT_PATH = re.compile(r"/[^\s:]*?(?:/artifacts/[0-9a-f]{32}/script\.sh|/tmp/
 
 
 def _check_output_file(label: str, r: dict[str, Any]) -> None:
-    """Both sides: a finished call's output_path is a file of exactly total_bytes bytes."""
+    """Both sides: a finished call's output_path is a file holding its total_bytes (more, on
+    Conch's side, when descendants of a finished command wrote on: SPEC §2 "Completion")."""
     path = r.get("output_path")
     if path is None or r.get("code") in ("BACKGROUND", "RUNNING"):
         return
     assert os.path.isfile(path), (label, r)
-    assert os.path.getsize(path) == r["total_bytes"], (label, r)
+    assert os.path.getsize(path) >= r["total_bytes"], (label, r)
 
 
 def _unpath_diagnostics(r: dict[str, Any]) -> None:
@@ -316,7 +317,7 @@ async def test_bash_results_checks_and_previews_match(servers):
             bash(
                 "kill_term_trap",
                 command="trap 'echo term' TERM; echo x; sleep 5",
-                timeout=0.5,
+                timeout=1.5,
                 timeout_behavior="kill",
             ),
         ],
@@ -428,13 +429,13 @@ async def test_background_get_and_kill_match(servers):
     await differential(
         servers,
         [
-            bash("bg", command="echo early; sleep 2; echo late", timeout=0.5),
+            bash("bg", command="echo early; sleep 3; echo late", timeout=1.5),
             get("get_running", pid=bg),
             get("get_running_str", pid=bg, bytes="3"),
             get("get_wait", pid=bg, timeout=10),
             get("get_again", pid=bg),
             get("get_tiny", pid=bg, bytes=4),
-            bash("bg_seq", command="seq 1 2000; sleep 3", timeout=0.5),
+            bash("bg_seq", command="seq 1 2000; sleep 4", timeout=1.5),
             get("get_tail_20", pid=bg2, bytes=20),
             get("get_zero", pid=bg2, bytes=0),
             get("get_30", pid=bg2, bytes=30),
@@ -447,22 +448,22 @@ async def test_background_get_and_kill_match(servers):
             get("get_negative_timeout", pid=1, timeout=-1),
             get("get_negative_bytes", pid=1, bytes=-1),
             get("get_negative_both", pid=1, bytes=-1, timeout=-1),
-            bash("kill", command="echo x; sleep 5", timeout=0.5, timeout_behavior="kill"),
+            bash("kill", command="echo x; sleep 5", timeout=1.5, timeout_behavior="kill"),
             # the seed blocks until the escaped daemon lets go of stdout (a listed bug): the
             # answer is the same, only sooner
             bash(
                 "kill_escaped_daemon",
                 command="setsid sleep 3 & echo x; sleep 30",
-                timeout=0.5,
+                timeout=1.5,
                 timeout_behavior="kill",
             ),
             run(
                 "run_bg",
-                argv=["bash", "-c", "read -r l; echo got $l; sleep 2"],
+                argv=["bash", "-c", "read -r l; echo got $l; sleep 3"],
                 stdin="in\n",
-                timeout=0.5,
+                timeout=1.5,
             ),
-            script("script_kill", script="echo s\nsleep 5\n", timeout=0.5, timeout_behavior="kill"),
+            script("script_kill", script="echo s\nsleep 5\n", timeout=1.5, timeout_behavior="kill"),
         ],
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 from collections.abc import Mapping
@@ -126,7 +127,19 @@ def check_program(program: str, env: Mapping[str, str], cwd: str) -> None:
     Popen, will exec: a cgroup-entering sh or the sandbox)."""
     path = env.get("PATH") or os.environ.get("PATH", os.defpath)
     full = os.path.join(cwd, program) if "/" in program else shutil.which(program, path=path)
-    if full is None or not os.path.exists(full):
+    if full is not None:
+        try:
+            os.stat(full)
+        except OSError as e:
+            if e.errno != errno.ENOENT:  # e.g. a path through a file (ENOTDIR), as exec says
+                raise ConchError(
+                    "spawn_failed",
+                    f"could not start {program}: {e.strerror}",
+                    field="argv",
+                    value=errno.errorcode.get(e.errno or 0),
+                ) from None
+            full = None
+    if full is None:
         raise ConchError(
             "spawn_failed", f"program not found: {program}", field="argv", value="not found"
         )
