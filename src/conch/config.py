@@ -98,6 +98,24 @@ class Config:
     auth_token: str = _setting("", "bearer token required on every HTTP route", secret=True)
     caller_context_token: str = _setting("", "token for the caller-context header", secret=True)
     register: str = _setting("", "gateway URL to register the manifest with")
+    secret_prompt: str = _setting(
+        "off",
+        "terminal password prompts: `elicit` asks the person through URL-mode elicitation "
+        "and a one-time loopback page; `off` leaves them to the agent (awaiting_secret)",
+        choices=("off", "elicit"),
+    )
+    dashboard_control: bool = _setting(False, "dashboard: stop buttons on running jobs (signal)")
+    # fleet (SPEC §9b)
+    fleet: str = _setting("off", "run the tools on every node of a cluster", choices=("off", "ray"))
+    ray_address: str = _setting(
+        "", "Ray cluster the fleet attaches to (default: RAY_ADDRESS, else a local head)"
+    )
+    fleet_timeout_ms: int = _setting(
+        10_000,
+        "a node that does not answer within this (plus the call's own wait) is node_unreachable",
+        lo=100,
+        hi=600_000,
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conch.core.engine import Engine
-from conch.core.jobs.snapshot import snapshot
+from conch.core.jobs.snapshot import observe, snapshot
 from conch.core.output import window as win
 from conch.core.output.utf8 import boundary_at_or_after
 from conch.core.results import ShellSummary
@@ -211,6 +211,7 @@ def _window(rt: Engine, shell_id: str, job: Job, cursor: int, max_bytes: int) ->
     start = _buffer_start(job, st.capacity.get(job.job_id, OUTPUT_BUFFER_BYTES))
     truncated = cursor < start
     begin = max(cursor, start)
+    observe(job)
     w = win.forward(
         job.log, begin, job.log.size(), max_bytes, stream=None, raw=True, final=job.terminal
     )
