@@ -452,10 +452,12 @@ class Engine:
         network: str | None = None,
         memory_max: int | None = None,
         pids_max: int | None = None,
+        inherit_not: tuple[str, ...] = (),
     ) -> JobSnapshot:
         """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3.
 
-        ``on_start(job)`` is called as soon as the job exists (progress reporting uses it).
+        ``on_start(job)`` is called as soon as the job exists (progress reporting uses it);
+        ``inherit_not``: server variables a one-shot job must not inherit (a profile's list);
         ``warm``: a plain `command` may run in the bash started ahead (core/process/warm.py)."""
         await self._open()
         req = exec_request(
@@ -484,7 +486,7 @@ class Engine:
         if req.shell_id is not None:
             job = await self._start_shell_command(req, caller_session_id)
         else:
-            job = await self._start_process(req, caller_session_id, warm=warm)
+            job = await self._start_process(req, caller_session_id, inherit_not, warm=warm)
         if on_start is not None:
             on_start(job)
         self.spawn.deadline(job, req.timeout_ms)
@@ -497,7 +499,12 @@ class Engine:
         return result
 
     async def _start_process(
-        self, req: ExecRequest, caller_session_id: str, *, warm: bool = False
+        self,
+        req: ExecRequest,
+        caller_session_id: str,
+        inherit_not: tuple[str, ...] = (),
+        *,
+        warm: bool = False,
     ) -> Job:
         """A one-shot job on pipes or on its own terminal (``pty``)."""
         run_cwd = self.resolve_cwd(req.cwd)
@@ -525,6 +532,7 @@ class Engine:
             and not req.env
             and not req.shell_env
             and not caller_session_id
+            and not inherit_not
         ):
             taken = self._take_warm(req, run_cwd)
             if taken is not None:
@@ -554,6 +562,7 @@ class Engine:
                 env=req.env,
                 shell_env=req.shell_env,
                 caller_session_id=caller_session_id,
+                inherit_not=inherit_not,
             )
             stdin = req.stdin.encode("utf-8") if req.stdin is not None else None
             driver: ProcessDriver

@@ -61,7 +61,13 @@ async def call_tool_full(
                 value="is not a known argument",
             )
         if tool.validator is not None:
-            tool.validator(args)
+            try:
+                coerced = tool.validator(args)
+            except ConchError as e:
+                # the original's SDK rejected the call before the tool ran: no summary
+                return _error(e, tool, args, summary=False)
+            if coerced is not None:
+                args = coerced  # as the original's SDK coerced them (pydantic lax mode)
         else:
             validate(tool.input_schema, args)
         meta = {"summary": tool.summary(args)} if tool.summary else None
@@ -110,11 +116,15 @@ def describe_call(args: Mapping[str, Any]) -> JobLabel | None:
 
 
 def _error(
-    e: ConchError, tool: Tool | None = None, args: Mapping[str, Any] | None = None
+    e: ConchError,
+    tool: Tool | None = None,
+    args: Mapping[str, Any] | None = None,
+    *,
+    summary: bool = True,
 ) -> ToolOutcome:
     if tool is not None and tool.error_result is not None:
         result, is_error = tool.error_result(e, args or {})
-        meta = {"summary": tool.summary(args or {})} if tool.summary else None
+        meta = {"summary": tool.summary(args or {})} if tool.summary and summary else None
         return ToolOutcome(result, is_error, meta)
     return ToolOutcome(e.envelope(), True)
 

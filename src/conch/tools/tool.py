@@ -50,11 +50,14 @@ class Tool:
     # a seed profile that publishes the original's exact descriptor (no title/annotations,
     # its own schemas; some values depend on the configuration) and checks arguments the
     # original's way (its validation messages): describer(config) -> descriptor,
-    # validator(args) raises ConchError("invalid_argument")
+    # validator(args) raises ConchError("invalid_argument"), or returns the arguments as the
+    # original's SDK coerced them (ai-device-bash: pydantic lax mode)
     describer: Callable[[Config | None], dict[str, Any]] | None = None
-    validator: Callable[[dict[str, Any]], None] | None = None
+    validator: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
     # the text block of a result (result, is_error) -> text, instead of Conch's rendering
     render_text: Callable[[dict[str, Any], bool], str] | None = None
+    # False: MCP results carry no structuredContent (the original sends its result as text only)
+    structured: bool = True
 
     @property
     def annotations(self) -> dict[str, Any]:
