@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
 
 LINUX = sys.platform.startswith("linux")
 
@@ -192,13 +193,13 @@ def scan_job(pgid: int, sid: int, tag_key: bytes, tag: bytes) -> set[int]:
     return out
 
 
-def scan_instance(tag_key: bytes, prefix: bytes, sids: set[str]) -> set[int]:
-    """One pass: every live process in one of ``sids`` (as session or group) or whose tag
-    starts with ``prefix`` — everything a runtime started, for shutdown."""
+def _scan(tag_key: bytes, sids: set[str], tagged: Callable[[bytes], bool]) -> set[int]:
+    """One pass over the process table: every live process in one of ``sids`` (as session or
+    group) or whose tag value ``tagged`` accepts."""
     me = os.getpid()
-    out: set[int] = set()
     if not LINUX:
-        return set(scan_environ(tag_key, prefix))
+        return {p for p, v in scan_environ(tag_key, b"").items() if tagged(v)}
+    out: set[int] = set()
     for pid in all_pids():
         if pid == me:
             continue
@@ -209,6 +210,18 @@ def scan_instance(tag_key: bytes, prefix: bytes, sids: set[str]) -> set[int]:
             out.add(pid)
             continue
         v = environ_value(pid, tag_key)
-        if v is not None and v.startswith(prefix):
+        if v is not None and tagged(v):
             out.add(pid)
     return out
+
+
+def scan_jobs(tag_key: bytes, sids: set[str], tags: set[bytes]) -> set[int]:
+    """Every live process of some jobs, in one pass: in one of their sessions or groups
+    (``sids``), or carrying one of their ``tags`` — what the engine's drivers stop at shutdown."""
+    return _scan(tag_key, sids, tags.__contains__)
+
+
+def scan_instance(tag_key: bytes, prefix: bytes) -> set[int]:
+    """Every live process whose tag starts with ``prefix``: whatever a runtime started that
+    escaped its owner (the final sweep at shutdown)."""
+    return _scan(tag_key, set(), lambda v: v.startswith(prefix))

@@ -536,27 +536,37 @@ class Shell:
         return reaped.is_set() and not collect()
 
     async def close(self, timeout_s: float) -> bool:
-        """End the shell and everything in it within timeout_s; True if cleanup completed."""
+        """End the shell and everything in it within timeout_s; True if cleanup completed.
+        Cancelled (the runtime's shutdown ran out of time), it still ends the job and closes
+        its files; what is left alive is the runtime's final sweep's."""
         self._to(ShellState.CLOSING)
         job = self.job
         if job is not None and job.kill_reason is None:
             job.kill_reason = "cancelled"
         t0 = time.monotonic()
         grace = min(self.ctx.config.kill_grace_ms / 1000, timeout_s * 0.4)
+        ok = False
         try:
-            ok = await asyncio.wait_for(self._kill(grace, limit_s=timeout_s * 0.4), timeout_s)
-        except asyncio.TimeoutError:
-            ok = False
-        if not ok:
-            remaining = max(0.1, timeout_s - (time.monotonic() - t0))
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(
-                    kill_tree_now(
-                        self._collect, [self.pid or 0], self.ctx.reaper, limit_s=remaining
-                    ),
-                    remaining,
-                )
-            ok = not self._collect()
+            try:
+                ok = await asyncio.wait_for(self._kill(grace, limit_s=timeout_s * 0.4), timeout_s)
+            except asyncio.TimeoutError:
+                ok = False
+            if not ok:
+                remaining = max(0.1, timeout_s - (time.monotonic() - t0))
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(
+                        kill_tree_now(
+                            self._collect, [self.pid or 0], self.ctx.reaper, limit_s=remaining
+                        ),
+                        remaining,
+                    )
+                ok = not self._collect()
+        finally:
+            self._release(job)
+        return ok
+
+    def _release(self, job: Job | None) -> None:
+        """The shell is closed: its job ends, every file it holds is closed."""
         if job is not None and not job.terminal:
             self.job = None
             job.cwd = self.cwd
@@ -574,7 +584,6 @@ class Shell:
             with contextlib.suppress(OSError):
                 os.unlink(self._cmd_path)
         self._to(ShellState.CLOSED)
-        return ok
 
     def summary(self) -> ShellSummary:
         return {
