@@ -49,7 +49,7 @@ class Runtime(Engine):
 
     def tools(self) -> builtins.list[dict[str, Any]]:
         """Every tool of the active profiles as MCP ``tools/list`` shows it."""
-        return [t.describe() for t in self.registry.tools]
+        return [t.describe(self.config) for t in self.registry.tools]
 
     async def call_tool_full(
         self,

@@ -251,7 +251,12 @@ async def test_rejections_use_tfbashs_codes(rt, tmp_path):
     e = await err(
         rt, "shell_exec", {"shell_id": "s_x", "command": "true", "bogus": 1}, "invalid_argument"
     )
-    assert e["shell_id"] == "s_x" and e["retryable"] is False and "bogus" in e["message"]
+    # the original echoes no ids for arguments that failed validation
+    assert e == {
+        "code": "invalid_argument",
+        "message": "bogus: Extra inputs are not permitted",
+        "retryable": False,
+    }
     await err(
         rt,
         "shell_exec",
@@ -308,15 +313,18 @@ async def test_list_shows_runtime_and_shells_but_never_env_values(rt):
 
 
 async def test_overview_resource_markdown(rt):
-    assert tfbash_overview_markdown(rt) == "No active Shells."
+    assert tfbash_overview_markdown(rt).endswith("- Shells: 0\n\nNo active Shells.")
     sid = await open_shell(rt)
-    await exec_(rt, sid, "printf 'x%.0s' $(seq 1 700); echo; echo '| `tick` |'")
+    r = await exec_(rt, sid, "printf 'x%.0s' $(seq 1 700); echo; echo '| `tick` |'")
     md = tfbash_overview_markdown(rt)
-    assert sid in md and "Status: ready" in md
+    assert md.startswith("# Shell Overview\n\n- Platform: ") and "- Shells: 1" in md
+    row = next(line for line in md.splitlines() if line.startswith(f"| `{sid}` |"))
+    assert f"| ready | `{r['cwd']}` |" in row and f"| `{r['exec_id']}` | exited | 0 |" in row
+    assert f"## `{sid}` — recent output\n\n_Earlier output was truncated._" in md
     body = md.split("```text\n", 1)[1].rsplit("\n```", 1)[0]
     assert len(body) <= 500 and body.endswith("| `tick` |")
     await ok(rt, "shell_close", {"shell_id": sid})
-    assert tfbash_overview_markdown(rt) == "No active Shells."
+    assert tfbash_overview_markdown(rt).endswith("- Shells: 0\n\nNo active Shells.")
 
 
 @pytest.mark.parametrize(
@@ -337,3 +345,39 @@ async def test_a_shared_tool_name_resolves_to_the_first_listed_profile(tmp_path,
             assert r["state"] == "ready" and "dialect" not in r
             closed = await rt.call_tool("shell_close", {"shell_id": r["shell_id"]})
             assert closed["state"] == "closed"
+
+
+async def test_exec_keeps_the_newest_max_output_bytes_like_the_originals_ring(rt):
+    sid = await open_shell(rt)
+    r = await exec_(rt, sid, "seq 1 5000", max_output_bytes=4096)
+    total = len("".join(f"{i}\n" for i in range(1, 5001)))
+    assert r["status"] == "exited" and r["eof"] is True and r["truncated_before_cursor"] is True
+    assert r["buffer_start_cursor"] == total - 4096 and r["next_cursor"] == total
+    assert r["output"].endswith("4999\n5000\n") and len(r["output"]) == 4096
+    args = {"shell_id": sid, "exec_id": r["exec_id"]}
+    early = await ok(rt, "shell_read", {**args, "cursor": 0, "max_bytes": 8})
+    assert early["truncated_before_cursor"] is True
+    assert early["output"] == r["output"][:8] and early["next_cursor"] == total - 4096 + 8
+    await err(rt, "shell_read", {**args, "cursor": total + 1}, "invalid_cursor")
+
+
+async def test_a_cursor_inside_a_character_is_invalid(rt):
+    sid = await open_shell(rt)
+    r = await exec_(rt, sid, "printf 'a\u00e9z'")
+    args = {"shell_id": sid, "exec_id": r["exec_id"]}
+    await err(rt, "shell_read", {**args, "cursor": 2}, "invalid_cursor")
+    assert (await ok(rt, "shell_read", {**args, "cursor": 3}))["output"] == "z"
+
+
+async def test_written_text_is_not_echoed_and_signals_report_bashs_status(rt):
+    sid = await open_shell(rt)
+    r = await exec_(rt, sid, "read -r v; echo got:$v", yield_ms=300)
+    args = {"shell_id": sid, "exec_id": r["exec_id"]}
+    assert (await ok(rt, "shell_write", {**args, "text": "hi\n"}))["accepted_bytes"] == 3
+    assert (await read_to_end(rt, sid, r))["output"] == "got:hi\n"
+    for signal, status in (("interrupt", 130), ("terminate", 143), ("kill", 137)):
+        r = await exec_(rt, sid, "sleep 30", yield_ms=200)
+        args = {"shell_id": sid, "exec_id": r["exec_id"], "signal": signal}
+        await ok(rt, "shell_signal", args)
+        end = await read_to_end(rt, sid, r)
+        assert end["status"] == "exited" and end["exit_code"] == status, (signal, end)

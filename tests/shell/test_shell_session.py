@@ -174,6 +174,30 @@ async def test_command_reading_stdin_gets_written_text(rt: conch.Runtime, kind: 
     assert w["state"] == "exited" and w["output"].endswith("got:héllo\n")
 
 
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_shell_opened_without_echo_never_shows_written_text(
+    rt: conch.Runtime, kind: str
+) -> None:
+    r = await rt.shell_open(shell=kind, echo=False)
+    sid = r["shell_id"]
+    r = await run(rt, sid, "read -r v; echo got:$v", yield_ms=300)
+    assert r["state"] == "running"
+    w = await rt.call_tool("write", {"job_id": r["job_id"], "text": "héllo\n"})
+    assert w["state"] == "exited" and w["output"] == "got:héllo\n"
+    r = await run(rt, sid, "cat", yield_ms=200)  # still off for the next command
+    w = await rt.call_tool("write", {"job_id": r["job_id"], "text": "abc\n", "eof": True})
+    assert w["output"] == "abc\n"
+
+
+async def test_a_shell_can_be_opened_with_another_terminal_size(rt: conch.Runtime) -> None:
+    default = await run(rt, await open_shell(rt), "stty size")
+    assert default["output"] == "50 200\n"
+    sid = (await rt.shell_open(size=(24, 80)))["shell_id"]
+    assert (await run(rt, sid, "stty size"))["output"] == "24 80\n"
+    with pytest.raises(conch.ConchError):
+        await rt.shell_open(size=(0, 80))
+
+
 async def test_read_s_reports_awaiting_secret(rt: conch.Runtime) -> None:
     sid = await open_shell(rt)
     r = await run(rt, sid, "read -s pw; echo got:$pw", yield_ms=300)

@@ -165,7 +165,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
     else:
         from conch.tools.registry import catalogue
 
-        out = [t.describe() for t in catalogue(cfg.profiles)]
+        out = [t.describe(cfg) for t in catalogue(cfg.profiles)]
     json.dump(out, sys.stdout, ensure_ascii=False, indent=2)
     sys.stdout.write("\n")
     return 0

@@ -680,10 +680,19 @@ class Engine:
         shell: str | None = None,
         startup_command: str | None = None,
         name: str | None = None,
+        echo: bool = True,
+        size: tuple[int, int] | None = None,
     ) -> ShellOpened:
+        """Open a persistent shell; ``echo``/``size``: see ``ShellManager.open``."""
         await self._open()
         return await self._shell_manager().open(
-            cwd=cwd, env=env, shell=shell, startup_command=startup_command, name=name
+            cwd=cwd,
+            env=env,
+            shell=shell,
+            startup_command=startup_command,
+            name=name,
+            echo=echo,
+            size=size,
         )
 
     async def shell_close(self, shell_id: str) -> ShellClosed:

@@ -82,6 +82,7 @@ class ShellAvailable(TypedDict):
     name: str
     path: str
     version: str
+    version_line: str  # the first line of `--version` (tfbash reports it)
 
 
 class ListResult(TypedDict):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -25,6 +27,7 @@ from conch.mcp.notify import ResourceNotifier
 from conch.runtime import Runtime
 from conch.tools import resources
 from conch.tools.context import CallContext, caller_context_trusted
+from conch.tools.profiles import seed_module, server_identity
 from conch.tools.render import render
 
 log = logging.getLogger("conch.mcp")
@@ -44,6 +47,27 @@ def instructions(cfg: Config, rt: Runtime) -> str:
         f"{cfg.max_log_bytes} bytes of log per job, finished jobs kept {cfg.retention_s} s. "
         "Resources: conch://jobs (overview), conch://jobs/{job_id}/log."
     )
+
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def fill_instructions(template: str, cfg: Config, rt: Runtime) -> str:
+    """A seed profile's instructions with ``{dialect}``, ``{platform}``, ``{shell_version}``,
+    ``{default_cwd}`` and ``{workspace_root}`` filled in (other braces are left alone)."""
+    dialect = cfg.shell or "bash"
+    if dialect.startswith("/"):
+        dialect = "zsh" if dialect.rsplit("/", 1)[-1].startswith("zsh") else "bash"
+    found = rt.shells.available() if rt.shells is not None else []
+    line = next((a.get("version_line", "") for a in found if a["name"] == dialect), "")
+    values = {
+        "dialect": dialect,
+        "platform": "macos" if sys.platform == "darwin" else sys.platform,
+        "shell_version": line,
+        "default_cwd": cfg.resolved_default_cwd,
+        "workspace_root": cfg.resolved_default_cwd,
+    }
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
 def _progress_token(ctx: ServerRequestContext[Any, Any]) -> Any:
@@ -67,22 +91,41 @@ class ConchMCP:
         self.notifier = ResourceNotifier(lambda job_id: resources.change_uris(rt, job_id))
         self._unlisten: Callable[[], None] | None = None
         self._tools = rt.registry.tools
+        self._by_name = {t.name: t for t in self._tools}
         self._in_flight = 0
         self._tool_list = types.ListToolsResult(
-            tools=[types.Tool.model_validate(t.describe()) for t in self._tools]
+            tools=[types.Tool.model_validate(t.describe(self.config)) for t in self._tools]
         )
         self.listen_handler = ListenHandler(self.notifier.bus)
+        # A seed profile served alone speaks as the original (SPEC §7); else Conch's identity.
+        self.seed = seed_module(self.config.profiles)
+        identity = server_identity(self.config.profiles)
+        if identity is not None:
+            name, version, template = identity
+            ident: dict[str, Any] = {
+                "version": version or __version__,
+                "instructions": fill_instructions(template, self.config, rt) if template else None,
+            }
+        else:
+            name = "conch"
+            ident = {
+                "version": __version__,
+                "title": "Conch",
+                "description": "A shell for AI agents: commands, background jobs, persistent "
+                "shells, search.",
+                "instructions": instructions(self.config, rt),
+            }
         self.server: Server[Any] = Server(
-            "conch",
-            version=__version__,
-            title="Conch",
-            description="A shell for AI agents: commands, background jobs, persistent shells, "
-            "search.",
-            instructions=instructions(self.config, rt),
+            name,
+            **ident,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
-            on_list_resource_templates=self._list_templates,
+            # a seed profile served alone has only its own resources; RESOURCE_TEMPLATES = None
+            # in its module: the original has no templates method at all (tfbash: -32601)
+            on_list_resource_templates=self._list_templates
+            if self.seed is None or getattr(self.seed, "RESOURCE_TEMPLATES", []) is not None
+            else None,
             on_read_resource=self._read_resource,
             on_subscribe_resource=self._subscribe,
             on_unsubscribe_resource=self._unsubscribe,
@@ -106,7 +149,9 @@ class ConchMCP:
 
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options(
-            NotificationOptions(resources_changed=False, tools_changed=False)
+            NotificationOptions(resources_changed=False, tools_changed=False),
+            # the originals' SDK (mcp 1.x) always announces an empty ``experimental``
+            experimental_capabilities={} if self.seed is not None else None,
         )
 
     # -- tools ---------------------------------------------------------------------------------
@@ -151,12 +196,23 @@ class ConchMCP:
             outcome = await self.rt.call_tool_full(params.name, params.arguments, call)
         finally:
             self._in_flight -= 1
-        text = render(
-            params.name, outcome.result, is_error=outcome.is_error, fmt=self.config.text_format
-        )
+        tool = self._by_name.get(params.name)
+        if tool is None and self.seed is not None and hasattr(self.seed, "UNKNOWN_TOOL_TEXT"):
+            # the original's answer to an unknown tool: plain text, no structured content
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=self.seed.UNKNOWN_TOOL_TEXT)],
+                is_error=True,
+            )
+        if tool is not None and tool.render_text is not None:
+            text = tool.render_text(outcome.result, outcome.is_error)
+        else:
+            text = render(
+                params.name, outcome.result, is_error=outcome.is_error, fmt=self.config.text_format
+            )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
-            structured_content=outcome.result,
+            # a seed profile's failure without a result (tfbash: "The tool failed unexpectedly.")
+            structured_content=outcome.result if outcome.result or not outcome.is_error else None,
             is_error=outcome.is_error,
             _meta=outcome.meta,
         )
@@ -166,17 +222,28 @@ class ConchMCP:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
+        listed = resources.resource_list(self.rt, seed_only=self.seed is not None)
         return types.ListResourcesResult(
-            resources=[types.Resource.model_validate(r) for r in resources.resource_list(self.rt)]
+            resources=[types.Resource.model_validate(r) for r in listed]
         )
+
+    def _unknown_resource(self, uri: str, message: str) -> MCPError:
+        """The original's error for an unknown URI (tfbash: -32602 "Unknown Resource URI.")."""
+        code, text = getattr(self.seed, "UNKNOWN_RESOURCE", (RESOURCE_NOT_FOUND, None))
+        if text is not None:
+            return MCPError(code, text)
+        return MCPError(code, message, {"uri": uri})
 
     async def _list_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
+        listed = (
+            resources.resource_templates()
+            if self.seed is None
+            else list(getattr(self.seed, "RESOURCE_TEMPLATES", None) or [])
+        )
         return types.ListResourceTemplatesResult(
-            resource_templates=[
-                types.ResourceTemplate.model_validate(t) for t in resources.resource_templates()
-            ]
+            resource_templates=[types.ResourceTemplate.model_validate(t) for t in listed]
         )
 
     async def _read_resource(
@@ -184,9 +251,9 @@ class ConchMCP:
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         try:
-            mime, text = resources.read_resource(self.rt, uri)
+            mime, text = resources.read_resource(self.rt, uri, seed_only=self.seed is not None)
         except ConchError as e:
-            raise MCPError(RESOURCE_NOT_FOUND, e.message, {"uri": uri}) from None
+            raise self._unknown_resource(uri, e.message) from None
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)]
         )
@@ -194,11 +261,20 @@ class ConchMCP:
     async def _subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
+        self._check_seed_uri(str(params.uri))
         self.notifier.subscribe(ctx.session, str(params.uri))
         return types.EmptyResult()
 
     async def _unsubscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
+        self._check_seed_uri(str(params.uri))
         self.notifier.unsubscribe(ctx.session, str(params.uri))
         return types.EmptyResult()
+
+    def _check_seed_uri(self, uri: str) -> None:
+        """A seed profile served alone refuses (un)subscribing to what it does not publish."""
+        if self.seed is not None and not any(
+            r["uri"] == uri for r in resources.resource_list(self.rt, seed_only=True)
+        ):
+            raise self._unknown_resource(uri, f"unknown resource {uri!r}")

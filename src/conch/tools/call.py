@@ -46,14 +46,21 @@ async def call_tool_full(
         return _error(ConchError("not_found", f"unknown tool {name!r}"))
     args = dict(arguments or {})
     try:
-        if "host" in args and "host" not in tool.input_schema.get("properties", {}):
+        if (
+            tool.validator is None  # a profile with its own validator words this itself
+            and "host" in args
+            and "host" not in tool.input_schema.get("properties", {})
+        ):
             raise ConchError(
                 "invalid_argument",
                 "`host` is not supported: Conch runs commands on this machine only",
                 field="host",
                 value="is not a known argument",
             )
-        validate(tool.input_schema, args)
+        if tool.validator is not None:
+            tool.validator(args)
+        else:
+            validate(tool.input_schema, args)
         meta = {"summary": tool.summary(args)} if tool.summary else None
         if tool.summary_arg:
             summary = check_purpose(args.get(tool.summary_arg))

@@ -23,8 +23,11 @@ def parse_log_uri(uri: str) -> str | None:
     return m.group(1) if m else None
 
 
-def resource_list(rt: Engine) -> list[dict[str, Any]]:
-    """The concrete resources: the overview and one log per retained job."""
+def resource_list(rt: Engine, *, seed_only: bool = False) -> list[dict[str, Any]]:
+    """The concrete resources: the overview and one log per retained job; ``seed_only`` (a
+    seed profile served alone): only what that profile's original publishes."""
+    if seed_only:
+        return [r.describe() for r in registry_of(rt).resources]
     out = [
         {
             "uri": JOBS_URI,
@@ -68,14 +71,17 @@ def resource_templates() -> list[dict[str, Any]]:
     ]
 
 
-def read_resource(rt: Engine, uri: str) -> tuple[str, str]:
-    """(mime type, text) of a resource; ``not_found`` for an unknown URI or job."""
-    if uri == JOBS_URI:
-        return "text/markdown", overview_markdown(rt)
+def read_resource(rt: Engine, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
+    """(mime type, text) of a resource; ``not_found`` for an unknown URI or job (for
+    ``seed_only``, anything the seed profile does not publish)."""
     registry = registry_of(rt)
     extra = registry.resource(uri)
     if extra is not None:
         return extra.mime_type, extra.render(rt, registry.state)
+    if seed_only:
+        raise ConchError("not_found", f"unknown resource {uri!r}")
+    if uri == JOBS_URI:
+        return "text/markdown", overview_markdown(rt)
     job_id = parse_log_uri(uri)
     if job_id is None:
         raise ConchError("not_found", f"unknown resource {uri!r}")

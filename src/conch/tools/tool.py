@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conch.core.engine import Engine
 from conch.errors import ConchError
 from conch.tools import schemas as S
 from conch.tools.context import CallContext
+
+if TYPE_CHECKING:
+    from conch.config import Config
 
 Handler = Callable[["Engine", dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
 ErrorResult = Callable[[ConchError, Mapping[str, Any]], tuple[dict[str, Any], bool]]
@@ -40,6 +43,14 @@ class Tool:
     summary: Callable[[Mapping[str, Any]], str] | None = None
     # the tool may wait on a job: front ends send progress notifications while it does
     progress: bool = False
+    # a seed profile that publishes the original's exact descriptor (no title/annotations,
+    # its own schemas; some values depend on the configuration) and checks arguments the
+    # original's way (its validation messages): describer(config) -> descriptor,
+    # validator(args) raises ConchError("invalid_argument")
+    describer: Callable[[Config | None], dict[str, Any]] | None = None
+    validator: Callable[[dict[str, Any]], None] | None = None
+    # the text block of a result (result, is_error) -> text, instead of Conch's rendering
+    render_text: Callable[[dict[str, Any], bool], str] | None = None
 
     @property
     def annotations(self) -> dict[str, Any]:
@@ -59,8 +70,10 @@ class Tool:
             return self.output_schema  # seed profiles describe their own error shapes
         return {"type": "object", "anyOf": [self.output_schema, S.ERROR_OUTPUT]}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, config: Config | None = None) -> dict[str, Any]:
         """The tool as MCP `tools/list` shows it (every front end publishes this)."""
+        if self.describer is not None:
+            return self.describer(config)
         out = {
             "name": self.name,
             "title": self.title,

@@ -35,8 +35,17 @@ def _take_terminal() -> None:  # runs in the child between fork and exec
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
-def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, str, list[Any]]:
-    """Start argv in its own session with a new PTY as controlling terminal.
+def spawn(
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    echo: bool = True,
+    size: tuple[int, int] = (ROWS, COLS),
+) -> tuple[int, int, str, list[Any]]:
+    """Start argv in its own session with a new PTY (``size`` rows × columns) as controlling
+    terminal; ``echo=False`` turns the terminal's echo off, so what is typed into it never
+    shows in the output.
 
     Returns (pid, master fd (non-blocking), slave path, the terminal's initial attributes).
     The caller owns reaping the pid.
@@ -46,8 +55,10 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str]) -> tuple[int, int, 
         tty = os.ttyname(slave)
         attrs = termios.tcgetattr(slave)
         attrs[1] &= ~termios.ONLCR  # programs print \n, the log gets \n
+        if not echo:
+            attrs[3] &= ~termios.ECHO
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
         pid = popen.spawn(
             argv,
             stdin=slave,

@@ -25,6 +25,12 @@ KINDS = ("bash", "zsh")
 
 
 def _version(path: str) -> str:
+    return _version_output(path)[0]
+
+
+def _version_output(path: str) -> tuple[str, str]:
+    """``(version, first line of --version)`` of a shell, e.g. ``("5.2.15(1)-release",
+    "GNU bash, version 5.2.15(1)-release (x86_64-pc-linux-gnu)")``; empty when it does not run."""
     try:
         out = subprocess.run(
             [path, "--version"],
@@ -35,9 +41,10 @@ def _version(path: str) -> str:
             env={"PATH": os.environ.get("PATH", "")},
         )
     except (OSError, subprocess.SubprocessError):
-        return ""
+        return "", ""
+    line = out.stdout.strip().split("\n")[0]
     m = re.search(r"version (\S+)|zsh (\S+)", out.stdout)
-    return (m.group(1) or m.group(2)) if m else out.stdout.strip().split("\n")[0][:80]
+    return ((m.group(1) or m.group(2)) if m else line[:80]), line
 
 
 class ShellManager:
@@ -52,13 +59,16 @@ class ShellManager:
     # -- discovery ---------------------------------------------------------------------------
 
     def available(self) -> list[ShellAvailable]:
-        """Installed shells: ``[{name, path, version}]`` (cached)."""
+        """Installed shells: ``[{name, path, version, version_line}]`` (cached)."""
         if self._available is None:
             found: list[ShellAvailable] = []
             for kind in KINDS:
                 path = find_shell(kind)
                 if path:
-                    found.append({"name": kind, "path": path, "version": _version(path)})
+                    version, line = _version_output(path)
+                    found.append(
+                        {"name": kind, "path": path, "version": version, "version_line": line}
+                    )
             self._available = found
         return list(self._available)
 
@@ -105,7 +115,18 @@ class ShellManager:
         shell: str | None = None,
         startup_command: str | None = None,
         name: str | None = None,
+        echo: bool = True,
+        size: tuple[int, int] | None = None,
     ) -> ShellOpened:
+        """Open a shell. ``echo=False``: its terminal does not echo what ``write`` sends (a
+        password prompt or ``read`` shows nothing typed, as on a terminal with ``stty -echo``);
+        ``size``: the terminal's (rows, columns), default 50 × 200."""
+        if size is not None and not (
+            isinstance(size, tuple)
+            and len(size) == 2
+            and all(isinstance(n, int) and 1 <= n <= 10000 for n in size)
+        ):
+            raise ConchError("invalid_argument", "size must be (rows, columns), each 1..10000")
         if self._closed:
             raise ConchError("closed", "the runtime is closing")
         env, name, startup_command = shell_open_request(env, name, startup_command)
@@ -132,6 +153,8 @@ class ShellManager:
             cwd=run_cwd,
             env=env,
             startup_command=startup_command,
+            echo=echo,
+            size=size,
         )
         self._shells[shell_id] = sh  # holds the capacity slot while it starts
         try:

@@ -65,8 +65,12 @@ class Shell:
         cwd: str,
         env: dict[str, str],
         startup_command: str | None,
+        echo: bool = True,
+        size: tuple[int, int] | None = None,
     ) -> None:
         self.ctx = ctx
+        self.echo = echo  # False: the terminal never echoes what is written to it
+        self.size = size or (terminal.ROWS, terminal.COLS)  # the terminal's rows × columns
         self.shell_id = shell_id
         self.name = name
         self.kind = kind
@@ -156,7 +160,7 @@ class Shell:
                 else PathScrubber(path, self.kind.encode())
             )
         pid, master, self._tty, self._sane = terminal.spawn(
-            [self.path, *ARGV[self.kind]], cwd=cwd, env=env
+            [self.path, *ARGV[self.kind]], cwd=cwd, env=env, echo=self.echo, size=self.size
         )
         self.pid, self._master = pid, master
         self._input = Feeder(master)

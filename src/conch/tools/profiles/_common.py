@@ -5,7 +5,7 @@ turns it into the profile's own result, and the schema helpers."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from conch.core.engine import Engine
@@ -23,19 +23,19 @@ class Resource:
 
     uri: str
     name: str
-    title: str
+    title: str | None
     description: str
     render: Callable[[Engine, ProfileState], str]
     mime_type: str = "text/markdown"
+    # more descriptor fields, as the original publishes them (``annotations``, ``_meta``)
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "uri": self.uri,
-            "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "mimeType": self.mime_type,
-        }
+        out: dict[str, Any] = {"uri": self.uri, "name": self.name}
+        if self.title is not None:
+            out["title"] = self.title
+        out.update(description=self.description, mimeType=self.mime_type, **self.extra)
+        return out
 
 
 @dataclass(frozen=True)

@@ -1,27 +1,39 @@
-"""Profile ``tfbash``: tfbash-mcp's seven ``shell_*`` tools on the runtime's persistent shells.
+"""Profile ``tfbash``: tfbash-mcp 0.2.0's seven ``shell_*`` tools on the runtime's persistent
+shells — a drop-in (SPEC §7), proven against the published original by
+``tests/differential/test_tfbash_diff.py``.
 
 Mapping: ``shell_id`` is the Conch shell id, ``exec_id`` the Conch job id of the command run in
-it, cursors are the job's log cursors (nothing is evicted, so ``buffer_start_cursor`` is always
-0 and ``truncated_before_cursor`` false). Results and errors have tfbash's shapes; ``isError``
-is set only when the operation was rejected (the ``{"error": ...}`` envelope).
+it, cursors are byte offsets into the job's log (its text exactly as printed, ``\\n`` line
+ends). Like the original's per-execution ring buffer of ``max_output_bytes``, an execution
+keeps its newest ``max_output_bytes``: ``buffer_start_cursor`` is where that window starts and a
+read from before it gets ``truncated_before_cursor``. Shells run with terminal echo off (the
+original's PTY does not echo what ``shell_write`` sends). Results, the error envelope, the
+validation messages, the tool descriptors, the overview resource and the server's identity are
+the original's; ``isError`` is set only when the operation was rejected.
 
-Bugs dropped (the runtime's shells do not have them): an interrupt ends the whole command list
-and its execution at once; terminate/kill stop the whole command line; output has no prompt,
-marker or bracketed-paste noise; close takes well under a second.
+Bugs dropped (SPEC §4, seed-contracts §4): an interrupt ends the whole command list and its
+execution at once; terminate/kill stop the whole command line; output has no prompt, marker
+or bracketed-paste noise; close takes well under a second.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from conch.core.engine import Engine
-from conch.core.results import JobSnapshot, ShellSummary
+from conch.core.jobs.snapshot import snapshot
+from conch.core.output import window as win
+from conch.core.output.utf8 import boundary_at_or_after
+from conch.core.results import ShellSummary
 from conch.errors import ConchError
 from conch.tools.context import CallContext
 from conch.tools.profiles._common import (
@@ -31,13 +43,39 @@ from conch.tools.profiles._common import (
     Resource,
     guard,
     nbytes,
-    obj,
     profile_state,
 )
 from conch.tools.tool import Tool
-from conch.tools.views import fence, tail_text
 
-__all__ = ["OVERVIEW_URI", "tfbash_overview_markdown", "tools"]
+if TYPE_CHECKING:
+    from conch.config import Config
+    from conch.core.jobs.job import Job
+
+__all__ = [
+    "INSTRUCTIONS",
+    "OVERVIEW_URI",
+    "PROFILE",
+    "RESOURCE_TEMPLATES",
+    "SERVER_NAME",
+    "SERVER_VERSION",
+    "UNKNOWN_RESOURCE",
+    "tfbash_overview_markdown",
+    "tools",
+]
+
+# The original's MCP identity, announced when this profile is served alone (SPEC §7).
+SERVER_NAME = "tfbash-mcp"
+SERVER_VERSION = "0.2.0"
+INSTRUCTIONS = (
+    "Commands use the {dialect} dialect on {platform}. The terminal backend is POSIX PTY. "
+    "Shell version: {shell_version}. The default working directory is {default_cwd}. "
+    "The workspace root is context, not a filesystem sandbox boundary. "
+    "Use shell_list for authoritative runtime and host metadata."
+)
+UNKNOWN_RESOURCE = (-32602, "Unknown Resource URI.")  # JSON-RPC INVALID_PARAMS
+RESOURCE_TEMPLATES = None  # the original has no resources/templates/list (-32601)
+UNKNOWN_TOOL_TEXT = "Unknown tool."
+FAILED_TEXT = "The tool failed unexpectedly."
 
 OVERVIEW_URI = "window://io.github.a2c-smcp.tfbash/shell-overview"
 OVERVIEW_TAIL_CHARS = 500
@@ -46,7 +84,8 @@ MAX_READ_BYTES = 65536
 MAX_COMMAND_BYTES = 262144
 MAX_WRITE_BYTES = 65536
 MAX_ENV_VALUE_BYTES = 32768
-_WINDOW_CAP = 1024 * 1024  # the runtime's largest read window
+MAX_SHELLS = 8  # the original's --max-command-shells default
+TERMINAL_SIZE = (24, 80)  # the original's PTY (pexpect's default dimensions)
 _MAX_ID_BYTES = 128
 
 RETRYABLE = {"shell_busy": True, "resource_limit": True}
@@ -55,39 +94,41 @@ MESSAGES = {
     "shell_not_found": "The shell was not found.",
     "shell_busy": "The shell is busy.",
     "shell_closing": "The shell is closing.",
-    "shell_unavailable": "The shell is unavailable.",
+    "shell_unavailable": "The shell is temporarily unavailable.",
     "exec_not_found": "The execution was not found.",
     "exec_not_active": "The execution is not active.",
-    "invalid_cursor": "The cursor is invalid.",
-    "resource_limit": "A resource limit was reached.",
+    "invalid_cursor": "The output cursor is invalid.",
+    "resource_limit": "A configured resource limit was reached.",
     "shell_start_failed": "The shell failed to start.",
-    "unsupported_shell": "The shell is not supported.",
+    "unsupported_shell": "The shell is unsupported.",
 }
-TAGS = {
-    "shell_open": ["BuildIn", "Create"],
-    "shell_exec": ["BuildIn", "Create", "Read", "Update", "Delete"],
-    "shell_read": ["BuildIn", "Read"],
-    "shell_write": ["BuildIn", "Create", "Read", "Update", "Delete"],
-    "shell_signal": ["BuildIn", "Update"],
-    "shell_list": ["BuildIn", "Read"],
-    "shell_close": ["BuildIn", "Delete"],
-}
+# bash's $? for a foreground command ended by the signal (what the original reports)
+SIGNAL_STATUS = {"interrupt": 130, "terminate": 143, "kill": 137}
 
 
 class _Reject(ProfileError):
     """The operation was rejected: becomes ``{"error": {...}}`` with isError."""
 
-    def __init__(self, code: str, message: str | None = None, retryable: bool | None = None):
+    def __init__(
+        self,
+        code: str,
+        message: str | None = None,
+        retryable: bool | None = None,
+        *,
+        ids: bool = True,
+    ):
         super().__init__(code, message or MESSAGES[code])
         self.retryable = RETRYABLE.get(code, False) if retryable is None else retryable
+        self.ids = ids  # echo the request's shell_id/exec_id (validation errors do not)
 
 
 def _envelope(e: _Reject, args: Mapping[str, Any]) -> dict[str, Any]:
     err: dict[str, Any] = {"code": e.code, "message": e.message, "retryable": e.retryable}
-    for key in ("shell_id", "exec_id"):  # echoed only when given and valid
-        v = args.get(key)
-        if isinstance(v, str) and 0 < len(v.encode("utf-8", "surrogatepass")) <= _MAX_ID_BYTES:
-            err[key] = v
+    if e.ids:
+        for key in ("shell_id", "exec_id"):  # echoed only when given (and so valid)
+            v = args.get(key)
+            if isinstance(v, str) and v:
+                err[key] = v
     return {"error": err}
 
 
@@ -98,6 +139,8 @@ class _State:
     def __init__(self) -> None:
         self.created_ms: dict[str, int] = {}
         self.last_exec: dict[str, str] = {}  # shell id -> id of its latest execution
+        self.capacity: dict[str, int] = {}  # exec id -> its max_output_bytes
+        self.signalled: dict[str, str] = {}  # exec id -> the last signal delivered to it
 
 
 def _state(rt: Engine) -> _State:
@@ -124,7 +167,7 @@ def _shell(rt: Engine, shell_id: str, *, for_exec: bool = False) -> ShellSummary
     return sh
 
 
-def _check_exec(rt: Engine, shell_id: str, exec_id: str) -> Any:
+def _check_exec(rt: Engine, shell_id: str, exec_id: str) -> Job:
     try:
         job = rt.job(exec_id)
     except ConchError:
@@ -141,8 +184,37 @@ def _shell_status(rt: Engine, shell_id: str) -> str:
     return "error" if sh["state"] == "exited" else "ready"
 
 
-def _snapshot(rt: Engine, shell_id: str, s: JobSnapshot) -> dict[str, Any]:
-    """tfbash's execution snapshot from a runtime job snapshot."""
+# -- the execution window --------------------------------------------------------------------------
+
+
+def _buffer_start(job: Job, capacity: int) -> int:
+    """Where the execution's retained window starts: its newest ``capacity`` bytes, never
+    starting inside a character (the original's ring buffer evicts whole code points)."""
+    total = job.log.size()
+    base = total - capacity
+    if base <= 0:
+        return 0
+    head = job.log.read(base, min(total, base + 4))
+    return base + boundary_at_or_after(head, 0)
+
+
+def _inside_character(job: Job, cursor: int) -> bool:
+    if cursor <= 0 or cursor >= job.log.size():
+        return False
+    b = job.log.read(cursor, cursor + 1)
+    return bool(b) and (b[0] & 0xC0) == 0x80
+
+
+def _window(rt: Engine, shell_id: str, job: Job, cursor: int, max_bytes: int) -> dict[str, Any]:
+    """tfbash's execution snapshot of ``[cursor, …)`` (at most ``max_bytes``)."""
+    st = _state(rt)
+    start = _buffer_start(job, st.capacity.get(job.job_id, OUTPUT_BUFFER_BYTES))
+    truncated = cursor < start
+    begin = max(cursor, start)
+    w = win.forward(
+        job.log, begin, job.log.size(), max_bytes, stream=None, raw=True, final=job.terminal
+    )
+    s = snapshot(job, w)
     state = s["state"]
     exit_code = None
     cwd: str | None = s["cwd"]
@@ -150,13 +222,18 @@ def _snapshot(rt: Engine, shell_id: str, s: JobSnapshot) -> dict[str, Any]:
     if state == "running":
         status = "running"
     elif state == "exited":
-        if shell_status == "error" and _state(rt).last_exec.get(shell_id) == s["job_id"]:
+        if shell_status == "error" and st.last_exec.get(shell_id) == s["job_id"]:
             status, cwd = "shell_error", None  # the shell itself ended during this command
         else:
             status, exit_code = "exited", s["exit_code"]
     elif state == "cancelled" and s["exit_code"] is not None and not s["restarted"]:
-        # the shell came back with a status after the signal: bash's $?
+        # the shell came back after the signal: bash's $?. The runtime ends a shell command
+        # line as Ctrl-C does first, so a status of a signal death is reported as the death by
+        # the signal that was asked for (what the original, which sends that one, reports);
+        # a command that handled the signal and exited on its own keeps its status
         status, exit_code = "exited", s["exit_code"]
+        if exit_code in SIGNAL_STATUS.values():
+            exit_code = SIGNAL_STATUS.get(st.signalled.get(job.job_id, ""), exit_code)
     elif state == "timed_out":
         status = "timeout"
     else:
@@ -166,18 +243,195 @@ def _snapshot(rt: Engine, shell_id: str, s: JobSnapshot) -> dict[str, Any]:
         "exec_id": s["job_id"],
         "status": status,
         "exit_code": exit_code,
-        "output": s["output"],
-        "buffer_start_cursor": 0,
-        "next_cursor": s["next_cursor"],
-        "truncated_before_cursor": False,
+        "output": w.text,
+        "buffer_start_cursor": start,
+        "next_cursor": w.next_cursor,
+        "truncated_before_cursor": truncated,
         "eof": s["eof"],
     }
     if status != "running":
         out["duration_ms"] = s["duration_ms"]
-        out["cwd"] = cwd
+        out["cwd"] = os.path.realpath(cwd) if cwd else cwd
         out["shell_status"] = shell_status
         out["shell_rebuilt"] = bool(s["restarted"]) and status in ("timeout", "cancelled")
     return out
+
+
+# -- argument validation: the original's (pydantic strict mode) rules and messages -------------
+
+
+class _Invalid(Exception):
+    def __init__(self, loc: str, msg: str) -> None:
+        super().__init__(f"{loc}: {msg}" if loc else msg)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _valid_utf8(v: str, loc: str) -> None:
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Invalid(
+            loc, "Input should be a valid string, unable to parse raw data as a unicode string"
+        ) from None
+
+
+def _string(v: Any, loc: str) -> str:
+    if not isinstance(v, str):
+        raise _Invalid(loc, "Input should be a valid string")
+    _valid_utf8(v, loc)
+    return v
+
+
+def _min1(v: str, loc: str) -> None:
+    if not v:
+        raise _Invalid(loc, "String should have at least 1 character")
+
+
+def _identifier(v: Any, loc: str) -> None:
+    v = _string(v, loc)
+    _min1(v, loc)
+    if len(v) > _MAX_ID_BYTES:
+        raise _Invalid(loc, f"String should have at most {_MAX_ID_BYTES} characters")
+    if len(v.encode()) > _MAX_ID_BYTES:
+        raise _Invalid(loc, "Value error, must contain between 1 and 128 UTF-8 bytes")
+
+
+def _command(v: Any, loc: str) -> None:
+    v = _string(v, loc)
+    _min1(v, loc)
+    if "\x00" in v:
+        raise _Invalid(loc, "Value error, must not contain U+0000")
+    if len(v.encode()) > MAX_COMMAND_BYTES:
+        raise _Invalid(loc, f"Value error, must not exceed {MAX_COMMAND_BYTES} UTF-8 bytes")
+
+
+def _integer(v: Any, loc: str, lo: int, hi: int | None = None) -> None:
+    if not _is_int(v):
+        raise _Invalid(loc, "Input should be a valid integer")
+    if v < lo:
+        raise _Invalid(loc, f"Input should be greater than or equal to {lo}")
+    if hi is not None and v > hi:
+        raise _Invalid(loc, f"Input should be less than or equal to {hi}")
+
+
+def _cwd(v: Any, loc: str) -> None:
+    v = _string(v, loc)
+    if "\x00" in v:
+        raise _Invalid(loc, "Value error, must not contain U+0000")
+    if not v.startswith("/"):
+        raise _Invalid(loc, f"Value error, must be an absolute {_platform()} path")
+
+
+_ENV_KEY = "^[A-Za-z_][A-Za-z0-9_]*$"
+_ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NO_NUL = "^[^\\x00]*$"
+
+
+def _env(v: Any, loc: str) -> None:
+    if not isinstance(v, dict):
+        raise _Invalid(loc, "Input should be a valid dictionary")
+    for key, value in v.items():
+        if not _ENV_KEY_RE.fullmatch(key):
+            raise _Invalid(f"{loc}.{key}.[key]", f"String should match pattern '{_ENV_KEY}'")
+        value = _string(value, f"{loc}.{key}")
+        if "\x00" in value:
+            raise _Invalid(f"{loc}.{key}", f"String should match pattern '{_NO_NUL}'")
+        if len(value.encode()) > MAX_ENV_VALUE_BYTES:
+            raise _Invalid(
+                f"{loc}.{key}", f"Value error, must not exceed {MAX_ENV_VALUE_BYTES} UTF-8 bytes"
+            )
+    if len(v) > 256:
+        raise _Invalid(
+            loc, f"Dictionary should have at most 256 items after validation, not {len(v)}"
+        )
+
+
+def _startup(v: Any, loc: str) -> None:
+    if v is not None:
+        _command(v, loc)
+
+
+def _write_text(v: Any, loc: str) -> None:
+    v = _string(v, loc)
+    if len(v.encode()) > MAX_WRITE_BYTES:
+        raise _Invalid(loc, f"Value error, must not exceed {MAX_WRITE_BYTES} UTF-8 bytes")
+
+
+def _signal_name(v: Any, loc: str) -> None:
+    if v not in ("interrupt", "terminate", "kill") or not isinstance(v, str):
+        raise _Invalid(loc, "Input should be 'interrupt', 'terminate' or 'kill'")
+
+
+_Field = tuple[str, Callable[[Any, str], None], bool]  # name, check, required
+_FIELDS: dict[str, list[_Field]] = {
+    "shell_open": [
+        ("cwd", _cwd, False),
+        ("env", _env, False),
+        ("startup_command", _startup, False),
+    ],
+    "shell_exec": [
+        ("shell_id", _identifier, True),
+        ("command", _command, True),
+        ("yield_ms", lambda v, loc: _integer(v, loc, 0, 60000), False),
+        ("timeout_ms", lambda v, loc: _integer(v, loc, 1, 86400000), False),
+        ("max_output_bytes", lambda v, loc: _integer(v, loc, 4096), False),
+    ],
+    "shell_read": [
+        ("shell_id", _identifier, True),
+        ("exec_id", _identifier, True),
+        ("cursor", lambda v, loc: _integer(v, loc, 0), True),
+        ("max_bytes", lambda v, loc: _integer(v, loc, 4), False),
+        ("wait_ms", lambda v, loc: _integer(v, loc, 0, 60000), False),
+    ],
+    "shell_write": [
+        ("shell_id", _identifier, True),
+        ("exec_id", _identifier, True),
+        ("text", _write_text, True),
+    ],
+    "shell_signal": [
+        ("shell_id", _identifier, True),
+        ("exec_id", _identifier, True),
+        ("signal", _signal_name, True),
+    ],
+    "shell_list": [],
+    "shell_close": [("shell_id", _identifier, True)],
+}
+# checks across fields, after every field passed (pydantic's model validators: no location)
+_LIMITS = {
+    "shell_exec": ("max_output_bytes", OUTPUT_BUFFER_BYTES),
+    "shell_read": ("max_bytes", MAX_READ_BYTES),
+}
+
+
+def _validator(name: str) -> Callable[[dict[str, Any]], None]:
+    fields = _FIELDS[name]
+    known = {f[0] for f in fields}
+
+    def check(args: dict[str, Any]) -> None:
+        try:
+            for field, fn, required in fields:
+                if field in args:
+                    fn(args[field], field)
+                elif required:
+                    raise _Invalid(field, "Field required")
+            for key in args:
+                if key not in known:
+                    raise _Invalid(str(key), "Extra inputs are not permitted")
+            if name in _LIMITS:
+                field, most = _LIMITS[name]
+                if args.get(field, most) > most:
+                    raise _Invalid("", f"Value error, {field} must not exceed {most}")
+        except _Invalid as e:
+            raise ConchError("invalid_argument", str(e)) from None
+
+    return check
+
+
+def _platform() -> str:
+    return "macos" if sys.platform == "darwin" else "linux"
 
 
 # -- handlers --------------------------------------------------------------------------------------
@@ -185,17 +439,19 @@ def _snapshot(rt: Engine, shell_id: str, s: JobSnapshot) -> dict[str, Any]:
 
 async def _open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     cwd = args.get("cwd")
-    if cwd is not None and not os.path.isabs(cwd):
-        raise _Reject("invalid_argument", "cwd: must be an absolute path")
-    env = args.get("env") or {}
-    for k, v in env.items():
-        if nbytes(v) > MAX_ENV_VALUE_BYTES:
-            raise _Reject("invalid_argument", f"env.{k}: must be at most 32768 UTF-8 bytes")
-    startup = args.get("startup_command")
-    if startup is not None and nbytes(startup) > MAX_COMMAND_BYTES:
-        raise _Reject("invalid_argument", "startup_command: too long")
+    if cwd is not None and not os.path.isdir(cwd):
+        raise _Reject("invalid_argument")
+    open_shells = [s for s in _shells(rt).values() if s["state"] not in ("closing", "closed")]
+    if len(open_shells) >= min(MAX_SHELLS, rt.config.max_shells):
+        raise _Reject("resource_limit")
     try:
-        r = await rt.shell_open(cwd=cwd, env=env, startup_command=startup)
+        r = await rt.shell_open(
+            cwd=cwd,
+            env=args.get("env") or {},
+            startup_command=args.get("startup_command"),
+            echo=False,  # the original's PTY never echoes what shell_write sends
+            size=TERMINAL_SIZE,
+        )
     except ConchError as e:
         code = {
             "cwd_not_found": "invalid_argument",
@@ -207,16 +463,15 @@ async def _open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
     return {
         "shell_id": r["shell_id"],
         "status": "ready",
-        "cwd": os.path.realpath(r["cwd"]),
+        "cwd": os.path.realpath(r["cwd"]),  # `pwd -P`: the physical path
         "dialect": r["shell"],
     }
 
 
 async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     shell_id = args["shell_id"]
-    if nbytes(args["command"]) > MAX_COMMAND_BYTES:
-        raise _Reject("invalid_argument", f"command: must be at most {MAX_COMMAND_BYTES} bytes")
     _shell(rt, shell_id, for_exec=True)
+    capacity = args.get("max_output_bytes", OUTPUT_BUFFER_BYTES)
     try:
         first = await rt.exec(
             shell_id=shell_id,
@@ -236,31 +491,35 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
             "invalid_argument": "invalid_argument",
         }.get(e.code, "shell_unavailable")
         raise _Reject(code, retryable=False if code == "shell_unavailable" else None) from None
-    _state(rt).last_exec[shell_id] = first["job_id"]
-    budget = min(args.get("max_output_bytes", OUTPUT_BUFFER_BYTES), _WINDOW_CAP)
-    s = await rt.read(first["job_id"], cursor=0, max_bytes=budget)
-    return _snapshot(rt, shell_id, s)
+    st = _state(rt)
+    st.last_exec[shell_id] = first["job_id"]
+    st.capacity[first["job_id"]] = capacity
+    if len(st.capacity) > 2 * rt.config.max_jobs:  # forget executions the runtime evicted
+        kept = {job.job_id for job in rt.jobs}
+        st.capacity = {k: v for k, v in st.capacity.items() if k in kept}
+        st.signalled = {k: v for k, v in st.signalled.items() if k in kept}
+    # the exec result is a read from cursor 0 of up to max_output_bytes: the retained window
+    return _window(rt, shell_id, rt.job(first["job_id"]), 0, capacity)
 
 
 async def _read(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     shell_id, exec_id = args["shell_id"], args["exec_id"]
     _shell(rt, shell_id)
-    _check_exec(rt, shell_id, exec_id)
-    try:
-        s = await rt.read(
-            exec_id,
-            cursor=args["cursor"],
-            max_bytes=args.get("max_bytes", MAX_READ_BYTES),
-            wait_ms=args.get("wait_ms", 0),
+    job = _check_exec(rt, shell_id, exec_id)
+    cursor = args["cursor"]
+    start = _buffer_start(job, _state(rt).capacity.get(exec_id, OUTPUT_BUFFER_BYTES))
+    if cursor > job.log.size() or (cursor >= start and _inside_character(job, cursor)):
+        raise _Reject("invalid_cursor")
+    wait_ms = args.get("wait_ms", 0)
+    if wait_ms > 0 and cursor >= start and not job.terminal:
+        # returns at once when there is output past the cursor or the execution ended
+        await job.wait_until(
+            lambda: job.log.size() > cursor or (job.terminal and job.log.closed), wait_ms / 1000
         )
-    except ConchError as e:
-        if e.code == "not_found":
-            raise _Reject("exec_not_found") from None
-        raise _Reject("invalid_cursor") from None  # arguments passed the schema: the cursor
-    return _snapshot(rt, shell_id, s)
+    return _window(rt, shell_id, job, cursor, args.get("max_bytes", MAX_READ_BYTES))
 
 
-def _active(rt: Engine, args: Mapping[str, Any]) -> Any:
+def _active(rt: Engine, args: Mapping[str, Any]) -> Job:
     shell_id, exec_id = args["shell_id"], args["exec_id"]
     sh = _shell(rt, shell_id)
     job = _check_exec(rt, shell_id, exec_id)
@@ -271,13 +530,13 @@ def _active(rt: Engine, args: Mapping[str, Any]) -> Any:
 
 async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     text = args["text"]
-    if nbytes(text) > MAX_WRITE_BYTES:
-        raise _Reject("invalid_argument", f"text: must be at most {MAX_WRITE_BYTES} UTF-8 bytes")
     _active(rt, args)
-    try:
-        await rt.write(args["exec_id"], text=text, yield_ms=0)
-    except ConchError as e:
-        raise _Reject("exec_not_active" if e.code != "not_found" else "exec_not_found") from None
+    if text:
+        try:
+            await rt.write(args["exec_id"], text=text, yield_ms=0)
+        except ConchError as e:
+            code = "exec_not_active" if e.code != "not_found" else "exec_not_found"
+            raise _Reject(code) from None
     return {
         "shell_id": args["shell_id"],
         "exec_id": args["exec_id"],
@@ -288,6 +547,7 @@ async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str
 
 async def _signal(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     _active(rt, args)
+    _state(rt).signalled[args["exec_id"]] = args["signal"]
     try:
         await rt.signal(args["exec_id"], args["signal"], wait_ms=0)
     except ConchError as e:
@@ -303,38 +563,54 @@ async def _signal(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[st
 _LIST_STATUS = {"ready": "ready", "busy": "busy", "exited": "error", "closing": "closing"}
 
 
-async def _list(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    info = await rt.info()
-    st = _state(rt)
-    shells = []
-    for sh in _shells(rt).values():
-        if sh["state"] == "starting" and not sh.get("job_id"):
-            continue  # not registered until its first prompt
-        status = "rebuilding" if sh["state"] == "starting" else _LIST_STATUS[sh["state"]]
-        shells.append(
-            {
-                "shell_id": sh["shell_id"],
-                "status": status,
-                "last_known_cwd": sh.get("cwd"),
-                "active_exec_id": sh.get("job_id") if status in ("busy", "rebuilding") else None,
-                "created_at_ms": st.created_ms.setdefault(sh["shell_id"], int(time.time() * 1000)),
-            }
-        )
-    dialect = rt.config.shell or "bash"
+def _dialect(config: Config) -> str:
+    dialect = config.shell or "bash"
     if os.path.isabs(dialect):
         dialect = "zsh" if os.path.basename(dialect).startswith("zsh") else "bash"
-    version = next((a["version"] for a in info["shells"] if a["name"] == dialect), "")
-    platform = "macos" if sys.platform == "darwin" else "linux"
+    return dialect
+
+
+def _context(rt: Engine, info: Mapping[str, Any]) -> dict[str, Any]:
+    """shell_list's runtime and host context (the overview shows it too)."""
+    dialect = _dialect(rt.config)
+    version = next(
+        (a.get("version_line") or a["version"] for a in info["shells"] if a["name"] == dialect),
+        "",
+    )
     return {
         "runtime": {
-            "platform": platform,
+            "platform": _platform(),
             "dialect": dialect,
             "shell_version": version,
             "default_cwd": info["default_cwd"],
         },
         "host": {"mode": "standalone", "workspace_root": info["default_cwd"]},
-        "shells": shells,
     }
+
+
+def _shell_items(rt: Engine) -> list[dict[str, Any]]:
+    st = _state(rt)
+    items = []
+    for sh in _shells(rt).values():
+        if sh["state"] == "starting" and not sh.get("job_id"):
+            continue  # not registered until its first prompt
+        status = "rebuilding" if sh["state"] == "starting" else _LIST_STATUS[sh["state"]]
+        cwd = sh.get("cwd")
+        items.append(
+            {
+                "shell_id": sh["shell_id"],
+                "status": status,
+                "last_known_cwd": os.path.realpath(cwd) if cwd else None,
+                "active_exec_id": sh.get("job_id") if status in ("busy", "rebuilding") else None,
+                "created_at_ms": st.created_ms.setdefault(sh["shell_id"], int(time.time() * 1000)),
+            }
+        )
+    return items
+
+
+async def _list(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    info = await rt.info()
+    return {**_context(rt, info), "shells": _shell_items(rt)}
 
 
 async def _close(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -346,411 +622,227 @@ async def _close(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str
         raise _Reject("shell_closing") from None
     st = _state(rt)
     st.created_ms.pop(shell_id, None)
-    st.last_exec.pop(shell_id, None)
+    gone = st.last_exec.pop(shell_id, None)
+    if gone is not None:
+        st.capacity.pop(gone, None)
+        st.signalled.pop(gone, None)
     return {"shell_id": shell_id, "status": "closed", "cleanup_complete": r["cleanup_complete"]}
 
 
-# -- the overview resource -------------------------------------------------------------------------
+# -- the overview resource (the original's Markdown layout) -----------------------------------
 
 
-def _code(text: str) -> str:
-    """An inline code span that survives backticks, pipes and newlines in ``text``."""
-    text = text.replace("\r", " ").replace("\n", " ")
-    ticks = "`"
-    while ticks in text:
-        ticks += "`"
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
+def _visible(value: str) -> str:
+    out = []
+    for ch in value:
+        cp = ord(ch)
+        if ch == "\r":
+            out.append("\\r")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif cp < 32 or cp == 127:
+            out.append(f"\\u{cp:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _longest_run(value: str, ch: str) -> int:
+    longest = current = 0
+    for c in value:
+        current = current + 1 if c == ch else 0
+        longest = max(longest, current)
+    return longest
+
+
+def _code_span(text: str) -> str:
+    delim = "`" * (_longest_run(text, "`") + 1)
+    return f"{delim}{text}{delim}" if len(delim) == 1 else f"{delim} {text} {delim}"
+
+
+def _inline(value: object | None) -> str:
+    return "—" if value is None else _code_span(_visible(str(value)))
+
+
+def _table_inline(value: object | None) -> str:
+    return "—" if value is None else _code_span(_visible(str(value)).replace("|", r"\|"))
+
+
+def _code_block(value: str) -> str:
+    fence = "`" * max(3, _longest_run(value, "`") + 1)
+    return f"{fence}text\n{value}{'' if value.endswith(chr(10)) else chr(10)}{fence}"
+
+
+def _created(ms: int) -> str:
+    when = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def tfbash_overview_markdown(rt: Engine, state: ProfileState | None = None) -> str:
-    """Markdown for ``window://io.github.a2c-smcp.tfbash/shell-overview``: every shell, its
-    status, and the last 500 characters of its latest execution's output."""
+    """Markdown for ``window://io.github.a2c-smcp.tfbash/shell-overview``, laid out as the
+    original lays it out: the context, a table of shells with their latest execution, and the
+    last 500 characters of each one's output."""
+    info_shells = rt.shells.available() if rt.shells is not None else []
+    ctx = _context(rt, {"shells": info_shells, "default_cwd": rt.config.resolved_default_cwd})
+    items = _shell_items(rt)
+    lines = [
+        "# Shell Overview",
+        "",
+        f"- Platform: {_inline(ctx['runtime']['platform'])}",
+        f"- Dialect: {_inline(ctx['runtime']['dialect'])}",
+        f"- Workspace: {_inline(ctx['host']['workspace_root'])}",
+        f"- Shells: {len(items)}",
+        "",
+    ]
+    if not items:
+        lines.append("No active Shells.")
+        return "\n".join(lines)
+    lines += [
+        "| Shell ID | Status | CWD | Created | Execution ID | Execution status | Exit code | "
+        "Duration |",
+        "|---|---|---|---|---|---|---:|---:|",
+    ]
     st = state.get(_State) if state is not None else _state(rt)
-    shells = [s for s in _shells(rt).values() if s["state"] != "starting" or s.get("job_id")]
-    if not shells:
-        return "No active Shells."
-    latest: dict[str, Any] = {}
-    for job in rt.jobs:
-        if job.shell_id is not None:
-            latest[job.shell_id] = job
-    lines = ["# Shells", ""]
-    for sh in shells:
-        sid = sh["shell_id"]
-        status = "rebuilding" if sh["state"] == "starting" else _LIST_STATUS[sh["state"]]
-        created = st.created_ms.setdefault(sid, int(time.time() * 1000))
-        when = datetime.fromtimestamp(created / 1000, timezone.utc).isoformat(timespec="seconds")
-        lines += [
-            f"## Shell {_code(sid)}",
-            "",
-            f"- Status: {status}",
-            f"- Working directory: {_code(sh.get('cwd') or '')}",
-            f"- Active execution: {_code(sh['job_id'] or '') if sh['job_id'] else 'none'}",
-            f"- Created: {when.replace('+00:00', 'Z')}",
-            "",
-        ]
-        last = latest.get(sid)
-        if last is None:
-            lines += ["No output yet.", ""]
+    latest: dict[str, dict[str, Any] | None] = {}
+    for item in items:
+        sid = item["shell_id"]
+        exec_id = item["active_exec_id"] or st.last_exec.get(sid)
+        snap = None
+        if exec_id is not None:
+            try:
+                job = rt.job(exec_id)
+            except ConchError:
+                job = None
+            if job is not None:
+                snap = _window(rt, sid, job, job.log.size(), 0)
+                tail = job.log.read(
+                    max(0, job.log.size() - OVERVIEW_TAIL_CHARS * 4), job.log.size()
+                )
+                skip = boundary_at_or_after(tail, 0) if job.log.size() > len(tail) else 0
+                text = tail[skip:].decode("utf-8", "replace")[-OVERVIEW_TAIL_CHARS:]
+                snap = {**snap, "tail": text, "tail_truncated": job.log.size() > nbytes(text)}
+        latest[sid] = snap
+        dur = snap.get("duration_ms") if snap else None
+        lines.append(
+            "| "
+            + " | ".join(
+                (
+                    _table_inline(sid),
+                    item["status"],
+                    _table_inline(item["last_known_cwd"]),
+                    _created(item["created_at_ms"]),
+                    _table_inline(snap["exec_id"] if snap else None),
+                    snap["status"] if snap else "—",
+                    str(snap["exit_code"]) if snap and snap["exit_code"] is not None else "—",
+                    f"{dur} ms" if dur is not None else "—",
+                )
+            )
+            + " |"
+        )
+    for item in items:
+        snap = latest[item["shell_id"]]
+        lines += ["", f"## {_inline(item['shell_id'])} — recent output", ""]
+        if snap is None:
+            lines.append("No retained execution.")
             continue
-        text, _ = tail_text(last, OVERVIEW_TAIL_CHARS * 4)
-        lines += [f"Last output of {_code(last.job_id)}:", "", fence(text[-OVERVIEW_TAIL_CHARS:])]
-        lines.append("")
+        if snap["tail_truncated"]:
+            lines += ["_Earlier output was truncated._", ""]
+        lines.append(_code_block(snap["tail"]) if snap["tail"] else "No output captured.")
     return "\n".join(lines)
 
 
-# -- error_result: schema failures and the like ----------------------------------------------------
+# -- errors, text blocks, the descriptors ------------------------------------------------------
 
 
 def _error_result(e: ConchError, args: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
-    if e.code == "invalid_argument":
-        r = _Reject("invalid_argument", e.message)
-    elif e.code == "closed":
-        r = _Reject("shell_closing")
-    else:
-        r = _Reject("shell_unavailable", "The tool failed unexpectedly.", retryable=False)
-    return _envelope(r, args), True
+    if e.code == "invalid_argument":  # the arguments failed validation: no ids echoed
+        return _envelope(_Reject("invalid_argument", e.message, ids=False), args), True
+    if e.code == "closed":
+        return _envelope(_Reject("shell_closing"), args), True
+    return {}, True  # the original's "The tool failed unexpectedly." (see render_text)
 
 
 def _is_error(result: dict[str, Any]) -> bool:
     return "error" in result
 
 
-# -- schemas ---------------------------------------------------------------------------------------
+def render_text(result: dict[str, Any], is_error: bool) -> str:
+    """The original's text block: the structured result as compact JSON."""
+    if is_error and not result:
+        return FAILED_TEXT
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
 
 
-_ID = {"type": "string", "minLength": 1, "maxLength": _MAX_ID_BYTES}
-_SHELL_ID = {**_ID, "description": "The shell, from shell_open."}
-_EXEC_ID = {**_ID, "description": "The execution, from shell_exec."}
-
-OPEN_INPUT = obj(
-    {
-        "cwd": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Absolute working directory (must exist). Default: the default cwd.",
-        },
-        "env": {
-            "type": "object",
-            "maxProperties": 256,
-            "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
-            "additionalProperties": {"type": "string"},
-            "description": "Extra environment variables for the shell.",
-        },
-        "startup_command": {
-            "type": ["string", "null"],
-            "minLength": 1,
-            "description": "Command run once at start; the shell opens only if it exits 0.",
-        },
-    }
-)
-EXEC_INPUT = obj(
-    {
-        "shell_id": _SHELL_ID,
-        "command": {"type": "string", "description": "Command text (may be multi-line)."},
-        "yield_ms": {
-            "type": "integer",
-            "minimum": 0,
-            "maximum": 60000,
-            "default": 10000,
-            "description": "How long this call waits; it never kills anything.",
-        },
-        "timeout_ms": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 86400000,
-            "default": 120000,
-            "description": "Total run time allowed, from the start of the execution.",
-        },
-        "max_output_bytes": {
-            "type": "integer",
-            "minimum": 4096,
-            "maximum": OUTPUT_BUFFER_BYTES,
-            "default": OUTPUT_BUFFER_BYTES,
-            "description": "Most output bytes in this result (the rest via shell_read).",
-        },
-    },
-    ("shell_id", "command"),
-)
-READ_INPUT = obj(
-    {
-        "shell_id": _SHELL_ID,
-        "exec_id": _EXEC_ID,
-        "cursor": {"type": "integer", "minimum": 0, "description": "Read from here."},
-        "max_bytes": {
-            "type": "integer",
-            "minimum": 4,
-            "maximum": MAX_READ_BYTES,
-            "default": MAX_READ_BYTES,
-        },
-        "wait_ms": {
-            "type": "integer",
-            "minimum": 0,
-            "maximum": 60000,
-            "default": 0,
-            "description": "Wait this long for output past the cursor or the end.",
-        },
-    },
-    ("shell_id", "exec_id", "cursor"),
-)
-WRITE_INPUT = obj(
-    {
-        "shell_id": _SHELL_ID,
-        "exec_id": _EXEC_ID,
-        "text": {"type": "string", "description": "Text typed into the running command."},
-    },
-    ("shell_id", "exec_id", "text"),
-)
-SIGNAL_INPUT = obj(
-    {
-        "shell_id": _SHELL_ID,
-        "exec_id": _EXEC_ID,
-        "signal": {"enum": ["interrupt", "terminate", "kill"]},
-    },
-    ("shell_id", "exec_id", "signal"),
-)
-LIST_INPUT = obj({})
-CLOSE_INPUT = obj({"shell_id": _SHELL_ID}, ("shell_id",))
-
-_CURSORS = {
-    "shell_id": {"type": "string"},
-    "exec_id": {"type": "string"},
-    "output": {"type": "string"},
-    "buffer_start_cursor": {"type": "integer", "minimum": 0},
-    "next_cursor": {"type": "integer", "minimum": 0},
-    "truncated_before_cursor": {"type": "boolean"},
-    "eof": {"type": "boolean"},
-}
-_BASE_REQUIRED = [
-    "shell_id",
-    "exec_id",
-    "status",
-    "exit_code",
-    "output",
-    "buffer_start_cursor",
-    "next_cursor",
-    "truncated_before_cursor",
-    "eof",
-]
-_TERMINAL_REQUIRED = [*_BASE_REQUIRED, "duration_ms", "cwd", "shell_status", "shell_rebuilt"]
+_CONTRACT = Path(__file__).with_name("tfbash_tools.json")
 
 
-def _variant(status: str, exit_code: Any, shell_status: list[str] | None) -> dict[str, Any]:
-    props = {**_CURSORS, "status": {"const": status}, "exit_code": exit_code}
-    if shell_status is None:
-        return {"type": "object", "properties": props, "required": _BASE_REQUIRED}
-    props.update(
-        {
-            "duration_ms": {"type": "integer", "minimum": 0},
-            "cwd": {"type": ["string", "null"]},
-            "shell_status": {"enum": shell_status},
-            "shell_rebuilt": {"type": "boolean"},
-        }
-    )
-    return {"type": "object", "properties": props, "required": _TERMINAL_REQUIRED}
+@lru_cache(maxsize=1)
+def _descriptors() -> dict[str, dict[str, Any]]:
+    """The original's tools/list entries (its descriptions, schemas and ``_meta``, generated
+    by tfbash-mcp 0.2.0 on Linux); ``@DEFAULT_CWD@`` stands for the default cwd."""
+    return {t["name"]: t for t in json.loads(_CONTRACT.read_text(encoding="utf-8"))}
 
 
-SNAPSHOT_OUTPUT: dict[str, Any] = {
-    "type": "object",
-    "oneOf": [
-        _variant("running", {"type": "null"}, None),
-        _variant("exited", {"type": "integer", "minimum": 0, "maximum": 255}, ["ready", "closing"]),
-        _variant("timeout", {"type": "null"}, ["ready", "error", "closing"]),
-        _variant("cancelled", {"type": "null"}, ["ready", "error", "closing"]),
-        _variant("shell_error", {"type": "null"}, ["error", "closing"]),
-    ],
-}
-OPEN_OUTPUT = {
-    "type": "object",
-    "properties": {
-        "shell_id": {"type": "string"},
-        "status": {"const": "ready"},
-        "cwd": {"type": "string"},
-        "dialect": {"type": "string"},
-    },
-    "required": ["shell_id", "status", "cwd", "dialect"],
-}
-WRITE_OUTPUT = {
-    "type": "object",
-    "properties": {
-        "shell_id": {"type": "string"},
-        "exec_id": {"type": "string"},
-        "status": {"const": "accepted"},
-        "accepted_bytes": {"type": "integer", "minimum": 0},
-    },
-    "required": ["shell_id", "exec_id", "status", "accepted_bytes"],
-}
-SIGNAL_OUTPUT = {
-    "type": "object",
-    "properties": {
-        "shell_id": {"type": "string"},
-        "exec_id": {"type": "string"},
-        "status": {"const": "delivered"},
-        "signal": {"enum": ["interrupt", "terminate", "kill"]},
-    },
-    "required": ["shell_id", "exec_id", "status", "signal"],
-}
-LIST_OUTPUT = {
-    "type": "object",
-    "properties": {
-        "runtime": {
-            "type": "object",
-            "properties": {
-                "platform": {"enum": ["macos", "linux", "windows"]},
-                "dialect": {"type": "string"},
-                "shell_version": {"type": "string"},
-                "default_cwd": {"type": "string"},
-            },
-        },
-        "host": {
-            "type": "object",
-            "properties": {
-                "mode": {"enum": ["standalone", "ide"]},
-                "workspace_root": {"type": "string"},
-            },
-        },
-        "shells": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "shell_id": {"type": "string"},
-                    "status": {"enum": ["ready", "busy", "rebuilding", "closing", "error"]},
-                    "last_known_cwd": {"type": ["string", "null"]},
-                    "active_exec_id": {"type": ["string", "null"]},
-                    "created_at_ms": {"type": "integer"},
-                },
-            },
-        },
-    },
-    "required": ["runtime", "host", "shells"],
-}
-CLOSE_OUTPUT = {
-    "type": "object",
-    "properties": {
-        "shell_id": {"type": "string"},
-        "status": {"const": "closed"},
-        "cleanup_complete": {"type": "boolean"},
-    },
-    "required": ["shell_id", "status", "cleanup_complete"],
-}
-ERROR_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "error": {
-            "type": "object",
-            "properties": {
-                "code": {"enum": sorted(MESSAGES)},
-                "message": {"type": "string"},
-                "retryable": {"type": "boolean"},
-                "shell_id": {"type": "string"},
-                "exec_id": {"type": "string"},
-            },
-            "required": ["code", "message", "retryable"],
-            "additionalProperties": False,
-        }
-    },
-    "required": ["error"],
-    "additionalProperties": False,
+def _fill(obj: Any, default_cwd: str, platform: str, key: str = "") -> Any:
+    if isinstance(obj, dict):
+        return {k: _fill(v, default_cwd, platform, k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_fill(v, default_cwd, platform, key) for v in obj]
+    if obj == "@DEFAULT_CWD@":
+        return default_cwd
+    if obj == "linux" and key in ("x-platform", "x-nativeAbsolutePath", "const"):
+        return platform
+    return obj
+
+
+def _describer(name: str) -> Callable[[Config | None], dict[str, Any]]:
+    def describe(config: Config | None) -> dict[str, Any]:
+        cwd = config.resolved_default_cwd if config is not None else os.getcwd()
+        return _fill(_descriptors()[name], os.path.realpath(cwd), _platform())
+
+    return describe
+
+
+_HANDLERS = {
+    "shell_open": (_open, {}),
+    "shell_exec": (_exec, {"destructive": True}),
+    "shell_read": (_read, {"read_only": True}),
+    "shell_write": (_write, {}),
+    "shell_signal": (_signal, {"destructive": True}),
+    "shell_list": (_list, {"read_only": True, "idempotent": True}),
+    "shell_close": (_close, {"destructive": True}),
 }
 
 
 @lru_cache(maxsize=1)
 def tools() -> tuple[Tool, ...]:
     """The profile's seven tools, in tfbash's order."""
-    specs: list[tuple[str, str, str, dict[str, Any], dict[str, Any], Any, dict[str, bool]]] = [
-        (
-            "shell_open",
-            "Open a shell",
-            "Start a persistent interactive shell. cwd, exported variables and functions "
-            "persist between shell_exec calls. Returns the shell_id.",
-            OPEN_INPUT,
-            OPEN_OUTPUT,
-            _open,
-            {},
-        ),
-        (
-            "shell_exec",
-            "Run a command in a shell",
-            "Run a command in a shell and wait up to yield_ms. A running result has an exec_id "
-            "and a next_cursor: follow it with shell_read, type into it with shell_write, stop "
-            "it with shell_signal. It is interrupted at timeout_ms. One command at a time per "
-            "shell.",
-            EXEC_INPUT,
-            SNAPSHOT_OUTPUT,
-            _exec,
-            {"destructive": True},
-        ),
-        (
-            "shell_read",
-            "Read an execution's output",
-            "Read an execution's output from cursor (up to max_bytes), waiting up to wait_ms "
-            "for more. eof is true once the execution ended and everything was read.",
-            READ_INPUT,
-            SNAPSHOT_OUTPUT,
-            _read,
-            {"read_only": True},
-        ),
-        (
-            "shell_write",
-            "Type into an execution",
-            "Send text to the running command's terminal (\\n is Enter; \\u0004 at the start "
-            "of a line is end-of-file).",
-            WRITE_INPUT,
-            WRITE_OUTPUT,
-            _write,
-            {},
-        ),
-        (
-            "shell_signal",
-            "Signal an execution",
-            "interrupt (Ctrl-C), terminate or kill the running command and the rest of its "
-            "command line; the shell stays usable.",
-            SIGNAL_INPUT,
-            SIGNAL_OUTPUT,
-            _signal,
-            {"destructive": True},
-        ),
-        (
-            "shell_list",
-            "List shells",
-            "The runtime (platform, dialect, shell version, default cwd) and the open shells.",
-            LIST_INPUT,
-            LIST_OUTPUT,
-            _list,
-            {"read_only": True, "idempotent": True},
-        ),
-        (
-            "shell_close",
-            "Close a shell",
-            "Close a shell and kill every process in it.",
-            CLOSE_INPUT,
-            CLOSE_OUTPUT,
-            _close,
-            {"destructive": True},
-        ),
-    ]
-    return tuple(
-        Tool(
-            name,
-            title,
-            description,
-            schema,
-            output,
-            guard(fn, _envelope, _Reject),
-            meta={
-                "tfbash-mcp/errorSchema": ERROR_SCHEMA,
-                "a2c_tool_meta": {"tags": list(TAGS[name])},
-            },
-            read_only=flags.get("read_only", False),
-            destructive=flags.get("destructive", False),
-            idempotent=flags.get("idempotent", False),
-            error_result=_error_result,
-            result_is_error=_is_error,
-            progress=name in ("shell_exec", "shell_read", "shell_write"),
+    out = []
+    for name, desc in _descriptors().items():
+        fn, flags = _HANDLERS[name]
+        out.append(
+            Tool(
+                name,
+                name,
+                desc["description"],
+                desc["inputSchema"],
+                desc["outputSchema"],
+                guard(fn, _envelope, _Reject),
+                meta=desc["_meta"],
+                read_only=flags.get("read_only", False),
+                destructive=flags.get("destructive", False),
+                idempotent=flags.get("idempotent", False),
+                error_result=_error_result,
+                result_is_error=_is_error,
+                progress=name in ("shell_exec", "shell_read", "shell_write"),
+                describer=_describer(name),
+                validator=_validator(name),
+                render_text=render_text,
+            )
         )
-        for name, title, description, schema, output, fn, flags in specs
-    )
+    return tuple(out)
 
 
 PROFILE = Profile(
@@ -759,10 +851,14 @@ PROFILE = Profile(
     resources=(
         Resource(
             OVERVIEW_URI,
-            "shell-overview",
-            "Shell overview",
-            "tfbash-compatible overview of the persistent shells.",
+            "Shell Overview",
+            None,
+            "Current Shell states and recent execution output.",
             tfbash_overview_markdown,
+            extra={
+                "annotations": {"audience": ["assistant"], "priority": 0.8},
+                "_meta": {"fullscreen": False},
+            },
         ),
     ),
 )
