@@ -22,6 +22,11 @@ MAX_WAIT_MS = 120_000  # yield_ms / wait_ms
 MAX_OUTPUT_BYTES = MiB  # max_output_bytes / max_bytes: one inline window
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9._-]{0,63}$"  # job and shell names
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"  # environment variable names
+SEARCH_MAX_PATTERN_CHARS = 65536
+SEARCH_MAX_GLOBS = 64
+SEARCH_MAX_CONTEXT = 100  # lines before and after a match
+SEARCH_MAX_MATCHES = 1000
+SEARCH_MAX_TIMEOUT_MS = 300_000
 
 
 def _setting(
