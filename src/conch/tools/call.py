@@ -14,7 +14,7 @@ from conch.core.engine import Engine
 from conch.core.jobs.job import Job
 from conch.errors import ConchError, RuntimeClosedError
 from conch.tools.context import CallContext, check_purpose
-from conch.tools.registry import ToolRegistry, registry_of
+from conch.tools.host import ToolHost
 from conch.tools.tool import Tool
 from conch.tools.validate import validate
 from conch.tools.views import last_line
@@ -31,17 +31,16 @@ class ToolOutcome:
 
 
 async def call_tool_full(
-    rt: Engine,
+    rt: ToolHost,
     name: str,
     arguments: Mapping[str, Any] | None,
     context: CallContext | None = None,
-    *,
-    registry: ToolRegistry | None = None,
 ) -> ToolOutcome:
-    """Call tool ``name`` of the runtime's registry on ``rt``: the one call path of every front
-    end (MCP, HTTP invoke, CLI, embedded)."""
-    ctx = CallContext() if context is None else context.for_call()
-    tool = (registry or registry_of(rt)).get(name)
+    """Call tool ``name`` of the host's registry on it: the one call path of every front end
+    (MCP, HTTP invoke, CLI, embedded). The tool gets the registry's profile state in its
+    context."""
+    ctx = (CallContext() if context is None else context.for_call()).with_state(rt.registry.state)
+    tool = rt.registry.get(name)
     if tool is None:
         return _error(ConchError("not_found", f"unknown tool {name!r}"))
     args = dict(arguments or {})

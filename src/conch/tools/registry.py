@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from conch.core.engine import Engine
 from conch.errors import ConfigError
 from conch.tools.profiles import ai_device_bash, bash_mcp, conch, tfbash
-from conch.tools.profiles._common import Profile, ProfileState, Resource
+from conch.tools.profiles._common import Profile, Resource
+from conch.tools.state import ProfileState
 from conch.tools.tool import Tool
 
 PROFILES: dict[str, Profile] = {
@@ -52,11 +52,3 @@ class ToolRegistry:
 
     def resource(self, uri: str) -> Resource | None:
         return next((r for r in self.resources if r.uri == uri), None)
-
-
-def registry_of(engine: Engine) -> ToolRegistry:
-    """The registry of the ``conch.Runtime`` a tool is called on (it owns one)."""
-    registry = getattr(engine, "registry", None)
-    if not isinstance(registry, ToolRegistry):
-        raise TypeError("tools are called on a conch.Runtime (it owns the tool registry)")
-    return registry

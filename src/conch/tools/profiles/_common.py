@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from conch.core.engine import Engine
 from conch.tools.context import CallContext
+from conch.tools.state import ProfileState
 from conch.tools.tool import Tool
 
 T = TypeVar("T")
@@ -47,24 +48,9 @@ class Profile:
     resources: tuple[Resource, ...] = ()
 
 
-class ProfileState:
-    """The bookkeeping profiles keep for one runtime (tfbash's shell creation times, the
-    ai-device-bash handle table, ...): one instance of each state class, made on first use.
-    The runtime owns it (``conch.Runtime.registry.state``), so it lives and dies with it."""
-
-    def __init__(self) -> None:
-        self._slots: dict[type[Any], Any] = {}
-
-    def get(self, cls: type[T]) -> T:
-        slot = self._slots.get(cls)
-        if slot is None:
-            slot = self._slots[cls] = cls()
-        return slot
-
-
 def profile_state(engine: Engine, cls: type[T]) -> T:
-    """The runtime's instance of a profile's state class. ``engine`` is the ``conch.Runtime``
-    the tool was called on: it carries the registry that owns the state."""
+    """Transitional, for ai_device_bash until it takes ``ctx.profile_state`` (another change
+    is editing it): the state of the registry the ``conch.Runtime`` carries."""
     state = getattr(getattr(engine, "registry", None), "state", None)
     if not isinstance(state, ProfileState):
         raise TypeError("profile tools run on a conch.Runtime (it owns their state)")
