@@ -304,6 +304,8 @@ SHELL_SUMMARY = {
         "state": {"type": "string"},
         "cwd": _NULLABLE_STR,
         "job_id": _NULLABLE_STR,
+        "last_job_id": _NULLABLE_STR,
+        "created_at": {"type": "string"},
     },
 }
 

@@ -25,6 +25,7 @@ import shlex
 import signal
 import termios
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 from conch.core.jobs.job import Job
@@ -33,7 +34,7 @@ from conch.core.process import procfs, terminal
 from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree
-from conch.core.results import ShellSummary
+from conch.core.results import ShellSummary, timestamp
 from conch.core.shell.boot import ARGV, BOOT, env_prelude
 from conch.core.shell.command import ShellCommandDriver
 from conch.core.shell.markers import Done, MarkerParser, Output
@@ -80,7 +81,9 @@ class Shell:
         self._env = env
         self._startup = startup_command
         self.state = ShellState.STARTING
-        self.job: Job | None = None
+        self.created_at = datetime.now(timezone.utc)
+        self.job: Job | None = None  # the command running now
+        self.last_job_id: str | None = None  # the latest command it was given
         self.generation = 0
         self.pid: int | None = None
         self._loop = asyncio.get_running_loop()
@@ -268,6 +271,7 @@ class Shell:
         """Start a job: the command runs in the shell; the job ends at its end marker."""
         job.driver = ShellCommandDriver(self, job)
         self.job = job
+        self.last_job_id = job.job_id
         self._to(ShellState.BUSY)
         self._stop_task = None
         try:
@@ -597,4 +601,6 @@ class Shell:
             "state": "busy" if self.job is not None else self.state.value,
             "cwd": self.cwd,
             "job_id": self.job.job_id if self.job is not None else None,
+            "last_job_id": self.last_job_id,
+            "created_at": timestamp(self.created_at),
         }

@@ -14,11 +14,12 @@ import os
 import platform
 import sys
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
 from conch.core.engine import Engine
+from conch.core.results import parse_timestamp, timestamp
 from conch.errors import ConchError
 from conch.tools.context import CallContext
 from conch.tools.profiles._common import Profile, ProfileError, guard, obj
@@ -84,9 +85,8 @@ class _Caps(dict[str, int]):
 def _finished_at(s: Mapping[str, Any]) -> str | None:
     if s["state"] == "running":
         return None
-    start = datetime.fromisoformat(s["started_at"].replace("Z", "+00:00"))
-    end = start + timedelta(milliseconds=s["duration_ms"])
-    return end.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    end = parse_timestamp(s["started_at"]) + timedelta(milliseconds=s["duration_ms"])
+    return timestamp(end)
 
 
 def _summary(s: Mapping[str, Any]) -> dict[str, Any]:
