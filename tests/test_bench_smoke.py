@@ -18,7 +18,14 @@ def test_every_benchmark_runs_in_quick_mode():
         timeout=600,
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-    for name in ("bench_core.py", "bench_mcp.py", "bench_search.py", "bench_shell.py", "soak.py"):
+    for name in (
+        "bench_core.py",
+        "bench_mcp.py",
+        "bench_search.py",
+        "bench_shell.py",
+        "bench_sandbox.py",
+        "soak.py",
+    ):
         assert f"=== {name}" in out.stdout
     assert "ratio" in out.stdout
     assert "descriptor drift" in out.stdout and "RSS drift" in out.stdout

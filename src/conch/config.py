@@ -74,6 +74,25 @@ class Config:
     data_dir: str = _setting("", "where job logs live (0700); default ~/.local/state/conch")
     log_ttl_s: int = _setting(7 * 86400, "logs older than this are removed at startup", lo=0)
     default_cwd: str = _setting("", "working directory for jobs (default: the server's cwd)")
+    # containment (SPEC §9a)
+    cgroup: str = _setting(
+        "auto",
+        "a cgroup per job and shell where the host allows (auto) or never (off)",
+        choices=("auto", "off"),
+    )
+    memory_max: int = _setting(0, "per-job memory limit in bytes (0 = none; needs cgroups)", lo=0)
+    pids_max: int = _setting(0, "per-job process limit (0 = none; needs cgroups)", lo=0)
+    sandbox: str = _setting(
+        "off",
+        "filesystem sandbox of every job and shell (calls may only tighten it)",
+        choices=("off", "workspace-write", "read-only"),
+    )
+    network: str = _setting(
+        "on",
+        "network access of jobs and shells (off: no network, calls may only tighten)",
+        choices=("on", "off"),
+    )
+    bwrap: str = _setting("", "path of bubblewrap for the Linux sandbox (empty: bwrap on PATH)")
     # environment
     agent_env: bool = _setting(True, "set PAGER=cat, GIT_PAGER=cat, GIT_TERMINAL_PROMPT=0, TERM")
     # front ends

@@ -17,6 +17,7 @@ ERROR_CODES: dict[str, bool] = {
     "rg_not_found": False,
     "search_failed": False,
     "closed": False,
+    "sandbox_unavailable": False,
     "internal": False,
 }
 

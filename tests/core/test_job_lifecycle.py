@@ -263,7 +263,8 @@ async def test_a_job_ending_while_shells_close_keeps_its_own_end(tmp_path):
     rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
     await rt.start()
     sid = (await rt.shell_open())["shell_id"]
-    await rt.exec(shell_id=sid, command="trap '' TERM HUP; sleep 30", yield_ms=0)
+    cmd = "trap '' TERM HUP; echo set; sleep 30"  # closing the shell takes its grace
+    assert (await rt.exec(shell_id=sid, command=cmd, ready={"pattern": "set"}))["ready"]
     r = await rt.exec(command="echo up; sleep 0.1; exit 5", ready={"pattern": "up"})
     assert r["state"] == "running"
     await rt.aclose()

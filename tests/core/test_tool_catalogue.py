@@ -137,7 +137,7 @@ async def test_list_and_info(rt):
     lst = await rt.call_tool("list", {"state": "running"})
     assert [j["name"] for j in lst["jobs"]] == ["bg"]
     info = await rt.call_tool("info", {})
-    assert info["containment"] in ("subreaper", "process_group", "cgroup")
+    assert info["containment"] in ("subreaper", "process-group", "cgroup")
     assert info["limits"]["max_running"] == 32
     text = str(info)
     assert "PATH" not in text

@@ -30,10 +30,12 @@ from conch.core.jobs.table import JobTable
 from conch.core.output import window as win
 from conch.core.output.log import JobLog
 from conch.core.process import hygiene, procfs
+from conch.core.process.containment import Containment, SpawnFence
 from conch.core.process.driver import ProcessDriver
 from conch.core.process.keys import encode_keys
 from conch.core.process.pipes import PipeDriver
 from conch.core.process.pty import PtyDriver
+from conch.core.process.sandbox import Policy
 from conch.core.requests import (
     ExecRequest,
     check_name,
@@ -66,7 +68,7 @@ _END_LIMIT_S = 0.5  # a killed leader's exit status, at the most
 _SWEEP_RESERVE_S = 0.3
 
 
-async def _within(work: Awaitable[None], deadline: float) -> None:
+async def _within(work: Awaitable[object], deadline: float) -> None:
     """Await work until the loop's clock reaches deadline (then cancel it); never raises but
     for the caller's own cancellation."""
     limit = max(0.05, deadline - asyncio.get_running_loop().time())
@@ -143,6 +145,18 @@ class Engine:
         hygiene.enable_subreaper()
         self.spawn.instance = hygiene.instance_id()
         self.orphans_killed = await asyncio.to_thread(hygiene.kill_orphans_of_dead_servers)
+        cfg = self.config
+        containment = Containment(
+            instance=self.spawn.instance,
+            use_cgroups=cfg.cgroup != "off",
+            policy=Policy(cfg.sandbox, cfg.network),
+            limits={"memory_max": cfg.memory_max, "pids_max": cfg.pids_max},
+            workspace=cfg.resolved_default_cwd,
+            data_dir=str(self.data.root),
+            bwrap=cfg.bwrap,
+        )
+        await asyncio.to_thread(containment.start)
+        self.spawn.containment = containment
         self.searcher = Searcher(self.config.resolved_default_cwd, env=self._search_env)
         self._housekeeping = asyncio.ensure_future(self._housekeep())
         self._started = True
@@ -182,6 +196,19 @@ class Engine:
             await asyncio.sleep(_HOUSEKEEPING_S)
             self.reaper.sweep()
             self.jobs.evict()
+            self._watch_cgroups()
+
+    def _watch_cgroups(self) -> None:
+        """Cgroup level: end jobs the kernel hit for their memory limit; remove the cgroups
+        of finished jobs once what they left running is gone."""
+        for d in list(self._drivers.values()):
+            cg = d.cgroup
+            if cg is None:
+                continue
+            if d.job.terminal:
+                d.release_cgroup()
+            elif cg.memory_dir is not None:
+                d.check_limits()
 
     async def aclose(self) -> None:
         """Stop every job and shell, reap everything; idempotent and safe to call concurrently."""
@@ -222,6 +249,8 @@ class Engine:
             if not self.reaper.sweep(final=True):
                 break
         self._drivers.clear()
+        if self.spawn.containment is not None:
+            await asyncio.to_thread(self.spawn.containment.close)
 
     async def _stop_drivers(self, deadline: float) -> None:
         """Every pipe and PTY job's tree in one sweep (TERM, grace, KILL), however many jobs
@@ -236,15 +265,24 @@ class Engine:
                 sids.add(sid)
             if tag:
                 tags.add(tag)
-        if sids or tags:
-            key = hygiene.TAG_VAR.encode()
+        cgroups = [d.cgroup for d in drivers if d.cgroup is not None]
+        key = hygiene.TAG_VAR.encode()
+
+        def collect() -> set[int]:
+            pids = procfs.scan_jobs(key, sids, tags)
+            for cg in cgroups:
+                pids |= cg.pids()
+            return pids
+
+        if sids or tags or cgroups:
             # the grace fits what is left, so the KILL after it is still sent in time
             left = deadline - asyncio.get_running_loop().time() - _END_LIMIT_S - _KILL_S
             grace = max(0.0, min(self.config.kill_grace_ms / 1000, _DRIVERS_GRACE_S, left))
-            sweep = hygiene.terminate_tree(
-                lambda: procfs.scan_jobs(key, sids, tags), map(int, sids), grace, self.reaper
-            )
+            sweep = hygiene.terminate_tree(collect, map(int, sids), grace, self.reaper)
             await _within(sweep, deadline - _END_LIMIT_S)
+        if cgroups:  # whatever escaped the sweep (cgroup level)
+            kills = (cg.kill_and_wait(self.reaper.sweep, limit_s=0.5) for cg in cgroups)
+            await _within(asyncio.gather(*kills, return_exceptions=True), deadline)
         limit = min(_END_LIMIT_S, max(0.05, deadline - asyncio.get_running_loop().time()))
         await asyncio.gather(*(d.end_shutdown(limit) for d in drivers), return_exceptions=True)
 
@@ -273,7 +311,9 @@ class Engine:
                 fn(job.job_id if job else None)
 
     def _evicted(self, job: Job) -> None:
-        self._drivers.pop(job.job_id, None)
+        driver = self._drivers.pop(job.job_id, None)
+        if driver is not None:
+            driver.release_cgroup()  # (one still holding processes goes at shutdown)
         launch.remove_tmp_files(job)  # a job that never started (spawn failure, syntax error)
         job.log.unlink()
         self._changed(None)
@@ -348,6 +388,10 @@ class Engine:
         shell_env: Mapping[str, str] | None = None,
         caller_session_id: str = "",
         on_start: Callable[[Job], None] | None = None,
+        sandbox: str | None = None,
+        network: str | None = None,
+        memory_max: int | None = None,
+        pids_max: int | None = None,
     ) -> JobSnapshot:
         """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3.
 
@@ -371,6 +415,10 @@ class Engine:
             ready=ready,
             name=name,
             shell_env=shell_env,
+            sandbox=sandbox,
+            network=network,
+            memory_max=memory_max,
+            pids_max=pids_max,
         )
         if req.shell_id is not None:
             job = await self._start_shell_command(req, caller_session_id)
@@ -391,13 +439,25 @@ class Engine:
         """A one-shot job on pipes or on its own terminal (``pty``)."""
         run_cwd = self.resolve_cwd(req.cwd)
         mode, args, script_text = launch.plan(self.bash, req.command, req.argv, req.script)
+        fence_args: dict[str, Any] = dict(
+            sandbox=req.sandbox,
+            network=req.network,
+            memory_max=req.memory_max,
+            pids_max=req.pids_max,
+        )
+        # every containment value is checked before anything runs; a fenced program is exec'd
+        # by a wrapper, so a missing one would only show as exit 127: look for it first
+        if self.spawn.check_fence(**fence_args) and mode == "argv":
+            launch.check_program(args[0], req.env, run_cwd)
         job = self.new_job(
             mode="pty" if req.pty else mode,
             cwd=run_cwd,
             name=req.name,
             output_format=req.output_format,
         )
+        fence: SpawnFence | None = None
         try:
+            fence = await self.spawn.fence(job.job_id, **fence_args)
             if script_text is not None:
                 args = await launch.prepare_script(
                     self.data,
@@ -428,14 +488,22 @@ class Engine:
                     stdin=stdin,
                     # typed input given and stdin not kept open: the program then reads EOF
                     eof_after_stdin=req.stdin is not None and not req.stdin_open,
+                    fence=fence,
                 )
             else:
                 driver = PipeDriver(job, self.reaper, on_output_limit=self.spawn.output_limit)
                 driver.start(
-                    args, cwd=run_cwd, env=child_env, stdin=stdin, stdin_open=req.stdin_open
+                    args,
+                    cwd=run_cwd,
+                    env=child_env,
+                    stdin=stdin,
+                    stdin_open=req.stdin_open,
+                    fence=fence,
                 )
         except BaseException:
             self.jobs.drop(job)
+            if fence is not None and fence.cgroup is not None:
+                fence.cgroup.remove()
             raise
         job.driver = driver
         self._drivers[job.job_id] = driver
@@ -654,7 +722,9 @@ class Engine:
             "rg": self.searcher.info()
             if self.searcher is not None
             else {"path": None, "version": None},
-            "containment": hygiene.containment_level(),
+            "containment": self._containment_level(),
+            "cgroup": self._containment_info().get("cgroup", {}),
+            "sandbox": self._containment_info().get("sandbox", {}),
             "limits": {
                 "max_running": cfg.max_running,
                 "max_jobs": cfg.max_jobs,
@@ -671,6 +741,14 @@ class Engine:
             "retained_jobs": len(self.jobs),
         }
 
+    def _containment_level(self) -> str:
+        c = self.spawn.containment
+        return (c.level if c is not None else None) or hygiene.containment_level()
+
+    def _containment_info(self) -> dict[str, Any]:
+        c = self.spawn.containment
+        return dict(c.info()) if c is not None else {}
+
     # -- shells and search (delegated) -----------------------------------------------------------
 
     async def shell_open(
@@ -680,6 +758,10 @@ class Engine:
         shell: str | None = None,
         startup_command: str | None = None,
         name: str | None = None,
+        sandbox: str | None = None,
+        network: str | None = None,
+        memory_max: int | None = None,
+        pids_max: int | None = None,
         echo: bool = True,
         size: tuple[int, int] | None = None,
     ) -> ShellOpened:
@@ -691,6 +773,10 @@ class Engine:
             shell=shell,
             startup_command=startup_command,
             name=name,
+            sandbox=sandbox,
+            network=network,
+            memory_max=memory_max,
+            pids_max=pids_max,
             echo=echo,
             size=size,
         )

@@ -77,6 +77,14 @@ class ExecRequest:
     output_format: str
     ready: ReadySpec | None
     name: str | None
+    # containment (SPEC §9a): checked against the server's settings by the engine
+    sandbox: str | None = None
+    network: str | None = None
+    memory_max: int | None = None
+    pids_max: int | None = None
+
+
+FENCE_FIELDS = ("sandbox", "network", "memory_max", "pids_max")
 
 
 def exec_request(
@@ -98,6 +106,10 @@ def exec_request(
     ready: Mapping[str, Any] | None,
     name: str | None,
     shell_env: Mapping[str, str] | None,
+    sandbox: str | None = None,
+    network: str | None = None,
+    memory_max: int | None = None,
+    pids_max: int | None = None,
 ) -> ExecRequest:
     if sum(v is not None for v in (command, argv, script)) != 1:
         raise _invalid("command", "give exactly one of command, argv or script")
@@ -115,7 +127,13 @@ def exec_request(
     checked_env = check_env(env)
     checked_shell_env = check_env(shell_env, "_meta.shell_env")
     ready_spec = parse_ready(ready)
+    fence = {"sandbox": sandbox, "network": network, "memory_max": memory_max, "pids_max": pids_max}
     if shell_id is not None:
+        given = [k for k in FENCE_FIELDS if fence[k] is not None]
+        if given:
+            raise _invalid(
+                given[0], f"{', '.join(given)} apply to the whole shell: give them to shell_open"
+            )
         if command is None:
             raise _invalid("command", "a shell runs `command` (not argv or script)")
         if stdin is not None or stdin_open or pty:
@@ -125,7 +143,7 @@ def exec_request(
     return ExecRequest(
         command, argv, script, shell_id, stdin, stdin_open, pty, cwd,
         checked_env, checked_shell_env, timeout_ms, yield_ms, budget, output_format,
-        ready_spec, name,
+        ready_spec, name, sandbox, network, memory_max, pids_max,
     )  # fmt: skip
 
 

@@ -25,6 +25,7 @@ class JobIdentity(TypedDict):
     mode: str
     shell_id: str | None
     state: str
+    limit: str | None  # the cgroup limit that ended the job (state "limit")
     exit_code: int | None
     signal: str | None
     ok: bool
@@ -135,6 +136,8 @@ class InfoResult(TypedDict):
     shells: list[ShellAvailable]
     rg: RgSummary
     containment: str
+    cgroup: dict[str, Any]  # the cgroup level: layout, limits available (SPEC §9a)
+    sandbox: dict[str, Any]  # the server's sandbox and network settings, the backend
     limits: Limits
     running_jobs: int
     retained_jobs: int

@@ -19,6 +19,7 @@ from conch.core.datadir import DataDir
 from conch.core.env import build_env
 from conch.core.jobs.job import Job
 from conch.core.process import hygiene
+from conch.core.process.containment import Containment, SpawnFence
 from conch.errors import ConchError
 
 
@@ -47,6 +48,7 @@ class SpawnContext:
     on_change: Callable[[Job | None], None]
     instance: str = ""  # set when the engine starts (hygiene.instance_id())
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    containment: Containment | None = None  # set when the engine starts (SPEC §9a)
 
     @property
     def grace_s(self) -> float:
@@ -79,6 +81,26 @@ class SpawnContext:
             caller_session_id=caller_session_id,
             tag=self.tag(tag_id),
         )
+
+    def check_fence(
+        self,
+        *,
+        sandbox: str | None = None,
+        network: str | None = None,
+        memory_max: int | None = None,
+        pids_max: int | None = None,
+    ) -> bool:
+        """Check a call's containment values (before anything runs); True when the child
+        is exec'd through a wrapper (a cgroup or a sandbox), not directly."""
+        assert self.containment is not None
+        self.containment.resolve_limits({"memory_max": memory_max, "pids_max": pids_max})
+        fenced = self.containment.resolve_policy(sandbox, network).active
+        return fenced or self.containment.level == "cgroup"
+
+    async def fence(self, name: str, **fence_args: Any) -> SpawnFence:
+        """The cgroup and sandbox of the job or shell ``name`` (SPEC §9a)."""
+        assert self.containment is not None
+        return await self.containment.fence(name, **fence_args)
 
     def spawn_task(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """A background task the runtime owns (cancelled at close if still running)."""

@@ -45,8 +45,27 @@ def instructions(cfg: Config, rt: Runtime) -> str:
         f"jobs, {cfg.max_shells} shells, deadline {cfg.default_timeout_ms} ms by default, "
         f"{cfg.default_max_output_bytes} bytes of output inline (the rest stays readable), "
         f"{cfg.max_log_bytes} bytes of log per job, finished jobs kept {cfg.retention_s} s. "
-        "Resources: conch://jobs (overview), conch://jobs/{job_id}/log."
+        "Resources: conch://jobs (overview), conch://jobs/{job_id}/log." + _fence_note(cfg)
     )
+
+
+def _fence_note(cfg: Config) -> str:
+    """The containment a model must know about (SPEC §9a), when the server sets any."""
+    parts = []
+    if cfg.sandbox == "workspace-write":
+        parts.append(
+            f"jobs may write only under {cfg.resolved_default_cwd} and a private /tmp "
+            "(elsewhere: read-only file system)"
+        )
+    elif cfg.sandbox == "read-only":
+        parts.append("the filesystem is read-only to jobs except a private /tmp")
+    if cfg.network == "off":
+        parts.append("jobs have no network")
+    if cfg.memory_max:
+        parts.append(f"each job may use at most {cfg.memory_max} bytes of memory")
+    if cfg.pids_max:
+        parts.append(f"each job may run at most {cfg.pids_max} processes")
+    return (" Sandbox: " + "; ".join(parts) + ".") if parts else ""
 
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")

@@ -43,6 +43,29 @@ PURPOSE = {
     "description": "Why you run this (<= 200 chars); echoed in _meta.summary only.",
 }
 YIELD = {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS}
+# containment (SPEC §9a): the same four arguments on exec and shell_open
+FENCE = {
+    "sandbox": {
+        "enum": ["off", "workspace-write", "read-only"],
+        "description": "Filesystem sandbox; may only tighten the server's "
+        "(off < workspace-write < read-only).",
+    },
+    "network": {
+        "enum": ["on", "off"],
+        "description": "Network access; `off` only tightens the server's setting.",
+    },
+    "memory_max": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "Memory limit in bytes (cgroup); exceeding it ends the job "
+        "with state `limit`.",
+    },
+    "pids_max": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "Most processes at once (cgroup); further forks fail inside the job.",
+    },
+}
 
 
 def obj(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -124,6 +147,7 @@ EXEC_INPUT = obj(
         },
         "name": NAME,
         "purpose": PURPOSE,
+        **FENCE,
     }
 )
 
@@ -217,6 +241,7 @@ SHELL_OPEN_INPUT = obj(
             "description": "Run once when the shell starts (e.g. activate a venv).",
         },
         "name": NAME,
+        **FENCE,
     }
 )
 
@@ -234,7 +259,12 @@ SNAPSHOT_OUTPUT = {
         "name": _NULLABLE_STR,
         "mode": {"enum": ["command", "argv", "script", "pty", "shell"]},
         "shell_id": _NULLABLE_STR,
-        "state": {"enum": ["running", "exited", "timed_out", "cancelled", "output_limit"]},
+        "state": {"enum": ["running", "exited", "timed_out", "cancelled", "output_limit", "limit"]},
+        "limit": {
+            "enum": ["memory_max", None],
+            "default": None,
+            "description": "The cgroup limit that ended the job (state `limit`).",
+        },
         "exit_code": _NULLABLE_INT,
         "signal": _NULLABLE_STR,
         "ok": {"type": "boolean"},
@@ -283,6 +313,7 @@ JOB_SUMMARY = {
             "mode",
             "shell_id",
             "state",
+            "limit",
             "exit_code",
             "signal",
             "ok",
@@ -348,7 +379,7 @@ INFO_OUTPUT = {
         "platform": {"type": "string"},
         "shells": {"type": "array"},
         "rg": {"type": "object"},
-        "containment": {"type": "string"},
+        "containment": {"enum": ["process-group", "subreaper", "cgroup"]},
         "limits": {"type": "object"},
         "profiles": {"type": "array"},
         "transports": {"type": "array"},

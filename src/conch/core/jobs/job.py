@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from conch.core.output.log import JobLog
 
 RUNNING = "running"
-TERMINAL = frozenset({"exited", "timed_out", "cancelled", "output_limit"})
+TERMINAL = frozenset({"exited", "timed_out", "cancelled", "output_limit", "limit"})
 TERMINAL_MODES = frozenset({"pty", "shell"})  # jobs whose program runs on a terminal
 
 
@@ -92,6 +92,7 @@ class Job:
         self.lingering_pids: list[int] = []
         self.driver: JobDriver | None = None
         self.kill_reason: str | None = None
+        self.limit: str | None = None  # the cgroup limit that killed it (state `limit`)
         self.sent_signals: set[int] = set()  # signals Conch delivered on request
         # where the next read without a cursor starts, per stream (None = combined)
         self.read_cursor: dict[str | None, int] = {}

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+from collections.abc import Mapping
 
 from conch.core.datadir import DataDir
 from conch.core.jobs.job import Job
@@ -112,3 +113,18 @@ def remove_tmp_files(job: Job) -> None:
         with contextlib.suppress(OSError):
             os.unlink(path)
     job.tmp_files.clear()
+
+
+def check_program(program: str, env: Mapping[str, str], cwd: str) -> None:
+    """``spawn_failed`` now if ``program`` cannot be exec'd (for a program that a wrapper, not
+    Popen, will exec: a cgroup-entering sh or the sandbox)."""
+    path = env.get("PATH") or os.environ.get("PATH", os.defpath)
+    full = os.path.join(cwd, program) if "/" in program else shutil.which(program, path=path)
+    if full is None or not os.path.exists(full):
+        raise ConchError(
+            "spawn_failed", f"program not found: {program}", field="argv", value="not found"
+        )
+    if os.path.isdir(full) or not os.access(full, os.X_OK):
+        raise ConchError(
+            "spawn_failed", f"permission denied: {program}", field="argv", value="not permitted"
+        )

@@ -42,6 +42,7 @@ def _identity(job: Job) -> JobIdentity:
         "mode": job.mode,
         "shell_id": job.shell_id,
         "state": job.state,
+        "limit": job.limit,
         "exit_code": job.exit_code,
         "signal": job.signal,
         "ok": job.ok,

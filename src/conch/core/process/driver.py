@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 from conch.core.jobs.job import Job
 from conch.core.process import procfs
+from conch.core.process.cgroup import JobCgroup
+from conch.core.process.containment import SpawnFence
 from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.hygiene import (
     TAG_VAR,
@@ -30,6 +32,30 @@ class ProcessDriver:
         self._watch: ExitWatch | None = None
         self._stop_task: asyncio.Task[None] | None = None
         self._on_output_limit = on_output_limit
+        self.fence: SpawnFence | None = None
+        self.cgroup: JobCgroup | None = None
+
+    def _fence(self, fence: SpawnFence | None) -> None:
+        self.fence = fence
+        self.cgroup = fence.cgroup if fence is not None else None
+
+    def _decode(self, status: int | None) -> tuple[int | None, int | None]:
+        """(exit code, signal) of the job's program; under bwrap the monitor reports a
+        program killed by signal N as exit status 128+N."""
+        code, signum = decode_status(status)
+        if self.fence is not None and self.fence.monitor and code is not None and 128 < code < 160:
+            return None, code - 128
+        return code, signum
+
+    def check_limits(self) -> None:
+        """The kernel killed a process of the job for its memory limit: the job ends `limit`."""
+        if self.cgroup is None or self.job.terminal or self.job.kill_reason:
+            return
+        if self.cgroup.oom_kills() > 0:
+            self.job.limit = "memory_max"
+            self.job.kill_reason = "limit"
+            if self._stop_task is None:
+                self._stop_task = asyncio.ensure_future(self._stop("limit", 0.0))
 
     # -- what subclasses provide -------------------------------------------------------------
 
@@ -69,18 +95,19 @@ class ProcessDriver:
             self._watch.poll()
 
     def _on_exit(self, status: int) -> None:
+        self.check_limits()  # an OOM kill: the job ends `limit`
         self._drain()
         if self.job.kill_reason:
             # being stopped: the job is over the moment its leader is; _stop() goes on to
             # kill the rest of the tree and close the files
-            code, signum = decode_status(status)
+            code, signum = self._decode(status)
             self.job.finish(self.job.kill_reason, exit_code=code, signum=signum)
             return
         if self.job.log.full:
             # the cap wins even when the leader raced to exit: the job ends as output_limit
             self._on_output_limit(self.job)
             return
-        code, signum = decode_status(status)
+        code, signum = self._decode(status)
         lingering = self.lingering()
         self.reaper.note(lingering)
         # killed by a signal Conch sent on request: that is a cancellation, not an exit
@@ -94,6 +121,8 @@ class ProcessDriver:
     def _collect(self) -> set[int]:
         assert self.pid is not None
         pids = procfs.scan_job(self.pid, self.pid, TAG_VAR.encode(), self._tag)
+        if self.cgroup is not None:
+            pids |= self.cgroup.pids()
         if not self._exited:
             pids.add(self.pid)
         return pids
@@ -102,7 +131,10 @@ class ProcessDriver:
         """Processes of the job still alive after its leader exited."""
         if self.pid is None:
             return []
-        if containment_level() == "subreaper":
+        if self.cgroup is not None:
+            # the cgroup holds exactly the job's processes, escapees included
+            pids = {p for p in self.cgroup.pids() if procfs.is_alive(p)}
+        elif containment_level() == "subreaper":
             # orphans come back to us, so the job's survivors are among our own children
             found: set[int] = set()
             sid = str(self.pid)
@@ -133,6 +165,7 @@ class ProcessDriver:
     async def _stop(self, reason: str, grace_s: float) -> None:
         assert self.pid is not None
         await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
+        await self._kill_cgroup()
         await self._finish_killed(reason, 2.0)
         self._release()
 
@@ -144,7 +177,7 @@ class ProcessDriver:
         except asyncio.TimeoutError:
             status = None
         self._drain()
-        code, signum = decode_status(status)
+        code, signum = self._decode(status)
         self.job.finish(reason, exit_code=code, signum=signum)
 
     async def kill_lingering(self, grace_s: float = 0.0) -> None:
@@ -154,7 +187,19 @@ class ProcessDriver:
             await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
         else:
             await kill_tree_now(self._collect, [self.pid], self.reaper)
+        await self._kill_cgroup()
         self._release()
+
+    async def _kill_cgroup(self) -> None:
+        """After TERM and KILL of what was seen: nothing left in the cgroup survives (a fork
+        racing the kill, a process that left the session and cleared its environment)."""
+        if self.cgroup is not None and self.cgroup.populated:
+            await self.cgroup.kill_and_wait(self.reaper.sweep)
+
+    def release_cgroup(self) -> None:
+        """Remove the job's cgroup once nothing is left in it."""
+        if self.cgroup is not None and not self.cgroup.populated and self.cgroup.remove():
+            self.cgroup = None
 
     # -- shutdown (the engine's one sweep over all its drivers) ------------------------------
 
@@ -181,3 +226,4 @@ class ProcessDriver:
                 self.reaper.awaited.discard(self.pid)  # the final reaper sweep may take it
         self._close_files()
         self.job.log.close_writer()
+        self.release_cgroup()

@@ -87,7 +87,7 @@ def enable_subreaper() -> bool:
 
 
 def containment_level() -> str:
-    return "subreaper" if _subreaper_enabled else "process_group"
+    return "subreaper" if _subreaper_enabled else "process-group"
 
 
 def signal_pids(pids: Iterable[int], sig: int) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from conch.core.jobs.job import Job
 from conch.core.output.log import STDERR, STDOUT
 from conch.core.process import popen, procfs
+from conch.core.process.containment import SpawnFence
 from conch.core.process.driver import ProcessDriver
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, Reaper
@@ -61,8 +62,11 @@ class PipeDriver(ProcessDriver):
         env: dict[str, str],
         stdin: bytes | None,
         stdin_open: bool,
+        fence: SpawnFence | None = None,
     ) -> None:
         tag = env[TAG_VAR].encode()
+        self._fence(fence)
+        run = fence.wrap(argv, cwd=cwd) if fence is not None else argv
         out_r, out_w = _pipe()
         err_r, err_w = _pipe()
         in_r: int | None = None
@@ -73,7 +77,7 @@ class PipeDriver(ProcessDriver):
             self._stdin_ino = os.fstat(self._stdin_w).st_ino
         try:
             pid = popen.spawn(
-                argv,
+                run,
                 stdin=in_r if in_r is not None else subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
@@ -208,6 +212,7 @@ class PipeDriver(ProcessDriver):
         if self._stop_task is not None or not self._out_fds:
             self._close_files()
             self.job.log.close_writer()
+        self.release_cgroup()
 
     def _close_files(self) -> None:
         for fd in list(self._out_fds):

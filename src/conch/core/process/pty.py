@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from conch.core.jobs.job import Job
 from conch.core.process import procfs, terminal
+from conch.core.process.containment import SpawnFence
 from conch.core.process.driver import ProcessDriver
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, Reaper
@@ -37,8 +38,10 @@ class PtyDriver(ProcessDriver):
         env: dict[str, str],
         stdin: bytes | None,
         eof_after_stdin: bool = False,
+        fence: SpawnFence | None = None,
     ) -> None:
-        pid, master, self._tty, _ = terminal.spawn(argv, cwd=cwd, env=env)
+        self._fence(fence)
+        pid, master, self._tty, _ = terminal.spawn(argv, cwd=cwd, env=env, fence=fence)
         self._master = master
         self._loop.add_reader(master, self._on_readable)
         self._watch_leader(pid, env[TAG_VAR].encode())
@@ -134,6 +137,7 @@ class PtyDriver(ProcessDriver):
     def _release(self) -> None:
         self._close_master()
         self.job.log.close_writer()
+        self.release_cgroup()
 
     def _close_files(self) -> None:
         self._close_master()

@@ -13,10 +13,11 @@ import os
 import platform
 import struct
 import termios
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from conch.core.process import popen, procfs
+from conch.core.process.containment import SpawnFence
 
 ROWS, COLS = 50, 200
 _READS = {
@@ -40,16 +41,19 @@ def spawn(
     *,
     cwd: str,
     env: dict[str, str],
+    fence: SpawnFence | None = None,
+    exposed: Sequence[str] = (),
     echo: bool = True,
     size: tuple[int, int] = (ROWS, COLS),
 ) -> tuple[int, int, str, list[Any]]:
     """Start argv in its own session with a new PTY (``size`` rows × columns) as controlling
-    terminal; ``echo=False`` turns the terminal's echo off, so what is typed into it never
-    shows in the output.
+    terminal, inside the fence's cgroup and sandbox when given; ``echo=False`` turns the
+    terminal's echo off, so what is typed into it never shows in the output.
 
     Returns (pid, master fd (non-blocking), slave path, the terminal's initial attributes).
     The caller owns reaping the pid.
     """
+    run = fence.wrap(argv, cwd=cwd, exposed=exposed) if fence is not None else argv
     master, slave = os.openpty()
     try:
         tty = os.ttyname(slave)
@@ -60,7 +64,7 @@ def spawn(
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
         pid = popen.spawn(
-            argv,
+            run,
             stdin=slave,
             stdout=slave,
             stderr=slave,

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 from collections.abc import Mapping
+from typing import Any
 
 from conch.core.jobs.job import new_id
 from conch.core.jobs.launch import find_shell
@@ -115,6 +116,10 @@ class ShellManager:
         shell: str | None = None,
         startup_command: str | None = None,
         name: str | None = None,
+        sandbox: str | None = None,
+        network: str | None = None,
+        memory_max: int | None = None,
+        pids_max: int | None = None,
         echo: bool = True,
         size: tuple[int, int] | None = None,
     ) -> ShellOpened:
@@ -137,6 +142,10 @@ class ShellManager:
                 "invalid_argument", f"a shell named {name!r} is already open", field="name"
             )
         run_cwd = self.ctx.resolve_cwd(cwd)
+        fence_args: dict[str, Any] = dict(
+            sandbox=sandbox, network=network, memory_max=memory_max, pids_max=pids_max
+        )
+        self.ctx.check_fence(**fence_args)  # before anything runs
         if self._available is None:
             await asyncio.to_thread(self.available)
         kind, path, version = self._pick(shell)
@@ -153,6 +162,7 @@ class ShellManager:
             cwd=run_cwd,
             env=env,
             startup_command=startup_command,
+            fence_args=fence_args,
             echo=echo,
             size=size,
         )

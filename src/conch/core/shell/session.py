@@ -31,6 +31,7 @@ from typing import Any
 from conch.core.jobs.job import Job
 from conch.core.output.normalize import normalize
 from conch.core.process import procfs, terminal
+from conch.core.process.containment import SpawnFence, inner_pid
 from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree
@@ -66,12 +67,16 @@ class Shell:
         cwd: str,
         env: dict[str, str],
         startup_command: str | None,
+        fence_args: dict[str, Any] | None = None,
         echo: bool = True,
         size: tuple[int, int] | None = None,
     ) -> None:
         self.ctx = ctx
         self.echo = echo  # False: the terminal never echoes what is written to it
         self.size = size or (terminal.ROWS, terminal.COLS)  # the terminal's rows × columns
+        self._fence_args = fence_args or {}
+        self._fence: SpawnFence | None = None
+        self._inner: int | None = None  # the shell itself, when a bwrap monitor leads
         self.shell_id = shell_id
         self.name = name
         self.kind = kind
@@ -162,10 +167,23 @@ class Shell:
                 if self.kind == "bash"
                 else PathScrubber(path, self.kind.encode())
             )
-        pid, master, self._tty, self._sane = terminal.spawn(
-            [self.path, *ARGV[self.kind]], cwd=cwd, env=env, echo=self.echo, size=self.size
-        )
+        self._drop_cgroup()
+        self._fence = await self.ctx.fence(tag_id, shell=True, **self._fence_args)
+        try:
+            pid, master, self._tty, self._sane = terminal.spawn(
+                [self.path, *ARGV[self.kind]],
+                cwd=cwd,
+                env=env,
+                fence=self._fence,
+                exposed=[self._cmd_path] if self._cmd_path else [],
+                echo=self.echo,
+                size=self.size,
+            )
+        except BaseException:
+            self._drop_cgroup()
+            raise
         self.pid, self._master = pid, master
+        self._inner = None
         self._input = Feeder(master)
         self.ctx.reaper.known_sids.add(str(pid))
         self._loop.add_reader(master, self._on_readable)
@@ -186,6 +204,21 @@ class Shell:
         finally:
             self._capture = None
             self._internal = None
+        if self._fence is not None and self._fence.monitor:
+            self._inner = inner_pid(pid)
+
+    @property
+    def shell_pid(self) -> int | None:
+        """The shell process (under a sandbox, not the bwrap monitor that leads its session)."""
+        return self._inner or self.pid
+
+    def _drop_cgroup(self) -> None:
+        """Remove the previous incarnation's cgroup (killing what is left in it)."""
+        cg = self._fence.cgroup if self._fence is not None else None
+        if cg is not None:
+            cg.kill()
+            cg.remove()
+        self._fence = None
 
     async def _run_internal(self, command: str) -> tuple[int, bytes]:
         self._capture = bytearray()
@@ -274,6 +307,8 @@ class Shell:
         self.last_job_id = job.job_id
         self._to(ShellState.BUSY)
         self._stop_task = None
+        if self._fence is not None and self._fence.cgroup is not None:
+            self._fence.cgroup.mark_oom()
         try:
             if self._pending:
                 self._append(bytes(self._pending))
@@ -321,13 +356,14 @@ class Shell:
             self._pending += data[: _PENDING_CAP - len(self._pending)]
 
     def _current_cwd(self) -> str:
-        if self.pid is not None:
+        pid = self.shell_pid
+        if pid is not None:
             try:
                 if procfs.LINUX:
-                    return os.readlink(f"/proc/{self.pid}/cwd")
+                    return os.readlink(f"/proc/{pid}/cwd")
                 import psutil
 
-                return psutil.Process(self.pid).cwd()
+                return psutil.Process(pid).cwd()
             except Exception:
                 pass
         return self.cwd
@@ -349,6 +385,8 @@ class Shell:
             self._to(ShellState.READY)
         if job.kill_reason:
             state = job.kill_reason
+        elif self._oom():
+            state, job.limit = "limit", "memory_max"
         elif status > 128 and status - 128 in job.sent_signals:
             state = "cancelled"
         else:
@@ -378,11 +416,17 @@ class Shell:
             self.job = None
             job.cwd = self.cwd
             state = job.kill_reason or "exited"
+            if not job.kill_reason and self._oom():
+                state, job.limit = "limit", "memory_max"
             job.finish(state, exit_code=code, signum=signum)
             job.log.close_writer()
         if self.state is ShellState.EXITED and self._cleanup is None:
             # what the shell left behind (background jobs) goes with it, like a closed terminal
             self._cleanup = self.ctx.spawn_task(self._kill(0.0))
+
+    def _oom(self) -> bool:
+        cg = self._fence.cgroup if self._fence is not None else None
+        return cg is not None and cg.oom_since_mark() > 0
 
     def _drain(self) -> None:
         deadline = time.monotonic() + 0.05
@@ -410,17 +454,20 @@ class Shell:
         if self.pid is None:
             return set()
         pids = procfs.scan_job(self.pid, self.pid, TAG_VAR.encode(), self._tag)
+        if self._fence is not None and self._fence.cgroup is not None:
+            pids |= self._fence.cgroup.pids()
         if not self._reaped.is_set():
             pids.add(self.pid)
         return pids
 
     def _foreground(self) -> set[int]:
         """Processes of the running command: the shell's descendants minus background jobs."""
-        if self.pid is None:
+        shell = self.shell_pid
+        if shell is None:
             return set()
-        shell_ignores_int = terminal.sig_ignored(self.pid) & _SIGINT_BIT
+        shell_ignores_int = terminal.sig_ignored(shell) & _SIGINT_BIT
         fg: set[int] = set()
-        for child in procfs.children(self.pid):
+        for child in procfs.children(shell):
             mask = terminal.sig_ignored(child)
             if not shell_ignores_int and mask & _SIGINT_BIT and mask & _SIGQUIT_BIT:
                 continue  # started with `&`: job control is off, so it ignores INT and QUIT
@@ -523,8 +570,12 @@ class Shell:
         if pid is None:
             return True
 
+        cg = self._fence.cgroup if self._fence is not None else None
+
         def collect() -> set[int]:  # bound to this incarnation, not to a restarted one
             pids = procfs.scan_job(pid, pid, TAG_VAR.encode(), tag)
+            if cg is not None:
+                pids |= cg.pids()
             if not reaped.is_set():
                 pids.add(pid)
             return pids
@@ -536,8 +587,12 @@ class Shell:
             await terminate_tree(collect, [pid], grace_s, self.ctx.reaper)
         else:
             await kill_tree_now(collect, [pid], self.ctx.reaper, limit_s=limit_s)
+        if cg is not None:  # nothing that left the session or cleared its environment survives
+            await cg.kill_and_wait(self.ctx.reaper.sweep, limit_s=limit_s)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(reaped.wait(), limit_s)
+        if cg is not None and not cg.populated:
+            cg.remove()
         if self.pid == pid:
             self._drain()
             self._close_master()
@@ -585,6 +640,7 @@ class Shell:
         if self.pid is not None and not self._reaped.is_set():
             self.ctx.reaper.awaited.discard(self.pid)
         self._close_master()
+        self._drop_cgroup()
         if self._cmd_fd is not None:
             os.close(self._cmd_fd)
             self._cmd_fd = None

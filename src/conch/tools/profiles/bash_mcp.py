@@ -37,6 +37,7 @@ _STATUS = {
     "timed_out": "timed_out",
     "cancelled": "cancelled",
     "output_limit": "completed",
+    "limit": "completed",  # a cgroup limit (memory_max) ended it
 }
 # runtime error code -> seed code
 _CODES = {

@@ -1,0 +1,279 @@
+"""What fences a spawn in: its cgroup (limits, kill) and its sandbox (SPEC §9a).
+
+``Containment`` belongs to a runtime: it owns the Conch parent cgroups and knows the server's
+sandbox policy. For each job or shell it makes a ``SpawnFence``, which every spawn path applies
+the same way: it spawns ``fence.wrap(argv)`` instead of ``argv`` — a tiny ``sh`` that enters
+the job's cgroup(s) and execs the (sandboxed) program, so the child is inside before its program
+runs and no fork escapes, while the spawn itself stays a cheap vfork.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from conch.core.process import procfs
+from conch.core.process import sandbox as sb
+from conch.core.process.cgroup import LIMITS, Cgroups, JobCgroup
+from conch.errors import ConchError
+
+# Run by /bin/sh before the program (same pid, replaced by exec): move this very process into
+# each cgroup given (writing 0 to cgroup.procs means "the writer"), so the program and every
+# fork it makes start inside; with `ignore`, leave the signals a bwrap monitor would die of
+# ignored (the program gets them back at their defaults from `env --default-signal`).
+# A tiny exec of sh is far cheaper than a Python pre-exec hook, which forces fork over vfork.
+ENTER = (
+    'while [ "$1" != -- ]; do case $1 in '
+    'ignore) trap "" ' + " ".join(s[3:] for s in sb.FORWARDED) + ";; "
+    '*) echo 0 > "$1" || exit 125;; esac; shift; done; shift; exec "$@"'
+)
+SH = "/bin/sh"
+
+
+@dataclass
+class SpawnFence:
+    """How one spawn is fenced in; ``None`` parts are not applied."""
+
+    cgroup: JobCgroup | None = None
+    sandbox: sb.Fence | None = None
+    bwrap: str | None = None
+    env_prog: str = "/usr/bin/env"
+    root: bool = False
+    tmpdir: str = ""  # macOS: the writable scratch directory of the Seatbelt profile
+
+    @property
+    def monitor(self) -> bool:
+        """A bwrap monitor process sits between the job's leader pid and the program."""
+        return self.sandbox is not None and self.bwrap is not None
+
+    def wrap(self, argv: Sequence[str], *, cwd: str, exposed: Sequence[str] = ()) -> list[str]:
+        """The argv that runs ``argv`` fenced in: entering the cgroup, then the sandbox."""
+        run = list(argv)
+        if self.sandbox is not None:
+            hidden = self.sandbox.hidden
+            fence = sb.Fence(
+                self.sandbox.policy,
+                self.sandbox.workspace,
+                hidden,
+                tuple(
+                    sorted(
+                        {
+                            *self.sandbox.exposed,
+                            *_inside(argv, hidden),
+                            *(os.path.realpath(e) for e in exposed),
+                        }
+                    )
+                ),
+                cwd,
+            )
+            if self.bwrap is not None:
+                run = sb.bwrap_argv(self.bwrap, self.env_prog, fence, run, root=self.root)
+            else:
+                run = sb.seatbelt_argv(fence, run, self.tmpdir)
+        pre = self.cgroup.procs_files() if self.cgroup is not None else []
+        if self.monitor:
+            pre.append("ignore")
+        if pre:
+            run = [SH, "-c", ENTER, "conch-enter", *pre, "--", *run]
+        return run
+
+
+def inner_pid(leader: int) -> int:
+    """The program bwrap runs for ``leader`` (its monitor): down the chain of bwrap processes
+    (monitor, then the PID namespace's init) to the first process that is not bwrap."""
+    pid = leader
+    for _ in range(4):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            return pid
+        if comm != "bwrap":
+            return pid
+        kids = procfs.children(pid)
+        if len(kids) != 1:
+            return pid
+        pid = kids[0]
+    return pid
+
+
+def _inside(argv: Sequence[str], dirs: Sequence[str]) -> list[str]:
+    """argv elements that are files inside a hidden directory (a job's own script file)."""
+    out = []
+    for a in argv:
+        if not a.startswith("/") or not os.path.isfile(a):
+            continue
+        real = os.path.realpath(a)
+        if any(real.startswith(d.rstrip("/") + "/") for d in dirs):
+            out.append(real)
+    return out
+
+
+class Containment:
+    """The containment level of one runtime and the fence of each of its spawns."""
+
+    def __init__(
+        self,
+        *,
+        instance: str,
+        use_cgroups: bool,
+        policy: sb.Policy,
+        limits: Mapping[str, int],
+        workspace: str,
+        data_dir: str,
+        bwrap: str = "",
+    ) -> None:
+        self.policy = policy
+        self.default_limits = {k: int(v) for k, v in limits.items() if v}
+        self.workspace = os.path.realpath(workspace)
+        self.data_dir = os.path.realpath(data_dir)
+        self._bwrap_setting = bwrap
+        self.cgroups: Cgroups | None = None
+        self._use_cgroups = use_cgroups
+        self._instance = instance
+        self._probed: dict[bool, str | None] = {}  # network_off -> None (works) | why not
+        self.root = hasattr(os, "geteuid") and os.geteuid() == 0
+        self.env_prog = shutil.which("env") or "/usr/bin/env"
+        self.no_cgroup_reason = "cgroups are turned off (setting cgroup=off)"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if not self._use_cgroups:
+            return
+        cg = Cgroups(self._instance)
+        support = cg.setup()
+        if support.level:
+            self.cgroups = cg
+        else:
+            self.no_cgroup_reason = support.reason
+
+    def close(self) -> None:
+        if self.cgroups is not None:
+            self.cgroups.close()
+
+    @property
+    def level(self) -> str | None:
+        """``cgroup`` when each job gets a cgroup, else None (the caller's own level applies)."""
+        return "cgroup" if self.cgroups is not None else None
+
+    def info(self) -> dict[str, Any]:
+        cg = self.cgroups
+        limits = {}
+        for k in LIMITS:
+            if cg is not None and k in cg.support.limits:
+                limits[k] = {"available": True, "via": f"cgroup {cg.support.limits[k]}"}
+            else:
+                reason = (
+                    cg.support.missing.get(k, "")
+                    if cg is not None
+                    else f"{k} needs the cgroup containment level: {self.no_cgroup_reason}"
+                )
+                limits[k] = {"available": False, "reason": reason}
+        return {
+            "cgroup": {
+                "available": cg is not None,
+                "version": cg.support.version if cg is not None else None,
+                **({} if cg is not None else {"reason": self.no_cgroup_reason}),
+                "limits": limits,
+                "defaults": dict(self.default_limits),
+            },
+            "sandbox": {
+                "mode": self.policy.sandbox,
+                "network": self.policy.network,
+                "backend": sb.backend() or None,
+                "workspace": self.workspace,
+            },
+        }
+
+    # -- per spawn ---------------------------------------------------------------------------
+
+    def resolve_limits(self, given: Mapping[str, int | None]) -> dict[str, int]:
+        """The limits of one call: the server's defaults, lowered by the call's values."""
+        out = dict(self.default_limits)
+        for k in LIMITS:
+            v = given.get(k)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConchError("invalid_argument", f"{k} must be a positive integer")
+            ceiling = self.default_limits.get(k)
+            if ceiling is not None and v > ceiling:
+                raise ConchError(
+                    "invalid_argument",
+                    f"{k} {v} is above the server's {k} {ceiling}; a call may only lower it",
+                )
+            out[k] = v
+        for k, v in out.items():
+            if not v:
+                continue
+            if self.cgroups is None:
+                raise ConchError(
+                    "invalid_argument",
+                    f"{k} needs the cgroup containment level, which is not available: "
+                    f"{self.no_cgroup_reason}",
+                )
+            why = self.cgroups.support.missing.get(k)
+            if why:
+                raise ConchError("invalid_argument", why)
+        return {k: v for k, v in out.items() if v}
+
+    def resolve_policy(self, sandbox: str | None, network: str | None) -> sb.Policy:
+        try:
+            return sb.effective(self.policy, sandbox, network)
+        except ValueError as e:  # Loosening included
+            raise ConchError("invalid_argument", str(e)) from None
+
+    async def fence(
+        self,
+        name: str,
+        *,
+        sandbox: str | None = None,
+        network: str | None = None,
+        memory_max: int | None = None,
+        pids_max: int | None = None,
+        shell: bool = False,
+    ) -> SpawnFence:
+        """Check the call's values and make the fence of one spawn (its cgroup included)."""
+        limits = self.resolve_limits({"memory_max": memory_max, "pids_max": pids_max})
+        policy = self.resolve_policy(sandbox, network)
+        out = SpawnFence(root=self.root, env_prog=self.env_prog)
+        if policy.active:
+            out.sandbox = sb.Fence(policy, self.workspace, (self.data_dir,))
+            kind = sb.backend()
+            if kind == "bwrap":
+                out.bwrap = await self._bwrap(policy.network == "off")
+            elif kind == "sandbox-exec":
+                if not os.access("/usr/bin/sandbox-exec", os.X_OK):
+                    raise ConchError("sandbox_unavailable", "/usr/bin/sandbox-exec is missing")
+                out.tmpdir = os.environ.get("TMPDIR") or "/tmp"
+            else:
+                raise ConchError("sandbox_unavailable", f"no sandbox backend on {sys.platform}")
+        if self.cgroups is not None:
+            try:
+                out.cgroup = self.cgroups.new(name, limits, oom_group=not shell)
+            except (OSError, ValueError) as e:
+                raise ConchError("spawn_failed", str(e)) from None
+        return out
+
+    async def _bwrap(self, network_off: bool) -> str:
+        path = sb.find_bwrap(self._bwrap_setting)
+        if path is None:
+            where = self._bwrap_setting or "bwrap on PATH"
+            raise ConchError(
+                "sandbox_unavailable",
+                f"the sandbox needs bubblewrap, and {where} is not there "
+                "(install the `bubblewrap` package)",
+            )
+        if network_off not in self._probed:
+            self._probed[network_off] = await sb.probe(
+                path, network_off=network_off, root=self.root, env_prog=self.env_prog
+            )
+        why = self._probed[network_off]
+        if why is not None:
+            raise ConchError("sandbox_unavailable", why)
+        return path

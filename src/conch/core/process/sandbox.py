@@ -1,0 +1,203 @@
+"""The sandbox (SPEC §9a): how a job's argv is wrapped so it runs fenced in.
+
+Levels: ``off`` < ``workspace-write`` < ``read-only``; network: ``on`` < ``off``. A per-call
+value may only tighten the server's (``effective``).
+
+Linux: bubblewrap. The whole filesystem is bound read-only, ``/dev``, ``/proc`` and ``/tmp`` are
+private, the workspace (the default cwd's tree) is bound writable for ``workspace-write``,
+Conch's data dir is hidden (an empty read-only tmpfs; the few files a job must read — its
+script, a shell's command file — are bound back read-only), a new PID namespace with
+``--die-with-parent`` takes every descendant down with the job, ``--unshare-net`` cuts the
+network. bwrap itself ignores the signals Conch forwards (so an interrupt reaches the program,
+not the monitor), and ``env --default-signal`` gives the program default dispositions again.
+
+macOS: a ``sandbox-exec`` profile with the same rules (untested in CI: no macOS runner).
+
+Everything here is pure except ``probe`` (runs bwrap once to see that it can set up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MODES = ("off", "workspace-write", "read-only")
+NETWORK = ("on", "off")
+_STRENGTH = {"off": 0, "workspace-write": 1, "read-only": 2}
+# the signals Conch (or the terminal) may send to a job's process group
+FORWARDED = ("SIGINT", "SIGQUIT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGTSTP")
+
+
+class Loosening(ValueError):
+    """A per-call sandbox or network value weaker than the server's."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    sandbox: str = "off"
+    network: str = "on"
+
+    @property
+    def active(self) -> bool:
+        return self.sandbox != "off" or self.network == "off"
+
+
+def effective(server: Policy, sandbox: str | None, network: str | None) -> Policy:
+    """The policy of one call: the server's, tightened by the call's values."""
+    if sandbox is not None:
+        if sandbox not in MODES:
+            raise ValueError(f"sandbox must be one of {', '.join(MODES)}")
+        if _STRENGTH[sandbox] < _STRENGTH[server.sandbox]:
+            raise Loosening(
+                f"sandbox {sandbox!r} would loosen the server's sandbox {server.sandbox!r}; "
+                "a call may only tighten it"
+            )
+    if network is not None:
+        if network not in NETWORK:
+            raise ValueError("network must be on or off")
+        if network == "on" and server.network == "off":
+            raise Loosening("network 'on' would loosen the server's network 'off'")
+    return Policy(sandbox or server.sandbox, network or server.network)
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Everything a sandboxed spawn needs to know."""
+
+    policy: Policy
+    workspace: str  # writable under workspace-write
+    hidden: tuple[str, ...]  # directories the job must not see (Conch's data dir)
+    exposed: tuple[str, ...] = ()  # files inside hidden dirs the job must read
+    cwd: str = "/"
+
+
+def bwrap_argv(
+    bwrap: str, env_prog: str, fence: Fence, argv: Sequence[str], *, root: bool
+) -> list[str]:
+    """The bubblewrap command line that runs ``argv`` under ``fence`` (pure)."""
+    p, ws = fence.policy, fence.workspace
+    if p.sandbox == "off":  # network off only: the filesystem stays as it is
+        out = [bwrap, "--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+    else:
+        out = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        out += ["--tmpfs", "/tmp"]
+        # the entries of /tmp that hold the workspace, the cwd or the data dir stay visible,
+        # read-only (so their neighbours fail with EROFS, as everywhere else)
+        for top in tmp_tops((ws, fence.cwd, *fence.hidden)):
+            out += ["--ro-bind", top, top]
+        if p.sandbox == "workspace-write":
+            out += ["--bind", ws, ws]
+    for d in fence.hidden:
+        out += ["--tmpfs", d]
+    for f in fence.exposed:
+        out += ["--ro-bind", f, f]
+    for d in fence.hidden:
+        out += ["--remount-ro", d]
+    out += ["--unshare-pid", "--die-with-parent"]
+    if p.network == "off":
+        out += ["--unshare-net"]
+    if root:
+        # a root server's jobs would otherwise keep every capability (and could remount /)
+        out += ["--cap-drop", "ALL"]
+    out += ["--chdir", fence.cwd, "--", env_prog, "--default-signal", "--", *argv]
+    return out
+
+
+def tmp_tops(paths: Sequence[str]) -> list[str]:
+    """The first-level entries of /tmp that contain any of ``paths`` (sorted, unique)."""
+    out = set()
+    for path in paths:
+        parts = path.split("/")
+        if len(parts) > 2 and parts[0] == "" and parts[1] == "tmp" and parts[2]:
+            out.add("/tmp/" + parts[2])
+    return sorted(out)
+
+
+def _sbpl_string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def seatbelt_profile(fence: Fence, tmpdir: str) -> str:
+    """A sandbox-exec (Seatbelt) profile with the rules of ``fence`` (pure; macOS only)."""
+    p = fence.policy
+    writable = [f"(subpath {_sbpl_string(tmpdir)})"]
+    if p.sandbox == "workspace-write":
+        writable.append(f"(subpath {_sbpl_string(fence.workspace)})")
+    lines = ["(version 1)", "(allow default)"]
+    if p.sandbox != "off":
+        lines += [
+            "(deny file-write*)",
+            "(allow file-write* "
+            + " ".join(
+                [
+                    *writable,
+                    '(literal "/dev/null")',
+                    '(literal "/dev/zero")',
+                    '(literal "/dev/dtracehelper")',
+                    '(regex #"^/dev/tty")',
+                    '(regex #"^/dev/ptmx$")',
+                    '(regex #"^/dev/fd/")',
+                ]
+            )
+            + ")",
+        ]
+    for d in fence.hidden:
+        lines.append(f"(deny file-write* (subpath {_sbpl_string(d)}))")
+        lines.append(f"(deny file-read* (subpath {_sbpl_string(d)}))")
+    for f in fence.exposed:
+        lines.append(f"(allow file-read* (literal {_sbpl_string(f)}))")
+    if p.network == "off":
+        lines += ["(deny network*)", '(allow network* (remote unix-socket (path-regex #"^/")))']
+    return "\n".join(lines) + "\n"
+
+
+def seatbelt_argv(fence: Fence, argv: Sequence[str], tmpdir: str) -> list[str]:
+    return ["/usr/bin/sandbox-exec", "-p", seatbelt_profile(fence, tmpdir), "--", *argv]
+
+
+# -- availability ------------------------------------------------------------------------------
+
+
+def find_bwrap(configured: str = "") -> str | None:
+    if configured:
+        return configured if os.access(configured, os.X_OK) else None
+    return shutil.which("bwrap")
+
+
+def backend() -> str:
+    if sys.platform.startswith("linux"):
+        return "bwrap"
+    if sys.platform == "darwin":
+        return "sandbox-exec"
+    return ""
+
+
+async def probe(bwrap: str, *, network_off: bool, root: bool, env_prog: str = "env") -> str | None:
+    """Run bwrap once with the namespaces a job will need (and the ``env --default-signal``
+    every job goes through, coreutils >= 8.31); None if it works, else why not."""
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid"]
+    argv += ["--die-with-parent"]
+    if network_off:
+        argv.append("--unshare-net")
+    if root:
+        argv += ["--cap-drop", "ALL"]
+    argv += ["--", env_prog, "--default-signal", "--", "true"]
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), 10.0)
+    except (OSError, asyncio.TimeoutError) as e:
+        return f"{bwrap} could not run: {e}"
+    if proc.returncode != 0:
+        text = err.decode("utf-8", "replace").strip()[-500:]
+        return f"{bwrap} cannot set up a sandbox here (exit {proc.returncode}): {text}"
+    return None
