@@ -103,6 +103,13 @@ class Config:
     auth_token: str = _setting("", "bearer token required on every HTTP route", secret=True)
     caller_context_token: str = _setting("", "token for the caller-context header", secret=True)
     register: str = _setting("", "gateway URL to register the manifest with")
+    secret_prompt: str = _setting(
+        "off",
+        "terminal password prompts: `elicit` asks the person through URL-mode elicitation "
+        "and a one-time loopback page; `off` leaves them to the agent (awaiting_secret)",
+        choices=("off", "elicit"),
+    )
+    dashboard_control: bool = _setting(False, "dashboard: stop buttons on running jobs (signal)")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

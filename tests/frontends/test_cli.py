@@ -127,3 +127,26 @@ def test_invoke_reports_bad_params_and_unreachable_service():
     assert r.returncode == 2 and "JSON" in r.stderr
     r = conch("invoke", "list", "--url", f"http://127.0.0.1:{free_port()}")
     assert r.returncode == 1 and "conch serve --http" in r.stderr
+
+
+def test_dashboard_control_is_one_setting_three_ways_and_a_bare_flag_means_true():
+    from conch.cli.main import build_parser, config_from_args
+
+    def parsed(*argv: str, environ: dict[str, str] | None = None) -> bool:
+        args = build_parser().parse_args(["serve", *argv])
+        saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("CONCH_")}
+        os.environ.update(environ or {})
+        try:
+            return config_from_args(args).dashboard_control
+        finally:
+            for k in environ or {}:
+                os.environ.pop(k, None)
+            os.environ.update(saved)
+
+    assert parsed() is False
+    assert parsed("--dashboard-control") is True
+    assert parsed("--dashboard-control", "false") is False
+    assert parsed(environ={"CONCH_DASHBOARD_CONTROL": "1"}) is True
+    assert parsed("--dashboard-control", "no", environ={"CONCH_DASHBOARD_CONTROL": "1"}) is False
+    assert Config(dashboard_control=True).dashboard_control is True
+    assert "--dashboard-control" in conch("serve", "--help").stdout

@@ -53,6 +53,15 @@ async def test_password_prompt_is_awaiting_secret(rt: conch.Runtime) -> None:
     assert "s3cret\n" not in w["output"].replace("got:s3cret\n", "")
 
 
+async def test_getpass_reading_dev_tty_is_awaiting_secret(rt: conch.Runtime) -> None:
+    code = "import getpass; print('got:' + getpass.getpass('Secret: '))"
+    r = await pty(rt, argv=[sys.executable, "-c", code], yield_ms=1000)
+    assert r["output"] == "Secret: "
+    assert r["awaiting_input"] and r["awaiting_secret"]  # getpass reads /dev/tty, not fd 0
+    w = await rt.call_tool("write", {"job_id": r["job_id"], "text": "s3\n", "yield_ms": 3000})
+    assert w["state"] == "exited" and "got:s3" in w["output"]
+
+
 async def test_stdin_string_is_typed_at_start(rt: conch.Runtime) -> None:
     r = await pty(rt, command="read -r v; echo got:$v", stdin="abc\n")
     assert r["state"] == "exited" and r["output"].endswith("got:abc\n")

@@ -57,11 +57,16 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
             flags.append("--profile")
         meta = f.metadata
         extra = f" (one of: {', '.join(meta['choices'])})" if meta.get("choices") else ""
+        # a bare boolean flag (`--dashboard-control`) means true
+        bare: dict[str, Any] = (
+            {"nargs": "?", "const": "true"} if isinstance(f.default, bool) else {}
+        )
         group.add_argument(
             *flags,
             dest=f"setting_{f.name}",
             metavar=f.name.upper(),
             default=None,
+            **bare,
             help=f"{meta.get('help', '')}{extra} [default: {_describe_default(f)}]",
         )
 
@@ -93,6 +98,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         return run_http(cfg)
     from conch.mcp.stdio import run_stdio
+
+    if cfg.secret_prompt == "elicit":
+        from conch.http.secret_page import LoopbackSecretPages
+
+        return run_stdio(cfg, secret_pages=LoopbackSecretPages())
 
     return run_stdio(cfg)
 

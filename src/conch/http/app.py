@@ -5,7 +5,8 @@
 POST /invoke     {"method", "params"} -> the tool's structured result (HTTP 200, errors too)
 GET /health      liveness and job counts
 GET /manifest    seed 3's service manifest
-GET /            the dashboard (+ /api/jobs, /api/jobs/{job_id}/log)
+GET /            the dashboard (+ /api/jobs, /api/jobs/{job_id}/log, POST /login, /logout,
+                 and POST /api/jobs/{job_id}/signal with --dashboard-control)
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from starlette.types import Receive, Scope, Send
 
 from conch._version import __version__
 from conch.config import Config
-from conch.http import IS_ERROR_HEADER, dashboard
+from conch.http import IS_ERROR_HEADER, dashboard, signin
 from conch.http.manifest import SERVICE_ID, manifest
 from conch.http.register import Registrar
+from conch.http.secret_page import LoopbackSecretPages
 from conch.http.security import MAX_BODY_BYTES, Guard
 from conch.mcp.server import ConchMCP
 from conch.runtime import Runtime
@@ -54,7 +56,8 @@ class ConchHTTP:
         # --register: checked here, so a bad gateway URL fails before the socket is bound
         self.registrar = registrar or (Registrar(cfg) if cfg.register else None)
         self.runtime = Runtime(cfg, owns_process=True)
-        self.mcp = ConchMCP(self.runtime, transport="http")
+        pages = LoopbackSecretPages() if cfg.secret_prompt == "elicit" else None
+        self.mcp = ConchMCP(self.runtime, transport="http", secret_pages=pages)
         self.sessions = StreamableHTTPSessionManager(
             app=self.mcp.server,
             security_settings=_SDK_SECURITY,
@@ -87,6 +90,9 @@ class ConchHTTP:
                 Route("/", dashboard.page, methods=["GET"]),
                 Route("/api/jobs", dashboard.api_jobs, methods=["GET"]),
                 Route("/api/jobs/{job_id}/log", dashboard.api_log, methods=["GET"]),
+                Route("/api/jobs/{job_id}/signal", dashboard.api_signal, methods=["POST"]),
+                Route("/login", self.login, methods=["GET", "POST"]),
+                Route("/logout", signin.logout, methods=["POST"]),
                 Route("/health", self.health, methods=["GET"]),
                 Route("/manifest", self.manifest, methods=["GET"]),
                 Route("/invoke", self.invoke, methods=["POST"]),
@@ -97,9 +103,15 @@ class ConchHTTP:
             lifespan=self.lifespan,
         )
         starlette.state.runtime = self.runtime
+        starlette.state.config = self.config
         return Guard(starlette, bind_host=self.config.host, token=self.config.auth_token)
 
     # -- routes ----------------------------------------------------------------------------------
+
+    async def login(self, request: Request) -> Response:
+        if request.method == "GET" and self.config.auth_token:
+            return signin.signin_page(status=200)
+        return await signin.login(request, self.config.auth_token)
 
     async def health(self, request: Request) -> Response:
         rt = self.runtime

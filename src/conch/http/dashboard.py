@@ -1,9 +1,18 @@
-"""The read-only dashboard: one HTML page that polls two JSON endpoints, so a person can watch
-what an agent is doing (jobs, shells, each job's log as it grows)."""
+"""The dashboard: one HTML page that polls JSON routes, so a person can watch what an agent is
+doing — jobs and shells, what each job runs and why, each job's log as it grows, in colour.
+
+What a job runs (``Job.label``: its command, argv or the script's first lines, and its
+``purpose``) is shown here and nowhere else: the data routes sit behind the same guard as the
+API (bearer header, or the sign-in cookie when a token is set). With ``dashboard_control`` the
+page has stop buttons: ``POST /api/jobs/{job_id}/signal`` runs the ``signal`` tool's call.
+"""
 
 from __future__ import annotations
 
+import json
+import re
 import secrets
+import shlex
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -11,24 +20,65 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from conch.core.jobs.snapshot import summary
 from conch.core.output import window as win
+from conch.core.output.normalize import normalize
 from conch.core.output.utf8 import boundary_at_or_after
 from conch.errors import ConchError
+from conch.http import ansi
+from conch.http.security import AUTH_SCOPE_KEY
 from conch.tools.views import jobs_newest_first
 
 if TYPE_CHECKING:
+    from conch.core.jobs.job import Job
     from conch.runtime import Runtime
 
 FIRST_VIEW_BYTES = 64 * 1024
 CHUNK_BYTES = 256 * 1024
+SCRIPT_LINES = 4
+STOP_SIGNALS = ("interrupt", "terminate", "kill")
+_NO_STORE = {"Cache-Control": "no-store"}
 
 
-def jobs_state(rt: Runtime) -> dict[str, Any]:
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    """Control characters (an ESC in a command string) shown as ``\\xNN``, never raw."""
+    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def what_it_runs(job: Job) -> dict[str, Any]:
+    """``what`` (display text of the command, argv or the script's first lines), ``what_kind``
+    and ``purpose``; empty when the job was not started through a tool call."""
+    label = job.label
+    if label is None:
+        return {}
+    out: dict[str, Any] = {"purpose": label.purpose}
+    if label.command is not None:
+        out.update(what=_visible(label.command), what_kind="command")
+    elif label.argv is not None:
+        out.update(what=_visible(shlex.join(label.argv)), what_kind="argv")
+    elif label.script is not None:
+        lines = _visible(label.script.strip("\n")).splitlines()
+        head = "\n".join(lines[:SCRIPT_LINES])
+        more = len(lines) - SCRIPT_LINES
+        out.update(what=head + (f"\n… ({more} more lines)" if more > 0 else ""), what_kind="script")
+    return out
+
+
+def jobs_state(rt: Runtime, *, control: bool = False) -> dict[str, Any]:
     shells = rt.shells.summaries() if rt.shells is not None else []
-    return {"jobs": [summary(j) for j in jobs_newest_first(rt)], "shells": shells}
+    return {
+        "jobs": [{**summary(j), **what_it_runs(j)} for j in jobs_newest_first(rt)],
+        "shells": shells,
+        "control": control,
+    }
 
 
-def log_chunk(rt: Runtime, job_id: str, cursor: int | None) -> dict[str, Any]:
-    """Normalized log text from ``cursor`` (or the last 64 KiB) and where to continue."""
+def log_chunk(
+    rt: Runtime, job_id: str, cursor: int | None, style: str | None = None
+) -> dict[str, Any]:
+    """Log text from ``cursor`` (or the last 64 KiB) and where to continue: ``text`` normalized,
+    ``lines`` the same bytes as styled segments (``conch.http.ansi``)."""
     job = rt.job(job_id)
     total = job.log.size()
     start = cursor
@@ -36,12 +86,18 @@ def log_chunk(rt: Runtime, job_id: str, cursor: int | None) -> dict[str, Any]:
         start = max(0, total - FIRST_VIEW_BYTES)
         if start:
             start += boundary_at_or_after(job.log.read(start, min(total, start + 4)), 0)
-    w = win.forward(job.log, start, total, CHUNK_BYTES, stream=None, raw=False, final=job.terminal)
+        style = None
+    w = win.forward(job.log, start, total, CHUNK_BYTES, stream=None, raw=True, final=job.terminal)
+    data = job.log.read(w.cursor, w.next_cursor)
+    styled = ansi.render(w.text, ansi.style_from_token(style))
     return {
         "job_id": job.job_id,
         "state": job.state,
-        "text": w.text,
-        "cursor": start,
+        "text": normalize(data),
+        "lines": styled["lines"],
+        "reset_first": styled["reset_first"],
+        "style": styled["style"],
+        "cursor": w.cursor,
         "next_cursor": w.next_cursor,
         "total_bytes": total,
         "skipped": start if cursor is None else 0,
@@ -49,9 +105,15 @@ def log_chunk(rt: Runtime, job_id: str, cursor: int | None) -> dict[str, Any]:
     }
 
 
+def _control(request: Request) -> bool:
+    return bool(request.app.state.config.dashboard_control)
+
+
 async def api_jobs(request: Request) -> Response:
     rt: Runtime = request.app.state.runtime
-    return JSONResponse(jobs_state(rt), headers={"Cache-Control": "no-store"})
+    body = jobs_state(rt, control=_control(request))
+    body["signed_in"] = request.scope.get(AUTH_SCOPE_KEY) == "cookie"
+    return JSONResponse(body, headers=_NO_STORE)
 
 
 async def api_log(request: Request) -> Response:
@@ -59,10 +121,45 @@ async def api_log(request: Request) -> Response:
     raw = request.query_params.get("cursor")
     cursor = int(raw) if raw is not None and raw.isdigit() else None
     try:
-        body = log_chunk(rt, request.path_params["job_id"], cursor)
+        body = log_chunk(
+            rt, request.path_params["job_id"], cursor, request.query_params.get("style")
+        )
     except ConchError as e:
         return JSONResponse(e.envelope(), status_code=404)
-    return JSONResponse(body, headers={"Cache-Control": "no-store"})
+    return JSONResponse(body, headers=_NO_STORE)
+
+
+def _refuse(status: int, code: str, message: str) -> Response:
+    return JSONResponse(ConchError(code, message).envelope(), status_code=status)
+
+
+async def api_signal(request: Request) -> Response:
+    """``POST /api/jobs/{job_id}/signal {"signal": "terminate"}`` (dashboard_control only).
+
+    CSRF: a browser's request carries the SameSite=Strict cookie only from this origin, the
+    guard refuses a foreign ``Origin``, and a cookie-authenticated request without one is
+    refused here (browsers always send it on POST)."""
+    if not _control(request):
+        return _refuse(403, "invalid_argument", "dashboard control is off (--dashboard-control)")
+    if request.scope.get(AUTH_SCOPE_KEY) == "cookie" and "origin" not in request.headers:
+        return _refuse(403, "invalid_argument", "a signed-in request must carry Origin")
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return _refuse(400, "invalid_argument", "the body must be a JSON object")
+    sig = body.get("signal", "terminate")
+    if sig not in STOP_SIGNALS:
+        return _refuse(400, "invalid_argument", f"signal must be one of {', '.join(STOP_SIGNALS)}")
+    rt: Runtime = request.app.state.runtime
+    try:
+        result = await rt.signal(request.path_params["job_id"], sig, wait_ms=3000)
+    except ConchError as e:
+        return JSONResponse(e.envelope(), status_code=404 if e.code == "not_found" else 409)
+    return JSONResponse(
+        {k: result.get(k) for k in ("job_id", "state", "exit_code", "signal")}, headers=_NO_STORE
+    )
 
 
 async def page(request: Request) -> Response:
@@ -72,10 +169,10 @@ async def page(request: Request) -> Response:
         html,
         headers={
             "Content-Security-Policy": f"default-src 'none'; script-src 'nonce-{nonce}'; "
-            f"style-src 'nonce-{nonce}'; connect-src 'self'; "
+            f"style-src 'nonce-{nonce}'; connect-src 'self'; form-action 'self'; "
             "frame-ancestors 'none'; base-uri 'none'",
             "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer",
+            "Referrer-Policy": "same-origin",  # no-referrer would make forms send Origin: null
             "Cache-Control": "no-store",
         },
     )
@@ -86,74 +183,164 @@ PAGE = """<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Conch</title>
 <style nonce="{{NONCE}}">
-body{font:14px/1.4 system-ui,sans-serif;margin:0;display:flex;height:100vh;color:#222}
-#side{width:42%;overflow:auto;border-right:1px solid #ddd;padding:8px}
+body{font:13px/1.4 system-ui,sans-serif;margin:0;display:flex;height:100vh;color:#222}
+#side{width:46%;overflow:auto;border-right:1px solid #ddd;padding:8px 10px;box-sizing:border-box}
 #main{flex:1;display:flex;flex-direction:column;padding:8px;min-width:0}
-h1{font-size:16px;margin:4px 0 8px}h2{font-size:14px;margin:12px 0 4px}
-table{border-collapse:collapse;width:100%}td,th{padding:3px 6px;text-align:left;
-border-bottom:1px solid #eee;white-space:nowrap}tr.job{cursor:pointer}tr.sel{background:#eef4ff}
+h1{font-size:16px;margin:4px 0 8px;display:flex;gap:8px;align-items:baseline}
+h1 form{margin-left:auto}h2{font-size:13px;margin:12px 0 4px;color:#555}
+table{border-collapse:collapse;width:100%;table-layout:fixed}
+td,th{padding:4px 6px;text-align:left;border-bottom:1px solid #eee;overflow:hidden;
+text-overflow:ellipsis;white-space:nowrap;vertical-align:top}
+th{font-weight:600;color:#666;font-size:12px}#jobtable th:nth-child(1){width:16%}
+#jobtable th:nth-child(2){width:31%}#jobtable th:nth-child(3){width:20%}
+#jobtable th:nth-child(4){width:13%}#jobtable th:nth-child(5){width:7%}
+#jobtable th:nth-child(6){width:9%}
+tr.job{cursor:pointer}tr.job:hover{background:#f6f8fb}tr.sel{background:#e8f0ff}
+.what{font-family:ui-monospace,monospace;font-size:12px}.purpose{color:#555}
 .running{color:#06c;font-weight:600}.bad{color:#b00}.ok{color:#080}
+.stop{font:inherit;font-size:11px;padding:1px 8px;border:1px solid #c33;color:#c33;
+background:#fff;border-radius:3px;cursor:pointer}.stop:hover{background:#c33;color:#fff}
+#head{margin-bottom:4px;color:#555}#err{color:#b00;font-size:12px}
+#cmd{margin:0 0 4px;padding:6px 8px;background:#f4f5f7;border-radius:4px;max-height:8em;
+overflow:auto;font:12px/1.35 ui-monospace,monospace;white-space:pre-wrap;word-break:break-all}
+#cmd:empty,#why:empty{display:none}#why{margin:0 0 6px;color:#444;font-style:italic}
 #log{flex:1;overflow:auto;background:#111;color:#ddd;margin:0;padding:8px;
 font:12px/1.35 ui-monospace,monospace;white-space:pre-wrap;word-break:break-all}
-#head{margin-bottom:6px;color:#555}#err{color:#b00}
+#log .b{font-weight:700}#log .d{opacity:.65}#log .i{font-style:italic}
+#log .u{text-decoration:underline}#log .s{text-decoration:line-through}
+#log .u.s{text-decoration:underline line-through}#log .h{visibility:hidden}
+#log .note{color:#888}
 </style></head><body>
-<div id="side"><h1>Conch <small id="err"></small></h1>
-<h2>Jobs</h2><table><thead><tr><th>job</th><th>name</th><th>mode</th><th>state</th>
-<th>time</th><th>cwd</th></tr></thead><tbody id="jobs"></tbody></table>
+<div id="side"><h1>Conch <small id="err"></small>
+<form id="signout" method="post" action="/logout" hidden><button type="submit">Sign out</button>
+</form></h1>
+<h2>Jobs</h2><table id="jobtable"><thead><tr><th>job</th><th>runs</th><th>purpose</th>
+<th>state</th><th>time</th><th></th></tr>
+</thead><tbody id="jobs"></tbody></table>
 <h2>Shells</h2><table><tbody id="shells"></tbody></table></div>
-<div id="main"><div id="head">Select a job to follow its log.</div><pre id="log"></pre></div>
+<div id="main"><div id="head">Select a job to follow its log.</div><pre id="cmd"></pre>
+<p id="why"></p><pre id="log"></pre></div>
 <script nonce="{{NONCE}}">
 "use strict";
-let selected = null, cursor = null, follow = null;
+let selected = null, cursor = null, style = "", follow = null, jobsById = {};
+const rows = new Map();
+const MAX_LINES = 20000;
 const $ = (id) => document.getElementById(id);
-function cell(tr, text, cls) {
+function cell(tr, text, cls, title) {
   const td = document.createElement("td"); td.textContent = text == null ? "" : String(text);
-  if (cls) td.className = cls; tr.appendChild(td);
+  if (cls) td.className = cls; if (title) td.title = title; tr.appendChild(td); return td;
+}
+function setCell(tr, k, text, cls, title) {
+  const td = tr.children[k], t = text == null ? "" : String(text);
+  if (td.textContent !== t) td.textContent = t;
+  if ((cls || "") !== td.className) td.className = cls || "";
+  if ((title || "") !== td.title) td.title = title || "";
 }
 function stateText(j) {
   if (j.state === "exited") return j.signal ? "exited by " + j.signal : "exited " + j.exit_code;
   return j.state + (j.signal ? " (" + j.signal + ")" : "");
 }
+async function stop(id, ev) {
+  ev.stopPropagation();
+  const btn = ev.target; btn.disabled = true; btn.textContent = "stopping…";
+  try {
+    const r = await fetch("api/jobs/" + encodeURIComponent(id) + "/signal", {
+      method: "POST", headers: {"Content-Type": "application/json"},
+      body: JSON.stringify({signal: "terminate"}), cache: "no-store"});
+    if (!r.ok) throw new Error("HTTP " + r.status);
+  } catch (e) { btn.textContent = "failed"; }
+  refresh();
+}
 async function refresh() {
   try {
     const r = await fetch("api/jobs", {cache: "no-store"});
+    if (r.status === 401) { location.reload(); return; }
     if (!r.ok) throw new Error("HTTP " + r.status);
     const data = await r.json(); $("err").textContent = "";
-    const tb = $("jobs"); tb.replaceChildren();
-    for (const j of data.jobs) {
-      const tr = document.createElement("tr");
-      tr.className = "job" + (j.job_id === selected ? " sel" : "");
-      cell(tr, j.job_id); cell(tr, j.name); cell(tr, j.mode);
-      cell(tr, stateText(j), j.state === "running" ? "running" : (j.ok ? "ok" : "bad"));
-      cell(tr, (j.duration_ms / 1000).toFixed(1) + " s"); cell(tr, j.cwd);
-      tr.onclick = () => select(j.job_id); tb.appendChild(tr);
-    }
+    $("signout").hidden = !data.signed_in;
+    const tb = $("jobs"); jobsById = {};
+    // rows are updated in place, so a click is never lost to a refresh
+    const keep = new Set();
+    data.jobs.forEach((j, i) => {
+      jobsById[j.job_id] = j; if (j.name) jobsById[j.name] = j; keep.add(j.job_id);
+      let tr = rows.get(j.job_id);
+      if (!tr) {
+        tr = document.createElement("tr"); tr.dataset.job = j.job_id;
+        for (let k = 0; k < 6; k++) tr.appendChild(document.createElement("td"));
+        tr.onclick = () => select(j.job_id); rows.set(j.job_id, tr);
+      }
+      tr.className = "job" + (j.job_id === selected || j.name === selected ? " sel" : "");
+      const what = j.what == null ? "(" + j.mode + ")" : j.what.split("\\n").join(" ⏎ ");
+      const where = j.mode + " · " + (j.cwd || "");
+      setCell(tr, 0, j.name ? j.name + " · " + j.job_id : j.job_id, "", where);
+      setCell(tr, 1, what, "what", j.what);
+      setCell(tr, 2, j.purpose, "purpose", j.purpose);
+      setCell(tr, 3, stateText(j), j.state === "running" ? "running" : (j.ok ? "ok" : "bad"));
+      setCell(tr, 4, (j.duration_ms / 1000).toFixed(1) + " s");
+      const td = tr.children[5], want = data.control && j.state === "running";
+      if (want && !td.firstChild) {
+        const b = document.createElement("button"); b.className = "stop"; b.textContent = "Stop";
+        b.title = "signal terminate"; b.dataset.stop = j.job_id;
+        b.onclick = (ev) => stop(j.job_id, ev); td.appendChild(b);
+      } else if (!want && td.firstChild) td.replaceChildren();
+      if (tb.children[i] !== tr) tb.insertBefore(tr, tb.children[i] || null);
+    });
+    for (const [id, tr] of rows) if (!keep.has(id)) { tr.remove(); rows.delete(id); }
     const sb = $("shells"); sb.replaceChildren();
     for (const s of data.shells) {
       const tr = document.createElement("tr");
       cell(tr, s.shell_id); cell(tr, s.name); cell(tr, s.shell); cell(tr, s.state); cell(tr, s.cwd);
       sb.appendChild(tr);
     }
+    showWhat();
   } catch (e) { $("err").textContent = "(disconnected)"; }
 }
+function showWhat() {
+  const j = selected ? jobsById[selected] : null;
+  $("cmd").textContent = j && j.what != null ? j.what : "";
+  $("why").textContent = j && j.purpose ? j.purpose : "";
+}
 function select(id) {
-  selected = id; cursor = null; $("log").textContent = ""; $("head").textContent = id;
-  history.replaceState(null, "", "#" + encodeURIComponent(id));
+  selected = id; cursor = null; style = ""; $("log").replaceChildren(); $("head").textContent = id;
+  history.replaceState(null, "", "#" + encodeURIComponent(id)); showWhat();
   if (follow) clearTimeout(follow); pull(); refresh();
+}
+function newLine() {
+  const ln = document.createElement("span"); ln.className = "ln"; $("log").appendChild(ln);
+  return ln;
+}
+function segment(s) {
+  if (!s.cls && !s.fg && !s.bg) return document.createTextNode(s.text);
+  const sp = document.createElement("span"); sp.textContent = s.text;
+  if (s.cls) sp.className = s.cls; if (s.fg) sp.style.color = s.fg;
+  if (s.bg) sp.style.backgroundColor = s.bg; return sp;
+}
+function appendChunk(d) {
+  const log = $("log");
+  let ln = log.lastElementChild;
+  if (!ln || ln.dataset.done) ln = newLine();
+  if (d.reset_first) ln.replaceChildren();
+  d.lines.forEach((segs, i) => {
+    if (i > 0) { ln.append("\\n"); ln.dataset.done = "1"; ln = newLine(); }
+    for (const s of segs) ln.appendChild(segment(s));
+  });
+  while (log.childElementCount > MAX_LINES) log.firstElementChild.remove();
 }
 async function pull() {
   const id = selected; if (!id) return;
   let delay = 500;
   try {
-    const q = cursor == null ? "" : "?cursor=" + cursor;
+    const q = cursor == null ? "" : "?cursor=" + cursor + "&style=" + encodeURIComponent(style);
     const r = await fetch("api/jobs/" + encodeURIComponent(id) + "/log" + q, {cache: "no-store"});
     if (id !== selected) return;
     if (r.status === 404) { $("head").textContent = id + " (no longer retained)"; return; }
     const d = await r.json();
     const log = $("log"), atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
-    if (cursor == null && d.skipped)
-      log.textContent = "[... " + d.skipped + " earlier bytes not shown ...]\\n";
-    log.append(d.text); cursor = d.next_cursor;
+    if (cursor == null && d.skipped) {
+      const n = newLine(); n.className = "ln note"; n.dataset.done = "1";
+      n.textContent = "[… " + d.skipped + " earlier bytes not shown …]\\n";
+    }
+    appendChunk(d); cursor = d.next_cursor; style = d.style;
     $("head").textContent = id + " · " + d.state + " · " + d.total_bytes + " bytes";
     if (atEnd) log.scrollTop = log.scrollHeight;
     if (d.more) delay = 0;

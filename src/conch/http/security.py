@@ -14,7 +14,10 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from conch.http import signin
+
 MAX_BODY_BYTES = 4 * 1024 * 1024
+AUTH_SCOPE_KEY = "conch.auth"  # how the request was authenticated: "bearer", "cookie" or "none"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
@@ -84,7 +87,11 @@ def _same_origin(origin: str, host_header: str, scheme: str) -> bool:
 
 class Guard:
     """ASGI middleware: 421 foreign Host, 403 foreign Origin, 401 missing/wrong token, 413 body
-    over the cap — in that order, on every route."""
+    over the cap — in that order, on every route.
+
+    With a token, the dashboard's routes (``/``, ``/api/…``) also accept the sign-in cookie, and
+    an unauthenticated ``GET /`` gets the sign-in form (still a 401); ``POST /login`` checks the
+    typed token itself. Every other route requires the bearer header."""
 
     def __init__(
         self, app: ASGIApp, *, bind_host: str, token: str = "", max_body: int = MAX_BODY_BYTES
@@ -107,7 +114,21 @@ class Guard:
         if origin is not None and not _same_origin(origin, host, scope.get("scheme", "http")):
             await _reject(403, "Forbidden: cross-origin request", scope, receive, send)
             return
-        if self._token and not self._authorized(headers.get("authorization", "")):
+        scope[AUTH_SCOPE_KEY] = "none"
+        if self._token and self._authorized(headers.get("authorization", "")):
+            scope[AUTH_SCOPE_KEY] = "bearer"
+        elif self._token and not self._dashboard_allows(scope, headers):
+            if (
+                scope["type"] == "http"
+                and scope.get("path") == "/"
+                and scope.get("method")
+                in (
+                    "GET",
+                    "HEAD",
+                )
+            ):
+                await signin.signin_page()(scope, receive, send)
+                return
             await _reject(
                 401,
                 "Unauthorized: send Authorization: Bearer <token>",
@@ -121,6 +142,17 @@ class Guard:
             await self._limited(scope, receive, send, headers)
         else:
             await self.app(scope, receive, send)
+
+    def _dashboard_allows(self, scope: Scope, headers: Headers) -> bool:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not signin.is_dashboard_path(path):
+            return False
+        if path == "/login" or (path == "/logout" and scope.get("method") == "POST"):
+            return True  # the form and sign-in (which checks the typed token); sign-out
+        if signin.cookie_valid(headers.get("cookie", ""), self._token.decode()):
+            scope[AUTH_SCOPE_KEY] = "cookie"
+            return True
+        return False
 
     def _authorized(self, value: str) -> bool:
         scheme, _, given = value.partition(" ")

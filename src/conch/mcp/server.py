@@ -24,6 +24,8 @@ from conch._version import __version__
 from conch.config import Config
 from conch.errors import ConchError
 from conch.mcp.notify import ResourceNotifier
+from conch.mcp.secrets import WATCHED_TOOLS, SecretPages, SecretPrompter, url_elicitation_supported
+from conch.mcp.tasks import ConchTasks, TaskListenHandler, install
 from conch.runtime import Runtime
 from conch.tools import resources
 from conch.tools.context import CallContext, caller_context_trusted
@@ -103,10 +105,15 @@ class ConchMCP:
     """One MCP server bound to one runtime. ``transport`` is ``stdio`` (trusted caller) or
     ``http`` (trusted only with the caller-context header matching the configured token)."""
 
-    def __init__(self, rt: Runtime, *, transport: str = "stdio") -> None:
+    def __init__(
+        self, rt: Runtime, *, transport: str = "stdio", secret_pages: SecretPages | None = None
+    ) -> None:
         self.rt = rt
         self.config = rt.config
         self.transport = transport
+        self.secrets: SecretPrompter | None = None
+        if self.config.secret_prompt == "elicit" and secret_pages is not None:
+            self.secrets = SecretPrompter(rt, secret_pages)
         self.notifier = ResourceNotifier(lambda job_id: resources.change_uris(rt, job_id))
         self._unlisten: Callable[[], None] | None = None
         self._tools = rt.registry.tools
@@ -115,7 +122,10 @@ class ConchMCP:
         self._tool_list = types.ListToolsResult(
             tools=[types.Tool.model_validate(t.describe(self.config)) for t in self._tools]
         )
-        self.listen_handler = ListenHandler(self.notifier.bus)
+        self.tasks = ConchTasks(self)
+        self.listen_handler = TaskListenHandler(
+            ListenHandler(self.notifier.bus), self.notifier.bus, self.tasks
+        )
         # A seed profile served alone speaks as the original (SPEC §7); else Conch's identity.
         self.seed = seed_module(self.config.profiles)
         identity = server_identity(self.config.profiles)
@@ -150,6 +160,7 @@ class ConchMCP:
             on_unsubscribe_resource=self._unsubscribe,
             on_subscriptions_listen=self.listen_handler,
         )
+        install(self.server, self.tasks, self._call_tool)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -164,6 +175,9 @@ class ConchMCP:
             self._unlisten()
             self._unlisten = None
         self.listen_handler.close()
+        await self.tasks.aclose()
+        if self.secrets is not None:
+            await self.secrets.aclose()
         await self.notifier.aclose()
 
     def initialization_options(self) -> InitializationOptions:
@@ -174,6 +188,10 @@ class ConchMCP:
         )
 
     # -- tools ---------------------------------------------------------------------------------
+
+    @property
+    def tools(self) -> list[Any]:
+        return list(self._tools)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -198,24 +216,51 @@ class ConchMCP:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        meta = dict(params.meta) if params.meta else None
+        prompter = self.secrets
+        if (
+            prompter is not None
+            and params.name in WATCHED_TOOLS
+            and any(t.name == params.name for t in self._tools)
+            and url_elicitation_supported(ctx)
+        ):
+            return await prompter.run(
+                ctx,
+                params.name,
+                params.arguments,
+                params.request_state,
+                lambda: self.run_tool(ctx, params.name, params.arguments, meta),
+            )
+        return await self.run_tool(ctx, params.name, params.arguments, meta)
+
+    async def run_tool(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        meta: dict[str, Any] | None,
+        *,
+        progress: bool = True,
     ) -> types.CallToolResult:
-        progress: Callable[[str], Awaitable[None]] | None = None
-        if _progress_token(ctx) is not None:
+        """Run one tool call as ``tools/call`` does (also for the work of an MCP task, which
+        sends no progress: the request that started it has been answered)."""
+        report: Callable[[str], Awaitable[None]] | None = None
+        if progress and _progress_token(ctx) is not None:
             step = 0
 
-            async def progress(message: str) -> None:
+            async def report(message: str) -> None:
                 nonlocal step
                 step += 1
                 await ctx.session.report_progress(step, None, message)
 
-        meta = dict(params.meta) if params.meta else None
-        call = CallContext(meta=meta, trusted=self._trusted(ctx), progress=progress)
+        call = CallContext(meta=meta, trusted=self._trusted(ctx), progress=report)
         self._in_flight += 1
         try:
-            outcome = await self.rt.call_tool_full(params.name, params.arguments, call)
+            outcome = await self.rt.call_tool_full(name, arguments, call)
         finally:
             self._in_flight -= 1
-        tool = self._by_name.get(params.name)
+        tool = self._by_name.get(name)
         if tool is None and self.seed is not None and hasattr(self.seed, "UNKNOWN_TOOL_TEXT"):
             # the original's answer to an unknown tool: plain text, no structured content
             return types.CallToolResult(
@@ -226,7 +271,7 @@ class ConchMCP:
             text = tool.render_text(outcome.result, outcome.is_error)
         else:
             text = render(
-                params.name, outcome.result, is_error=outcome.is_error, fmt=self.config.text_format
+                name, outcome.result, is_error=outcome.is_error, fmt=self.config.text_format
             )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],

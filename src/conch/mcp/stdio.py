@@ -14,9 +14,12 @@ import os
 import signal
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conch.config import Config
+
+if TYPE_CHECKING:
+    from conch.mcp.secrets import SecretPages
 
 log = logging.getLogger("conch.mcp")
 _MAX_LINE = 256 * 1024 * 1024
@@ -70,7 +73,7 @@ async def _claim_stdin() -> _StdinLines | None:
     return _StdinLines(reader)
 
 
-async def serve_stdio(cfg: Config) -> None:
+async def serve_stdio(cfg: Config, secret_pages: SecretPages | None = None) -> None:
     from mcp.server.stdio import stdio_server
 
     from conch.mcp.server import ConchMCP
@@ -84,7 +87,7 @@ async def serve_stdio(cfg: Config) -> None:
     stdin: Any = await _claim_stdin()
     try:
         async with Runtime(cfg, owns_process=True) as rt:
-            mcp = ConchMCP(rt, transport="stdio")
+            mcp = ConchMCP(rt, transport="stdio", secret_pages=secret_pages)
             if isinstance(stdin, _StdinLines):
                 stdin.before_eof = lambda: mcp.settle_calls(_EOF_SETTLE_S)
             mcp.start()
@@ -101,6 +104,8 @@ async def serve_stdio(cfg: Config) -> None:
                 loop.remove_signal_handler(sig)
 
 
-def run_stdio(cfg: Config) -> int:
-    asyncio.run(serve_stdio(cfg))
+def run_stdio(cfg: Config, secret_pages: SecretPages | None = None) -> int:
+    """``secret_pages``: where ``--secret-prompt elicit`` serves its one-time pages (the
+    front end above this layer provides them; see ``conch.http.secret_page``)."""
+    asyncio.run(serve_stdio(cfg, secret_pages))
     return 0

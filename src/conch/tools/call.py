@@ -12,6 +12,7 @@ from typing import Any
 
 from conch.core.engine import Engine
 from conch.core.jobs.job import Job
+from conch.core.jobs.label import JobLabel, current_label
 from conch.errors import ConchError, RuntimeClosedError
 from conch.tools.context import CallContext, check_purpose
 from conch.tools.host import ToolHost
@@ -65,7 +66,11 @@ async def call_tool_full(
             summary = check_purpose(args.get(tool.summary_arg))
             if summary is not None:
                 meta = {"summary": summary}
-        result = await _run_with_progress(rt, tool, args, ctx)
+        token = current_label.set(describe_call(args))
+        try:
+            result = await _run_with_progress(rt, tool, args, ctx)
+        finally:
+            current_label.reset(token)
         is_error = tool.result_is_error(result) if tool.result_is_error else False
         return ToolOutcome(result, is_error, meta)
     except ConchError as e:
@@ -79,6 +84,24 @@ async def call_tool_full(
         return _error(
             ConchError("internal", f"internal error in {name}; see the server log"), tool, args
         )
+
+
+def describe_call(args: Mapping[str, Any]) -> JobLabel | None:
+    """What a call runs (its ``command``, ``argv`` or ``script``) and its ``purpose``, for the
+    job it creates; None when it runs nothing. Every profile names these arguments alike."""
+    command, argv, script = args.get("command"), args.get("argv"), args.get("script")
+    purpose = args.get("purpose")
+    label = JobLabel(
+        command=command if isinstance(command, str) else None,
+        argv=tuple(argv)
+        if isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+        else None,
+        script=script if isinstance(script, str) else None,
+        purpose=purpose.strip() or None if isinstance(purpose, str) else None,
+    )
+    if label.command is None and label.argv is None and label.script is None:
+        return None
+    return label
 
 
 def _error(

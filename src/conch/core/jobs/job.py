@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from conch.core.jobs.label import JobLabel, current_label
 from conch.core.output.log import JobLog
 
 RUNNING = "running"
@@ -102,6 +103,7 @@ class Job:
         self._finish_callbacks: list[Callable[[Job], None]] = [on_finish] if on_finish else []
         self.tmp_files: list[str] = []  # removed when the job ends (its script file)
         self.parsed: tuple[Any, str | None] | None = None  # cached (data, parse_error)
+        self.label: JobLabel | None = current_label.get()  # for the dashboard only
 
     # -- state -----------------------------------------------------------------------------
 

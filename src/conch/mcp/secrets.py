@@ -1,0 +1,310 @@
+"""Secrets without the model (``--secret-prompt elicit``, SPEC §8).
+
+While a tool call waits on a PTY or shell job (``exec``, ``read``, ``write``) and the job
+reports ``awaiting_secret`` (terminal echo off: a password prompt), and the client supports
+URL-mode elicitation, Conch opens a one-time loopback page (``SecretPages``, served by the
+front end) and asks the person to go there:
+
+* handshake era: an ``elicitation/create`` (mode ``url``) request beside the waiting call,
+  which goes on waiting; when the person submits the page the job continues.
+* 2026-07-28: the call answers ``InputRequiredResult`` with the URL elicitation and a signed
+  ``requestState``; the call's work keeps running, and the client's retry resumes waiting on
+  it (never starting the command again).
+
+What the person types is written to the terminal followed by Enter, only while the job still
+waits with echo off, and goes nowhere else: not into a result, a log line, a progress message
+or the dashboard. Form-mode elicitation is never used for secrets. Clients without URL-mode
+support see ``awaiting_secret`` as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from conch.core.process.keys import encode_keys
+from conch.errors import ConchError
+from conch.tools.views import last_line
+
+if TYPE_CHECKING:
+    from conch.core.jobs.job import Job
+    from conch.runtime import Runtime
+
+log = logging.getLogger("conch.mcp")
+WATCH_INTERVAL_S = 0.1
+PENDING_TTL_S = 300.0  # a 2026-era call waiting for its retry (the page's own lifetime)
+WATCHED_TOOLS = ("exec", "read", "write")
+MAX_PENDING = 256
+
+
+class SecretPage(Protocol):
+    @property
+    def page_id(self) -> str:
+        """The elicitation id (not the page's secret path)."""
+
+    @property
+    def url(self) -> str: ...
+
+
+class SecretPages(Protocol):
+    """One-time pages that collect a secret and hand it to ``deliver`` (front-end provided)."""
+
+    async def open(self, message: str, deliver: Callable[[str], Awaitable[bool]]) -> SecretPage: ...
+
+    def cancel(self, page_id: str) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+def url_elicitation_supported(ctx: ServerRequestContext[Any, Any]) -> bool:
+    caps = ctx.session.client_capabilities
+    return bool(caps and caps.elicitation and caps.elicitation.url is not None)
+
+
+def awaiting_secret(job: Job) -> bool:
+    if job.terminal or job.driver is None or job.mode not in ("pty", "shell"):
+        return False
+    try:
+        return bool(job.driver.input_state()[1])
+    except Exception:
+        return False
+
+
+@dataclass
+class _Pending:
+    work: asyncio.Future[types.CallToolResult]
+    job_id: str | None
+    binding: str
+    expires: float
+
+
+class SecretPrompter:
+    def __init__(self, rt: Runtime, pages: SecretPages) -> None:
+        self._rt = rt
+        self._pages = pages
+        self._key = secrets.token_bytes(32)
+        self._pending: dict[str, _Pending] = {}
+        self._prompted: dict[str, SecretPage] = {}  # job id -> the page of its current prompt
+        self._side: set[asyncio.Future[Any]] = set()
+        self._declined: set[str] = set()  # page ids the person declined (tasks)
+
+    # -- the waiting call ----------------------------------------------------------------------
+
+    async def run(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        request_state: str | None,
+        call: Callable[[], Awaitable[types.CallToolResult]],
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        binding = _binding(name, arguments)
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        resumed = self._resume(request_state, binding) if modern and request_state else None
+        if resumed is not None:
+            work, job_id = resumed.work, resumed.job_id
+        else:
+            work = asyncio.ensure_future(call())
+            job_id = None
+        args = arguments or {}
+        before = None if job_id or name != "exec" else {j.job_id for j in self._rt.jobs}
+        if job_id is None and name != "exec" and isinstance(args.get("job_id"), str):
+            with contextlib.suppress(ConchError):
+                job_id = self._rt.job(args["job_id"]).job_id
+        parked = False
+        try:
+            while True:
+                done, _ = await asyncio.wait({work}, timeout=WATCH_INTERVAL_S)
+                if done:
+                    return work.result()
+                if job_id is None and before is not None:
+                    fresh = [
+                        j for j in self._rt.jobs if j.job_id not in before and _started_by(j, args)
+                    ]
+                    job_id = fresh[-1].job_id if fresh else None
+                job = self._job(job_id)
+                if job is None:
+                    continue
+                if not awaiting_secret(job):
+                    self._prompted.pop(job.job_id, None)
+                    continue
+                if job.job_id in self._prompted:
+                    continue  # this prompt has its page already
+                page = await self._open(job)
+                self._prompted[job.job_id] = page
+                request = types.ElicitRequest(
+                    params=types.ElicitRequestURLParams(
+                        message=_message(job), url=page.url, elicitation_id=page.page_id
+                    )
+                )
+                if modern:
+                    state = self._park(work, job.job_id, binding)
+                    parked = True  # the work is the pending table's now
+                    return types.InputRequiredResult(
+                        input_requests={page.page_id: request}, request_state=state
+                    )
+                self._ask_legacy(ctx, page, request)
+        except BaseException:
+            if not parked and not work.done():
+                work.cancel()  # the caller gave up: as without prompts (exec stops its job)
+            raise
+
+    def _ask_legacy(
+        self, ctx: ServerRequestContext[Any, Any], page: SecretPage, request: types.ElicitRequest
+    ) -> None:
+        async def ask() -> None:
+            assert isinstance(request.params, types.ElicitRequestURLParams)
+            try:
+                answer = await ctx.session.elicit_url(
+                    request.params.message,
+                    page.url,
+                    page.page_id,
+                    related_request_id=ctx.request_id,
+                )
+            except Exception:
+                log.info("the client did not take the secret prompt")
+                self._pages.cancel(page.page_id)
+                return
+            if answer.action != "accept":
+                self._pages.cancel(page.page_id)
+
+        side = asyncio.ensure_future(ask())
+        self._side.add(side)
+        side.add_done_callback(self._side.discard)
+
+    # -- tasks (conch.mcp.tasks) -----------------------------------------------------------------
+
+    async def task_input(self, job: Job) -> tuple[str, dict[str, Any]] | None:
+        """For a task on ``job``: (key, the ``elicitation/create`` request) while the job waits
+        for a secret — the same key and page on every poll until the prompt goes — or None."""
+        if not awaiting_secret(job):
+            self._prompted.pop(job.job_id, None)
+            return None
+        page = self._prompted.get(job.job_id)
+        if page is None:
+            page = await self._open(job)
+            self._prompted[job.job_id] = page
+        if page.page_id in self._declined:
+            return None
+        request = types.ElicitRequest(
+            params=types.ElicitRequestURLParams(
+                message=_message(job), url=page.url, elicitation_id=page.page_id
+            )
+        )
+        return page.page_id, request.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    def task_answer(self, key: str, action: str) -> None:
+        """A ``tasks/update`` answer to a prompt: a declined or cancelled page is closed."""
+        if action != "accept" and any(p.page_id == key for p in self._prompted.values()):
+            self._declined.add(key)
+            self._pages.cancel(key)
+
+    # -- pages ---------------------------------------------------------------------------------
+
+    async def _open(self, job: Job) -> SecretPage:
+        for job_id, page in list(self._prompted.items()):  # prompts of jobs that have ended
+            known = self._job(job_id)
+            if known is None or known.terminal:
+                del self._prompted[job_id]
+                self._declined.discard(page.page_id)
+        return await self._pages.open(_message(job), self._deliverer(job))
+
+    def _deliverer(self, job: Job) -> Callable[[str], Awaitable[bool]]:
+        async def deliver(secret: str) -> bool:
+            """Type the secret and Enter, only into a terminal still waiting with echo off."""
+            if not awaiting_secret(job) or job.driver is None:
+                return False
+            await job.driver.write(secret.encode("utf-8") + encode_keys(["enter"]))
+            return True
+
+        return deliver
+
+    def _job(self, job_id: str | None) -> Job | None:
+        if job_id is None:
+            return None
+        try:
+            return self._rt.job(job_id)
+        except ConchError:
+            return None
+
+    # -- 2026-era retries ----------------------------------------------------------------------
+
+    def _sign(self, state_id: str, binding: str) -> str:
+        mac = hmac.new(self._key, f"{state_id}|{binding}".encode(), hashlib.sha256).hexdigest()
+        return f"conch-secret.{state_id}.{mac}"
+
+    def _park(self, work: asyncio.Future[types.CallToolResult], job_id: str, binding: str) -> str:
+        self._expire()
+        state_id = secrets.token_hex(12)
+        self._pending[state_id] = _Pending(work, job_id, binding, time.monotonic() + PENDING_TTL_S)
+        return self._sign(state_id, binding)
+
+    def _resume(self, state: str, binding: str) -> _Pending | None:
+        self._expire()
+        parts = state.split(".")
+        if len(parts) != 3 or parts[0] != "conch-secret":
+            return None
+        if not hmac.compare_digest(self._sign(parts[1], binding), state):
+            return None
+        return self._pending.pop(parts[1], None)
+
+    def _expire(self) -> None:
+        """Drop calls whose retry did not come in time (a finished one waits for its retry
+        too: the person may have answered before the client retried)."""
+        now = time.monotonic()
+        for key, p in list(self._pending.items()):
+            if p.expires < now:
+                del self._pending[key]
+                p.work.cancel()
+        while len(self._pending) > MAX_PENDING:
+            key = next(iter(self._pending))
+            self._pending.pop(key).work.cancel()
+
+    async def aclose(self) -> None:
+        for p in self._pending.values():
+            p.work.cancel()
+        self._pending.clear()
+        for side in list(self._side):
+            side.cancel()
+        await self._pages.aclose()
+
+
+def _started_by(job: Job, args: Mapping[str, Any]) -> bool:
+    """Whether a job that appeared during an ``exec`` call is the one it started (and not a
+    concurrent call's): same shell, same command."""
+    label = job.label
+    if label is None or job.shell_id != args.get("shell_id"):
+        return False
+    argv = args.get("argv")
+    return (
+        label.command == args.get("command")
+        and label.script == args.get("script")
+        and label.argv == (tuple(argv) if isinstance(argv, list) else None)
+    )
+
+
+def _binding(name: str, arguments: Mapping[str, Any] | None) -> str:
+    text = json.dumps([name, arguments or {}], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _message(job: Job) -> str:
+    prompt = last_line(job, 120)
+    asks = f" ({prompt!r})" if prompt else ""
+    return (
+        f"A program in job {job.job_id} is asking for a password or other secret{asks}. Open "
+        "the page to type it: it goes straight to the terminal, never to the agent."
+    )

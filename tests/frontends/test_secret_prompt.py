@@ -1,0 +1,251 @@
+"""Secrets without the model (`--secret-prompt elicit`): a PTY or shell job's password prompt
+is answered by a person on a one-time loopback page, reached through URL-mode elicitation.
+
+The whole path is real: `conch serve` over stdio (and Streamable HTTP), the SDK client's
+elicitation callback, and an HTTP GET + POST of the page, like a browser's, in both eras."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import sys
+import urllib.parse
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client as sdk_stdio_client
+
+from conftest import kill_group, start_http
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
+MODES = ["legacy", "auto"]
+SECRET = "hunter2-Sx9_q7"
+READ_S = (
+    "read -s -p 'Password: ' pw; echo; "
+    f"if [ \"$pw\" = '{SECRET}' ]; then echo MATCH-read; else echo NO-MATCH; fi"
+)
+GETPASS = (
+    f"{sys.executable} -c \"import getpass; p = getpass.getpass('Secret: '); "
+    f"print('MATCH-getpass' if p == '{SECRET}' else 'NO-MATCH')\""
+)
+
+
+def http_call(url: str, method: str = "GET", body: str | None = None, **headers: str):
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        hdrs = dict(headers)
+        if body is not None:
+            hdrs["Content-Type"] = "application/x-www-form-urlencoded"
+        conn.request(method, u.path, body=body, headers=hdrs)
+        resp = conn.getresponse()
+        return resp.status, resp.read().decode()
+    finally:
+        conn.close()
+
+
+class Person:
+    """The elicitation callback: opens the page and types the secret, as a person would."""
+
+    def __init__(self, secret: str = SECRET) -> None:
+        self.secret = secret
+        self.asked: list[types.ElicitRequestParams] = []
+        self.pages: list[str] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params)
+        assert isinstance(params, types.ElicitRequestURLParams), "never form mode for secrets"
+        url = params.url
+        self.pages.append(url)
+        origin = "http://" + urllib.parse.urlsplit(url).netloc
+        status, page = await anyio.to_thread.run_sync(http_call, url)
+        assert status == 200 and 'type="password"' in page
+        body = urllib.parse.urlencode({"secret": self.secret})
+        status, done = await anyio.to_thread.run_sync(
+            lambda: http_call(url, "POST", body, Origin=origin)
+        )
+        assert status == 200 and "Sent to the terminal" in done, done
+        return types.ElicitResult(action="accept")
+
+
+@contextlib.asynccontextmanager
+async def stdio_client(
+    tmp_path: Path, mode: str, person: Person | None, *extra: str
+) -> AsyncIterator[Client]:
+    """The server's stderr goes to a file under tmp_path, checked for the secret."""
+    args = ["-m", "conch", "serve", "--data-dir", str(tmp_path / "data"), *extra]
+    params = StdioServerParameters(command=sys.executable, args=args, env={**os.environ})
+    with open(tmp_path / "server.stderr", "a") as err:
+        transport = sdk_stdio_client(params, errlog=err)
+        async with Client(transport, mode=mode, elicitation_callback=person) as c:
+            yield c
+
+
+def nowhere_but_the_terminal(tmp_path: Path, *results: Any) -> None:
+    for r in results:
+        assert SECRET not in json.dumps(r, default=str)
+    for path in tmp_path.rglob("*"):  # logs, job logs, the server's stderr
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_read_s_prompt_gets_the_secret_through_the_page(tmp_path: Path, mode):
+    person = Person()
+    async with stdio_client(tmp_path, mode, person, "--secret-prompt", "elicit") as c:
+        r = await c.call_tool("exec", {"command": READ_S, "pty": True, "yield_ms": 30000})
+        snap = r.structured_content
+        assert snap["state"] == "exited", snap
+        assert "MATCH-read" in snap["output"] and "NO-MATCH" not in snap["output"]
+        assert len(person.asked) == 1 and person.asked[0].mode == "url"
+        log = await c.call_tool("read", {"job_id": snap["job_id"], "cursor": 0, "raw": True})
+        # the page is single use
+        status, _ = await anyio.to_thread.run_sync(http_call, person.pages[0])
+        assert status == 410
+    nowhere_but_the_terminal(tmp_path, r.model_dump(), log.model_dump())
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_getpass_prompt_in_a_persistent_shell_gets_the_secret(tmp_path: Path, mode):
+    person = Person()
+    async with stdio_client(tmp_path, mode, person, "--secret-prompt", "elicit") as c:
+        shell = (await c.call_tool("shell_open", {})).structured_content
+        r = await c.call_tool(
+            "exec", {"shell_id": shell["shell_id"], "command": GETPASS, "yield_ms": 30000}
+        )
+        snap = r.structured_content
+        assert snap["state"] == "exited" and snap["exit_code"] == 0, snap
+        assert "MATCH-getpass" in snap["output"]
+        after = await c.call_tool("exec", {"shell_id": shell["shell_id"], "command": "echo ok"})
+        assert after.structured_content["output"] == "ok\n"
+        await c.call_tool("shell_close", {"shell_id": shell["shell_id"]})
+    assert len(person.asked) == 1
+    nowhere_but_the_terminal(tmp_path, r.model_dump())
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_prompt_met_by_a_waiting_read_is_elicited_too(tmp_path: Path, mode):
+    person = Person()
+    async with stdio_client(tmp_path, mode, person, "--secret-prompt", "elicit") as c:
+        first = await c.call_tool(
+            "exec", {"command": "sleep 0.5; " + READ_S, "pty": True, "yield_ms": 0}
+        )
+        job_id = first.structured_content["job_id"]
+        r = await c.call_tool("read", {"job_id": job_id, "wait_ms": 30000, "until": "exit"})
+        assert "MATCH-read" in r.structured_content["output"]
+    assert len(person.asked) == 1
+    nowhere_but_the_terminal(tmp_path, r.model_dump())
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_without_url_elicitation_or_the_setting_nothing_changes(tmp_path: Path, mode):
+    person = Person()
+    for person_, extra in ((None, ("--secret-prompt", "elicit")), (person, ())):
+        async with stdio_client(tmp_path, mode, person_, *extra) as c:
+            r = await c.call_tool("exec", {"command": READ_S, "pty": True, "yield_ms": 1500})
+            snap = r.structured_content
+            assert snap["state"] == "running" and snap["awaiting_secret"] is True
+            await c.call_tool("signal", {"job_id": snap["job_id"], "signal": "kill"})
+    assert person.asked == []
+
+
+async def test_over_streamable_http_in_both_eras(tmp_path: Path):
+    srv = start_http(tmp_path, "--secret-prompt", "elicit")
+    try:
+        for mode in MODES:
+            person = Person()
+            async with Client(srv.url + "/mcp", mode=mode, elicitation_callback=person) as c:
+                r = await c.call_tool("exec", {"command": READ_S, "pty": True, "yield_ms": 30000})
+            assert "MATCH-read" in r.structured_content["output"], (mode, r.structured_content)
+            assert len(person.asked) == 1
+    finally:
+        kill_group(srv.proc)
+    nowhere_but_the_terminal(tmp_path)
+
+
+async def test_the_page_is_guarded_single_use_and_expires():
+    from conch.http.secret_page import LoopbackSecretPages
+
+    got: list[str] = []
+
+    async def deliver(value: str) -> bool:
+        got.append(value)
+        return True
+
+    pages = LoopbackSecretPages(ttl_s=1.0)
+    try:
+        page = await pages.open("a test prompt", deliver)
+        url = urllib.parse.urlsplit(page.url)
+        assert url.hostname == "127.0.0.1" and len(url.path.rsplit("/", 1)[1]) >= 40
+        assert page.page_id not in page.url  # the elicitation id does not open the page
+        status, _ = await anyio.to_thread.run_sync(lambda: http_call(page.url, Host="evil.example"))
+        assert status == 421
+        status, _ = await anyio.to_thread.run_sync(
+            lambda: http_call(page.url, "POST", "secret=x", Origin="http://evil.example")
+        )
+        assert status == 403 and got == []
+        wrong = page.url.rsplit("/", 1)[0] + "/not-the-token"
+        assert (await anyio.to_thread.run_sync(http_call, wrong))[0] == 410
+        bad = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "secret=a%0Ab"))
+        assert bad[0] == 400 and "nothing was sent" in bad[1] and got == []  # no line breaks
+        empty = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "other=1"))
+        assert empty[0] == 400 and got == []
+        ok = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "secret=c"))
+        assert ok[0] == 200 and got == ["c"]
+        again = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "secret=d"))
+        assert again[0] == 410 and got == ["c"]  # single use
+        got.clear()
+        late = await pages.open("another", deliver)
+        await anyio.sleep(1.2)
+        assert (await anyio.to_thread.run_sync(http_call, late.url))[0] == 410
+        fresh = await pages.open("a third", deliver)
+        ok = await anyio.to_thread.run_sync(lambda: http_call(fresh.url, "POST", "secret=s3"))
+        assert ok[0] == 200 and got == ["s3"]
+        as_json = await pages.open("a fourth", deliver)
+
+        def post_json() -> tuple[int, str]:
+            u = urllib.parse.urlsplit(as_json.url)
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+            try:
+                body = json.dumps({"secret": "j4"})
+                conn.request("POST", u.path, body, {"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                return resp.status, resp.read().decode()
+            finally:
+                conn.close()
+
+        assert (await anyio.to_thread.run_sync(post_json))[0] == 200 and got == ["s3", "j4"]
+    finally:
+        await pages.aclose()
+
+
+async def test_a_task_waiting_for_a_secret_is_input_required_with_the_page(tmp_path: Path):
+    from tasks_client import TasksExtension
+
+    person = Person()
+    ext = TasksExtension(poll_s=0.2, elicit=person)
+    args = [
+        "-m",
+        "conch",
+        "serve",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--secret-prompt",
+        "elicit",
+    ]
+    params = StdioServerParameters(command=sys.executable, args=args, env={**os.environ})
+    async with Client(params, extensions=[ext], elicitation_callback=person) as c:
+        r = await c.call_tool("exec", {"command": "sleep 1.5; " + READ_S, "pty": True})
+    assert [t.task_id for t in ext.created] == [r.structured_content["job_id"]]
+    asked = [p for p in ext.polls if p.status == "input_required"]
+    assert asked and all(len(p.input_requests or {}) == 1 for p in asked)
+    assert len({next(iter(p.input_requests or {})) for p in asked}) == 1  # one key per prompt
+    assert "MATCH-read" in r.structured_content["output"] and len(person.asked) == 1
+    nowhere_but_the_terminal(tmp_path, r.model_dump(), [p.model_dump() for p in ext.polls])
