@@ -267,8 +267,9 @@ class ConchMCP:
                 content=[types.TextContent(type="text", text=self.seed.UNKNOWN_TOOL_TEXT)],
                 is_error=True,
             )
-        if tool is not None and tool.render_text is not None:
-            text = tool.render_text(outcome.result, outcome.is_error)
+        own_text = self.rt.registry.profile_of(tool).render_text if tool is not None else None
+        if own_text is not None:
+            text = own_text(outcome.result, outcome.is_error)
         else:
             text = render(
                 name, outcome.result, is_error=outcome.is_error, fmt=self.config.text_format

@@ -43,7 +43,7 @@ async def call_tool_full(
     ctx = (CallContext() if context is None else context.for_call()).with_state(rt.registry.state)
     tool = rt.registry.get(name)
     if tool is None:
-        return _error(ConchError("not_found", f"unknown tool {name!r}"))
+        return ToolOutcome(ConchError("not_found", f"unknown tool {name!r}").envelope(), True)
     args = dict(arguments or {})
     try:
         if (
@@ -71,18 +71,19 @@ async def call_tool_full(
             result = await _run_with_progress(rt, tool, args, ctx)
         finally:
             current_label.reset(token)
-        is_error = tool.result_is_error(result) if tool.result_is_error else False
+        judge = rt.registry.profile_of(tool).result_is_error
+        is_error = judge(result) if judge is not None else False
         return ToolOutcome(result, is_error, meta)
     except ConchError as e:
-        return _error(e, tool, args)
+        return _error(e, rt, tool, args)
     except RuntimeClosedError:
-        return _error(ConchError("closed", "the Conch runtime is shutting down"), tool, args)
+        return _error(ConchError("closed", "the Conch runtime is shutting down"), rt, tool, args)
     except asyncio.CancelledError:
         raise
     except Exception:
         log.exception("tool %s failed", name)
         return _error(
-            ConchError("internal", f"internal error in {name}; see the server log"), tool, args
+            ConchError("internal", f"internal error in {name}; see the server log"), rt, tool, args
         )
 
 
@@ -104,14 +105,14 @@ def describe_call(args: Mapping[str, Any]) -> JobLabel | None:
     return label
 
 
-def _error(
-    e: ConchError, tool: Tool | None = None, args: Mapping[str, Any] | None = None
-) -> ToolOutcome:
-    if tool is not None and tool.error_result is not None:
-        result, is_error = tool.error_result(e, args or {})
-        meta = {"summary": tool.summary(args or {})} if tool.summary else None
-        return ToolOutcome(result, is_error, meta)
-    return ToolOutcome(e.envelope(), True)
+def _error(e: ConchError, rt: ToolHost, tool: Tool, args: Mapping[str, Any]) -> ToolOutcome:
+    """A failed call in its profile's words (the tool's own, where it has them)."""
+    shape = tool.error_result or rt.registry.profile_of(tool).error_result
+    if shape is None:
+        return ToolOutcome(e.envelope(), True)
+    result, is_error = shape(e, args)
+    meta = {"summary": tool.summary(args)} if tool.summary else None
+    return ToolOutcome(result, is_error, meta)
 
 
 async def _run_with_progress(

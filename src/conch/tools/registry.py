@@ -42,6 +42,11 @@ class ToolRegistry:
         self.profiles = tuple(profiles)
         self.tools = catalogue(self.profiles)
         self._by_name = {t.name: t for t in self.tools}
+        # each tool's profile: the first listed that has a tool of that name
+        self._profile_of: dict[str, Profile] = {}
+        for name in self.profiles:
+            for tool in profile(name).tools():
+                self._profile_of.setdefault(tool.name, profile(name))
         self.resources: tuple[Resource, ...] = tuple(
             r for name in self.profiles for r in profile(name).resources
         )
@@ -49,6 +54,10 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool | None:
         return self._by_name.get(name)
+
+    def profile_of(self, tool: Tool) -> Profile:
+        """The profile the tool comes from (its error results, isError, text block)."""
+        return self._profile_of[tool.name]
 
     def resource(self, uri: str) -> Resource | None:
         return next((r for r in self.resources if r.uri == uri), None)

@@ -1,7 +1,8 @@
 """A tool: name, description, schemas, annotations and the handler that runs it on the engine.
 
-Profile behaviour (how a seed profile shapes errors, decides ``isError``, names its summary)
-rides on the tool so one call path (conch/tools/call.py) serves every profile."""
+How a seed profile shapes errors, decides ``isError`` and words its text block is the
+profile's (``Profile`` in conch/tools/profiles/_common.py); a tool carries only what differs
+from tool to tool."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from conch.core.engine import Engine
 from conch.errors import ConchError
-from conch.tools import schemas as S
 from conch.tools.context import CallContext
 
 if TYPE_CHECKING:
@@ -35,11 +35,11 @@ class Tool:
     meta: dict[str, Any] = field(default_factory=dict)
     # argument names that never reach the handler (echoed into _meta instead)
     summary_arg: str | None = None
-    # seed-compatible profiles (conch.tools.profiles) shape errors and isError their own way:
-    # error_result(error, args) -> (result, is_error) for every ConchError, validation included;
-    # result_is_error(result) -> isError of a normal result; summary(args) -> _meta.summary
+    # Per-tool overrides of the profile's behaviour, for a seed that really differs per tool
+    # (ai-device-bash: each tool's error result names its own mode, and each tool words its
+    # own _meta.summary): error_result(error, args) -> (result, is_error) for every
+    # ConchError, validation included (else the profile's); summary(args) -> _meta.summary
     error_result: ErrorResult | None = None
-    result_is_error: Callable[[dict[str, Any]], bool] | None = None
     summary: Callable[[Mapping[str, Any]], str] | None = None
     # the tool may wait on a job: front ends send progress notifications while it does
     progress: bool = False
@@ -49,8 +49,6 @@ class Tool:
     # validator(args) raises ConchError("invalid_argument")
     describer: Callable[[Config | None], dict[str, Any]] | None = None
     validator: Callable[[dict[str, Any]], None] | None = None
-    # the text block of a result (result, is_error) -> text, instead of Conch's rendering
-    render_text: Callable[[dict[str, Any], bool], str] | None = None
 
     @property
     def annotations(self) -> dict[str, Any]:
@@ -62,14 +60,6 @@ class Tool:
             "openWorldHint": True,
         }
 
-    @property
-    def published_output_schema(self) -> dict[str, Any]:
-        """The result shape, or the error envelope: clients such as the TypeScript SDK validate
-        ``structuredContent`` against it even when ``isError`` is true."""
-        if self.error_result is not None:
-            return self.output_schema  # seed profiles describe their own error shapes
-        return {"type": "object", "anyOf": [self.output_schema, S.ERROR_OUTPUT]}
-
     def describe(self, config: Config | None = None) -> dict[str, Any]:
         """The tool as MCP `tools/list` shows it (every front end publishes this)."""
         if self.describer is not None:
@@ -79,7 +69,7 @@ class Tool:
             "title": self.title,
             "description": self.description,
             "inputSchema": self.input_schema,
-            "outputSchema": self.published_output_schema,
+            "outputSchema": self.output_schema,
             "annotations": self.annotations,
         }
         if self.meta:

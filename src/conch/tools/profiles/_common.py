@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from conch.core.engine import Engine
 from conch.tools.context import CallContext
 from conch.tools.state import ProfileState
-from conch.tools.tool import Tool
+from conch.tools.tool import ErrorResult, Tool
 
 T = TypeVar("T")
 Handler = Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
@@ -41,11 +41,19 @@ class Resource:
 
 @dataclass(frozen=True)
 class Profile:
-    """A named tool set: its tools (built once, cached by the module) and its resources."""
+    """A named tool set: its tools (built once, cached by the module), its resources, and how
+    a seed profile's results look where they are not Conch's (None: Conch's way)."""
 
     name: str
     tools: Callable[[], tuple[Tool, ...]]
     resources: tuple[Resource, ...] = ()
+    # error_result(error, args) -> (result, is_error) for every ConchError, validation
+    # included (a tool's own error_result wins); else Conch's error envelope
+    error_result: ErrorResult | None = None
+    # result_is_error(result) -> isError of a normal result; else never
+    result_is_error: Callable[[dict[str, Any]], bool] | None = None
+    # render_text(result, is_error) -> the text block; else Conch's rendering
+    render_text: Callable[[dict[str, Any], bool], str] | None = None
 
 
 def profile_state(engine: Engine, cls: type[T]) -> T:

@@ -517,12 +517,10 @@ def tools() -> tuple[Tool, ...]:
             guard(fn, lambda e, args: _failure(e.code, e.message), _Fail),
             read_only=read_only,
             destructive=name in ("bash.exec", "bash.job_cancel"),
-            error_result=_error_result,
-            result_is_error=_is_error,
             progress=name in ("bash.exec", "bash.job_get"),
         )
         for name, title, description, schema, output, fn, read_only in specs
     )
 
 
-PROFILE = Profile("bash-mcp", tools)
+PROFILE = Profile("bash-mcp", tools, error_result=_error_result, result_is_error=_is_error)

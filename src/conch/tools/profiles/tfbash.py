@@ -826,12 +826,9 @@ def tools() -> tuple[Tool, ...]:
                 read_only=flags.get("read_only", False),
                 destructive=flags.get("destructive", False),
                 idempotent=flags.get("idempotent", False),
-                error_result=_error_result,
-                result_is_error=_is_error,
                 progress=name in ("shell_exec", "shell_read", "shell_write"),
                 describer=_describer(name),
                 validator=_validator(name),
-                render_text=render_text,
             )
         )
     return tuple(out)
@@ -840,6 +837,9 @@ def tools() -> tuple[Tool, ...]:
 PROFILE = Profile(
     "tfbash",
     tools,
+    error_result=_error_result,
+    result_is_error=_is_error,
+    render_text=render_text,
     resources=(
         Resource(
             OVERVIEW_URI,
