@@ -166,9 +166,9 @@ class Config:
         """Build a Config from flags (typed), ``CONCH_*`` variables and an env file."""
         values: dict[str, Any] = {}
         if env_file:
-            values.update(_parse_strings(read_env_file(env_file), source=env_file))
+            values.update(_parse_strings(read_env_file(env_file)))
         env = os.environ if environ is None else environ
-        values.update(_parse_strings(env, source="environment"))
+        values.update(_parse_strings(env))
         for k, v in (flags or {}).items():
             if v is not None:
                 values[k] = v
@@ -197,7 +197,7 @@ def read_env_file(path: str) -> dict[str, str]:
     return out
 
 
-def _parse_strings(values: Mapping[str, str], *, source: str) -> dict[str, Any]:
+def _parse_strings(values: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(Config):
         key = "CONCH_" + f.name.upper()

@@ -83,7 +83,6 @@ class Engine:
 
     def __init__(self, config: Config | None = None, *, owns_process: bool = False) -> None:
         self.config = config or Config()
-        self._owns_process = owns_process
         self._started = False
         self._start_task: asyncio.Task[None] | None = None
         self._closed = False
