@@ -20,6 +20,7 @@ def test_every_benchmark_runs_in_quick_mode():
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     for name in (
         "bench_core.py",
+        "bench_fleet.py",
         "bench_mcp.py",
         "bench_search.py",
         "bench_shell.py",

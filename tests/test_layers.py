@@ -20,6 +20,7 @@ LAYERS = [
     "conch.core",
     "conch.tools",
     "conch.runtime",
+    "conch.fleet",
     "conch.mcp",
     "conch.http",
     "conch.cli",

@@ -110,6 +110,17 @@ class Config:
         choices=("off", "elicit"),
     )
     dashboard_control: bool = _setting(False, "dashboard: stop buttons on running jobs (signal)")
+    # fleet (SPEC §9b)
+    fleet: str = _setting("off", "run the tools on every node of a cluster", choices=("off", "ray"))
+    ray_address: str = _setting(
+        "", "Ray cluster the fleet attaches to (default: RAY_ADDRESS, else a local head)"
+    )
+    fleet_timeout_ms: int = _setting(
+        10_000,
+        "a node that does not answer within this (plus the call's own wait) is node_unreachable",
+        lo=100,
+        hi=600_000,
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -18,6 +18,9 @@ ERROR_CODES: dict[str, bool] = {
     "search_failed": False,
     "closed": False,
     "sandbox_unavailable": False,
+    # fleet (SPEC §9b): the job's node died; the node did not answer in time (state unknown)
+    "node_lost": False,
+    "node_unreachable": True,
     "internal": False,
 }
 

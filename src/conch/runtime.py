@@ -13,6 +13,7 @@ import builtins
 from collections.abc import Mapping
 from typing import Any
 
+from conch.config import Config
 from conch.core.results import InfoResult
 from conch.tools.call import ToolOutcome, call_tool_full
 from conch.tools.context import CallContext
@@ -28,8 +29,21 @@ class RuntimeInfo(InfoResult):
     transports: list[str]
 
 
+FLEETS_GROUP = "conch.fleets"  # entry points: fleet kind -> its runtime class (conch.fleet)
+
+
 class Runtime(ToolHost):
-    """Conch's engine with its tool catalogue, usable in-process."""
+    """Conch's engine with its tool catalogue, usable in-process.
+
+    With ``Config(fleet="ray")`` the object made is the fleet's runtime instead (the same
+    surface, over every node of a cluster: SPEC §9b), found through the ``conch.fleets`` entry
+    points so that this layer never imports the one above it."""
+
+    def __new__(cls, config: Config | None = None, **kwargs: Any) -> Runtime:
+        if cls is Runtime and config is not None and config.fleet != "off":
+            fleet: Runtime = _fleet_class(config.fleet)(config, **kwargs)
+            return fleet
+        return super().__new__(cls)
 
     async def __aenter__(self) -> Runtime:
         await self.start()
@@ -66,3 +80,14 @@ class Runtime(ToolHost):
     ) -> dict[str, Any]:
         """Call a tool by name; returns its structured result or ``{"error": {...}}``."""
         return (await self.call_tool_full(name, arguments, context)).result
+
+
+def _fleet_class(kind: str) -> Any:
+    from importlib.metadata import entry_points
+
+    from conch.errors import ConfigError
+
+    found = [ep for ep in entry_points(group=FLEETS_GROUP) if ep.name == kind]
+    if not found:
+        raise ConfigError(f"fleet: no fleet named {kind!r} is installed (conch[{kind}])")
+    return found[0].load()

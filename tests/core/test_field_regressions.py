@@ -285,3 +285,18 @@ async def test_a_cancelled_exec_is_never_listed_running_once_its_process_is_gone
             await task
         assert not violations, f"listed running {len(violations)} times after its process died"
         assert rt.job(job_id).state == "cancelled"
+
+
+async def test_a_result_that_says_exited_carries_the_whole_output(tmp_path):
+    # the state and the window describe the same moment: an exec that returns `exited` at
+    # yield 0 never shows an empty window over a log that already holds the output
+    async with conch.Runtime(conch.Config(data_dir=str(tmp_path))) as rt:
+        for _ in range(40):
+            r = await rt.exec(command="echo quick", yield_ms=0)
+            if r["state"] == "exited":
+                assert r["output"] == "quick\n"
+                assert r.get("next_cursor", 6) == r.get("total_bytes", 6) == 6
+                assert r.get("eof", True) is True
+            else:
+                r = await rt.read(r["job_id"], wait_ms=5000, until="exit")
+                assert r["output"] == "quick\n"

@@ -25,7 +25,7 @@ from conch.core.env import CALLER_SESSION_VAR
 from conch.core.jobs import launch
 from conch.core.jobs.job import Job, new_id
 from conch.core.jobs.ready import ReadySpec, wait_ready
-from conch.core.jobs.snapshot import STREAMS, snapshot, summary
+from conch.core.jobs.snapshot import STREAMS, observe, snapshot, summary
 from conch.core.jobs.table import JobTable
 from conch.core.output import window as win
 from conch.core.output.log import JobLog
@@ -547,6 +547,7 @@ class Engine:
                     self.spawn.spawn_task(job.driver.stop("cancelled", self.spawn.grace_s))
                 )
             raise
+        observe(job)
         w = win.preview(job.log, budget, final=job.terminal)
         job.read_cursor[None] = w.next_cursor
         return snapshot(job, w)
@@ -594,6 +595,7 @@ class Engine:
                     lambda: job.log.size(sidx) > start or (job.terminal and job.log.closed),
                     wait_ms / 1000,
                 )
+        observe(job)
         if tail:
             floor = start if cursor is not None else 0
             w = win.last(job.log, floor, req.budget, stream=sidx, raw=raw)
@@ -642,6 +644,7 @@ class Engine:
         if eof:
             await job.driver.close_stdin()
         await self._settle_output(job, yield_ms / 1000)
+        observe(job)
         w = win.following(job.log, before, self.config.default_max_output_bytes, final=job.terminal)
         job.read_cursor[None] = w.next_cursor
         return snapshot(job, w)
@@ -689,6 +692,7 @@ class Engine:
             driver.send_signal(getattr(signal_mod, signame))
             if signal not in ("stop", "continue"):
                 await job.wait_until(lambda: job.terminal, wait_ms / 1000)
+        observe(job)
         start = job.read_cursor.get(None, 0)
         w = win.following(job.log, start, self.config.default_max_output_bytes, final=job.terminal)
         job.read_cursor[None] = w.next_cursor

@@ -48,7 +48,7 @@ def manifest(cfg: Config, base_url: str | None = None) -> dict[str, Any]:
                 "title": t.title,
                 "description": t.description,
                 "input_schema": t.input_schema,
-                "output_schema": t.output_schema,
+                "output_schema": t.published_output_schema,
                 "annotations": t.annotations,
             }
             for t in tools

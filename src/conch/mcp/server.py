@@ -38,8 +38,14 @@ RESOURCE_NOT_FOUND = -32002
 
 def instructions(cfg: Config, rt: Runtime) -> str:
     shell = rt.bash or "/bin/sh"
+    where = (
+        "on the nodes of a Ray cluster (`info` lists them; `node` on exec/shell_open/search "
+        "picks one, ids remember theirs)"
+        if cfg.fleet == "ray"
+        else "on this machine"
+    )
     return (
-        f"Conch runs commands on this machine ({shell}; default working directory "
+        f"Conch runs commands {where} ({shell}; default working directory "
         f"{cfg.resolved_default_cwd}). Use `exec` for commands (long ones continue in the "
         f"background after yield_ms={cfg.default_yield_ms}: follow them with `read`, type into "
         f"them with `write`, stop them with `signal`), `shell_open` + `exec {{shell_id}}` for a "

@@ -107,7 +107,7 @@ def describe_call(args: Mapping[str, Any]) -> JobLabel | None:
 
 def _error(e: ConchError, rt: ToolHost, tool: Tool, args: Mapping[str, Any]) -> ToolOutcome:
     """A failed call in its profile's words (the tool's own, where it has them)."""
-    shape = tool.error_result or rt.registry.profile_of(tool).error_result
+    shape = rt.registry.error_result_of(tool)
     if shape is None:
         return ToolOutcome(e.envelope(), True)
     result, is_error = shape(e, args)

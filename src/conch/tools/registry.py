@@ -10,7 +10,7 @@ from conch.errors import ConfigError
 from conch.tools.profiles import ai_device_bash, bash_mcp, conch, tfbash
 from conch.tools.profiles._common import Profile, Resource
 from conch.tools.state import ProfileState
-from conch.tools.tool import Tool
+from conch.tools.tool import ErrorResult, Tool
 
 PROFILES: dict[str, Profile] = {
     p.name: p for p in (conch.PROFILE, ai_device_bash.PROFILE, tfbash.PROFILE, bash_mcp.PROFILE)
@@ -58,6 +58,11 @@ class ToolRegistry:
     def profile_of(self, tool: Tool) -> Profile:
         """The profile the tool comes from (its error results, isError, text block)."""
         return self._profile_of[tool.name]
+
+    def error_result_of(self, tool: Tool) -> ErrorResult | None:
+        """How a failed call of the tool is shaped: the tool's own way, else its profile's;
+        None for Conch's error envelope."""
+        return tool.error_result or self.profile_of(tool).error_result
 
     def resource(self, uri: str) -> Resource | None:
         return next((r for r in self.resources if r.uri == uri), None)

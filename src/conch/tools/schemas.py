@@ -562,9 +562,3 @@ ERROR_OUTPUT = {
     },
     "required": ["error"],
 }
-
-
-def or_error(result: dict[str, Any]) -> dict[str, Any]:
-    """A result shape as published: the result or the error envelope (clients such as the
-    TypeScript SDK validate ``structuredContent`` against it even when ``isError`` is true)."""
-    return {"type": "object", "anyOf": [result, ERROR_OUTPUT]}

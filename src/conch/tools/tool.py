@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from conch.core.engine import Engine
 from conch.errors import ConchError
+from conch.tools import schemas as S
 from conch.tools.context import CallContext
 
 if TYPE_CHECKING:
@@ -49,6 +50,9 @@ class Tool:
     # validator(args) raises ConchError("invalid_argument")
     describer: Callable[[Config | None], dict[str, Any]] | None = None
     validator: Callable[[dict[str, Any]], None] | None = None
+    # a seed's tool describes its own error shapes in output_schema (else the published
+    # schema is the result or Conch's error envelope)
+    own_error_shapes: bool = False
 
     @property
     def annotations(self) -> dict[str, Any]:
@@ -60,6 +64,14 @@ class Tool:
             "openWorldHint": True,
         }
 
+    @property
+    def published_output_schema(self) -> dict[str, Any]:
+        """The result shape, or the error envelope: clients such as the TypeScript SDK validate
+        ``structuredContent`` against it even when ``isError`` is true."""
+        if self.own_error_shapes or self.error_result is not None:
+            return self.output_schema
+        return {"type": "object", "anyOf": [self.output_schema, S.ERROR_OUTPUT]}
+
     def describe(self, config: Config | None = None) -> dict[str, Any]:
         """The tool as MCP `tools/list` shows it (every front end publishes this)."""
         if self.describer is not None:
@@ -69,7 +81,7 @@ class Tool:
             "title": self.title,
             "description": self.description,
             "inputSchema": self.input_schema,
-            "outputSchema": self.output_schema,
+            "outputSchema": self.published_output_schema,
             "annotations": self.annotations,
         }
         if self.meta:

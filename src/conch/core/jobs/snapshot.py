@@ -24,9 +24,10 @@ def parsed(job: Job) -> tuple[Any, str | None]:
     return job.parsed
 
 
-def _observe(job: Job) -> None:
+def observe(job: Job) -> None:
     """State and processes agree whenever a call looks: a leader that has died is noticed
-    now, so a job is never reported running after its process is gone."""
+    now, so a job is never reported running after its process is gone. Call it before the
+    window is cut, so the window and the state describe the same moment."""
     if not job.terminal and job.driver is not None:
         poll = getattr(job.driver, "poll_exit", None)
         if poll is not None:
@@ -35,7 +36,6 @@ def _observe(job: Job) -> None:
 
 def _identity(job: Job) -> JobIdentity:
     """What a job is and how it stands: shared by the snapshot and the `list` summary."""
-    _observe(job)
     return {
         "job_id": job.job_id,
         "name": job.name,
@@ -53,7 +53,7 @@ def _identity(job: Job) -> JobIdentity:
 
 
 def snapshot(job: Job, window: Window, *, stream: str | None = None) -> JobSnapshot:
-    _observe(job)
+    """The job as it stood when `window` was cut (the caller called observe() first)."""
     awaiting_input = awaiting_secret = False
     if not job.terminal and job.driver is not None:
         awaiting_input, awaiting_secret = job.driver.input_state()
@@ -84,4 +84,5 @@ def snapshot(job: Job, window: Window, *, stream: str | None = None) -> JobSnaps
 
 def summary(job: Job) -> JobSummary:
     """The short form used by `list`."""
+    observe(job)
     return {**_identity(job), "total_bytes": job.log.size(), "cwd": job.cwd}

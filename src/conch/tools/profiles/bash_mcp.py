@@ -517,6 +517,7 @@ def tools() -> tuple[Tool, ...]:
             guard(fn, lambda e, args: _failure(e.code, e.message), _Fail),
             read_only=read_only,
             destructive=name in ("bash.exec", "bash.job_cancel"),
+            own_error_shapes=True,
             progress=name in ("bash.exec", "bash.job_get"),
         )
         for name, title, description, schema, output, fn, read_only in specs

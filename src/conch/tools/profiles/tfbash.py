@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conch.core.engine import Engine
-from conch.core.jobs.snapshot import snapshot
+from conch.core.jobs.snapshot import observe, snapshot
 from conch.core.output import window as win
 from conch.core.output.utf8 import boundary_at_or_after
 from conch.core.results import ShellSummary, parse_timestamp, timestamp
@@ -205,6 +205,7 @@ def _window(
     start = _buffer_start(job, st.capacity.get(job.job_id, OUTPUT_BUFFER_BYTES))
     truncated = cursor < start
     begin = max(cursor, start)
+    observe(job)
     w = win.forward(
         job.log, begin, job.log.size(), max_bytes, stream=None, raw=True, final=job.terminal
     )
@@ -826,6 +827,7 @@ def tools() -> tuple[Tool, ...]:
                 read_only=flags.get("read_only", False),
                 destructive=flags.get("destructive", False),
                 idempotent=flags.get("idempotent", False),
+                own_error_shapes=True,
                 progress=name in ("shell_exec", "shell_read", "shell_write"),
                 describer=_describer(name),
                 validator=_validator(name),

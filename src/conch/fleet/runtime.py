@@ -1,0 +1,533 @@
+"""The fleet runtime: Conch's tools over every node of a Ray cluster (SPEC §9b).
+
+One node executor actor per alive node (pinned with node affinity, ``soft=False``) embeds a
+Conch runtime there; this object has the surface the front ends use (``tools()``,
+``call_tool()``, ``info``, ``start``/``aclose``, change listeners) and routes each call: work is
+placed by ``node`` (default: the least loaded alive node), calls on a job or shell go to the node
+its id names, ``list`` and ``info`` ask every node. A node that died answers ``node_lost``, one
+that does not answer in time ``node_unreachable``; nothing is re-run. Ray is imported only here,
+when the fleet starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import signal
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from conch.config import Config
+from conch.errors import ConchError, ConfigError, RuntimeClosedError
+from conch.fleet.executor import NICENESS_ENV, NodeExecutor
+from conch.fleet.ids import ID_KEYS, qualify_result, split
+from conch.fleet.nodes import Node, NodeTable
+from conch.fleet.tools import FleetRegistry, takes_node
+from conch.tools.call import ToolOutcome
+from conch.tools.context import CallContext
+from conch.tools.tool import ErrorResult, Tool
+
+log = logging.getLogger("conch.fleet")
+WATCH_S = 1.0
+_START_TIMEOUT_S = 120.0
+_CLOSE_TIMEOUT_S = 15.0
+_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+# tools that list what a runtime holds: the fleet asks every node and merges the lists
+LISTING = frozenset({"list", "bash.jobs"})
+
+
+class FleetJobs:
+    """What front ends read of a runtime's job table (health, dashboard): in a fleet the jobs
+    live on their nodes, so only the count of running ones, as last reported, is here."""
+
+    def __init__(self, table: NodeTable) -> None:
+        self._table = table
+
+    @property
+    def running(self) -> int:
+        return sum(n.running for n in self._table.usable())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def evict(self) -> None:
+        return None
+
+
+class FleetRuntime:
+    """``async with FleetRuntime(Config(fleet="ray", ray_address=...)) as rt: ...``"""
+
+    shells: Any = None  # shells live on their nodes (`list` shows them)
+
+    def __init__(self, config: Config | None = None, **_: Any) -> None:
+        # (conch.Runtime hands its keywords on, e.g. owns_process: a fleet owns no process)
+        self.config = config or Config(fleet="ray")
+        self.table = NodeTable()
+        self.jobs = FleetJobs(self.table)
+        self.bash = "bash"
+        self.info_extra: dict[str, Any] = {}
+        self.registry = FleetRegistry(self.config.profiles)
+        self._listeners: list[Callable[[str | None], None]] = []
+        self._started = False
+        self._closed = False
+        self._start_task: asyncio.Task[None] | None = None
+        self._close_task: asyncio.Task[None] | None = None
+        self._watch: asyncio.Task[None] | None = None
+        self._starting: dict[str, asyncio.Task[None]] = {}
+        self._owns_ray = False
+        self._remote: Any = None  # the NodeExecutor actor class
+        self._ray: Any = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> FleetRuntime:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        """Attach to the cluster and start an executor on every alive node (once)."""
+        if self._closed:
+            raise RuntimeClosedError()
+        if self._start_task is None:
+            self._start_task = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._start_task)
+
+    async def _start(self) -> None:
+        self._connect()  # once, at startup: ray.init wants the main thread
+        await self._refresh()
+        if self._starting:
+            await asyncio.gather(*self._starting.values(), return_exceptions=True)
+        if not self.table.usable():
+            raise ConchError("node_unreachable", "no node of the Ray cluster took an executor")
+        self._watch = asyncio.ensure_future(self._watch_nodes())
+        self._started = True
+
+    def _connect(self) -> None:
+        address = self.config.ray_address or os.environ.get("RAY_ADDRESS", "") or "local"
+        local = address == "local"
+        kwargs: dict[str, Any] = {}
+        if local or _is_loopback(address):
+            # a cluster on this machine: keep Ray's traffic on loopback (Ray otherwise swaps
+            # 127.0.0.1 for the host's interface address)
+            os.environ.setdefault(_LOOPBACK_ENV, "0")
+            kwargs["_node_ip_address"] = "127.0.0.1"
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        # executors run in the environment the node has (conch installed there), not in a
+        # `uv run` replica of this driver's working directory that Ray would package
+        os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+        try:
+            import ray
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        except ImportError:
+            raise ConfigError(
+                "fleet: 'ray' needs Ray installed: pip install 'conch[ray]'"
+            ) from None
+
+        self._ray = ray
+        self._affinity = NodeAffinitySchedulingStrategy
+        self._remote = ray.remote(NodeExecutor)
+        if ray.is_initialized():
+            return  # the host program attached already: use its connection, leave it open
+        if local:
+            kwargs.update(include_dashboard=False, num_cpus=os.cpu_count() or 1)
+        with _stdout_to_stderr(), _own_signal_handlers():
+            ray.init(
+                address=address,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+                configure_logging=False,
+                **kwargs,
+            )
+        self._owns_ray = True
+
+    async def _refresh(self) -> None:
+        rows = await asyncio.to_thread(self._ray.nodes)
+        fresh, lost = self.table.update(rows)
+        for node in lost:
+            log.warning("node %s left the cluster; its jobs answer node_lost", node.node_id)
+        for node in fresh:
+            if node.node_id not in self._starting:
+                self._starting[node.node_id] = asyncio.ensure_future(self._start_executor(node))
+
+    async def _start_executor(self, node: Node) -> None:
+        try:
+            actor = self._remote.options(
+                scheduling_strategy=self._affinity(node_id=node.node_id, soft=False),
+                num_cpus=0,
+                max_concurrency=1000,
+                max_restarts=0,
+                max_task_retries=0,
+                # Ray starts workers at nice 15; jobs are the user's work, not background chores
+                runtime_env={"env_vars": {NICENESS_ENV: "0"}},
+            ).remote(self.config, node.node_id)
+            node.executor = actor
+            started = await asyncio.wait_for(actor.start.remote(), _START_TIMEOUT_S)
+            node.hostname = started.get("hostname", "")
+            node.pid = int(started.get("pid", 0))
+            node.ready = True
+        except Exception as e:
+            if not node.lost_reason:
+                node.lost_reason = f"its executor did not start ({type(e).__name__}: {e})"
+            log.warning("node %s: %s", node.node_id, node.lost_reason)
+        finally:
+            self._starting.pop(node.node_id, None)
+
+    async def _watch_nodes(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_S)
+            with contextlib.suppress(Exception):
+                await self._refresh()
+
+    async def aclose(self) -> None:
+        """Stop every executor and every job it started; idempotent."""
+        if self._close_task is None:
+            self._closed = True
+            self._close_task = asyncio.ensure_future(self._aclose())
+        await asyncio.shield(self._close_task)
+
+    async def _aclose(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+        if self._start_task is not None and not self._start_task.done():
+            with contextlib.suppress(BaseException):
+                await self._start_task
+        for t in list(self._starting.values()):
+            with contextlib.suppress(BaseException):
+                await t
+        if self._ray is None:
+            return
+        nodes = [n for n in self.table.nodes.values() if n.executor is not None]
+
+        async def close(node: Node) -> None:
+            if node.alive and not node.lost_reason:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(node.executor.aclose.remote(), _CLOSE_TIMEOUT_S)
+            with contextlib.suppress(Exception):
+                self._ray.kill(node.executor, no_restart=True)
+            node.ready = False
+
+        await asyncio.gather(*(close(n) for n in nodes))
+        if self._owns_ray:
+            await asyncio.to_thread(self._ray.shutdown)
+
+    # -- change listeners ------------------------------------------------------------------------
+
+    def add_listener(self, fn: Callable[[str | None], None]) -> Callable[[], None]:
+        """fn(job_id or None) after every call that may have changed a job or shell."""
+        self._listeners.append(fn)
+        return lambda: self._listeners.remove(fn) if fn in self._listeners else None
+
+    def _changed(self, result: Mapping[str, Any]) -> None:
+        job_id = result.get("job_id") if isinstance(result, Mapping) else None
+        for fn in list(self._listeners):
+            with contextlib.suppress(Exception):
+                fn(job_id if isinstance(job_id, str) else None)
+
+    # -- tools -----------------------------------------------------------------------------------
+
+    def tools(self) -> list[dict[str, Any]]:
+        """Every tool as ``tools/list`` shows it (``node`` where work is placed)."""
+        return [t.describe() for t in self.registry.tools]
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        context: CallContext | None = None,
+    ) -> dict[str, Any]:
+        """Call a tool by name on the fleet; its structured result or ``{"error": {...}}``."""
+        return (await self.call_tool_full(name, arguments, context)).result
+
+    async def call_tool_full(
+        self, name: str, arguments: Mapping[str, Any] | None, context: CallContext | None = None
+    ) -> ToolOutcome:
+        ctx = context or CallContext()
+        tool = self.registry.get(name)
+        if tool is None:
+            return ToolOutcome(ConchError("not_found", f"unknown tool {name!r}").envelope(), True)
+        args = dict(arguments or {})
+        try:
+            await self._open()
+            return await self._route(tool, args, ctx)
+        except ConchError as e:
+            return _error(e, self.registry.error_result_of(tool), args)
+        except RuntimeClosedError:
+            closed = ConchError("closed", "the Conch fleet is shutting down")
+            return _error(closed, self.registry.error_result_of(tool), args)
+
+    async def _open(self) -> None:
+        if self._closed:
+            raise RuntimeClosedError()
+        if not self._started:
+            await self.start()
+
+    async def _route(self, tool: Tool, args: dict[str, Any], ctx: CallContext) -> ToolOutcome:
+        spec = args.pop("node", None) if takes_node(tool) else None
+        if spec is not None and (not isinstance(spec, str) or not spec.strip()):
+            raise ConchError("invalid_argument", "node must be a node id or label")
+        if tool.name in LISTING:
+            return await self._list(tool, args, ctx)
+        if tool.name == "info":
+            return await self._info(tool, args, ctx)
+        target: Node | None = None
+        unqualified = False
+        for key in ID_KEYS & args.keys():
+            value = args[key]
+            if not isinstance(value, str):
+                continue
+            local, tag = split(value, self.table.tags)
+            if tag is None:
+                unqualified = True
+                continue
+            node = self.table.by_tag(tag)
+            if target is not None and node is not target:
+                raise ConchError("invalid_argument", f"{key} lives on another node than the rest")
+            target = node
+            args[key] = local
+        if target is not None:
+            if spec is not None and target not in self.table.match(spec):
+                raise ConchError(
+                    "invalid_argument", f"node {spec!r} is not the node {target.node_id} of the id"
+                )
+            return await self._call(target, tool, args, ctx)
+        if unqualified:
+            return await self._call_anywhere(tool, args, ctx)
+        node = self.table.choose(spec)
+        node.pending += 1
+        try:
+            return await self._call(node, tool, args, ctx)
+        finally:
+            node.pending -= 1
+
+    async def _call(
+        self, node: Node, tool: Tool, args: dict[str, Any], ctx: CallContext
+    ) -> ToolOutcome:
+        if not node.alive or node.lost_reason:
+            raise ConchError(
+                "node_lost",
+                f"node {node.node_id} is gone ({node.lost_reason or 'left the cluster'}); "
+                "its jobs and shells are lost and nothing was re-run",
+            )
+        if not node.ready:
+            raise ConchError("node_unreachable", f"node {node.node_id} has no executor yet")
+        timeout = self._timeout_s(tool.name, args)
+        meta = dict(ctx.meta) if ctx.meta else None
+        ray = self._ray
+        try:
+            ref = node.executor.call.remote(tool.name, args, meta, ctx.trusted)
+            # an asyncio future of the reply (no task per call), bounded by the call's deadline
+            reply = await asyncio.wait_for(asyncio.wrap_future(ref.future()), timeout)
+            result, is_error, out_meta, running = reply
+        except asyncio.TimeoutError:
+            raise ConchError(
+                "node_unreachable",
+                f"node {node.node_id} did not answer within {timeout:.0f} s; the call may or "
+                "may not have taken effect there",
+            ) from None
+        except ray.exceptions.ActorUnavailableError as e:
+            raise ConchError(
+                "node_unreachable", f"node {node.node_id} is unreachable right now ({e})"
+            ) from None
+        except ray.exceptions.RayActorError as e:
+            node.lost_reason = node.lost_reason or f"its executor died: {type(e).__name__}"
+            raise ConchError(
+                "node_lost",
+                f"node {node.node_id} is gone ({node.lost_reason}); its jobs and shells are "
+                "lost and nothing was re-run",
+            ) from None
+        node.running = running
+        conch_shaped = self.registry.error_result_of(tool) is None
+        result = qualify_result(result, node.tag, node.node_id, add_node=conch_shaped)
+        if conch_shaped and not is_error and tool.name == "search":
+            result["node"] = node.node_id  # where the files were searched
+        if not tool.read_only:
+            self._changed(result)
+        return ToolOutcome(result, is_error, out_meta)
+
+    async def _call_anywhere(
+        self, tool: Tool, args: dict[str, Any], ctx: CallContext
+    ) -> ToolOutcome:
+        """An id without a node (a job's name): the first node that knows it answers."""
+        nodes = self.table.usable()
+        if not nodes:
+            raise ConchError("node_unreachable", "no node of the fleet is ready")
+        outcomes = await asyncio.gather(
+            *(self._call(n, tool, dict(args), ctx) for n in nodes), return_exceptions=True
+        )
+        fallback: ToolOutcome | BaseException | None = None
+        for out in outcomes:
+            if isinstance(out, ToolOutcome) and not _is_not_found(out.result):
+                return out
+            fallback = fallback or out
+        if isinstance(fallback, BaseException):
+            raise fallback
+        assert fallback is not None
+        return fallback
+
+    def _timeout_s(self, name: str, args: Mapping[str, Any]) -> float:
+        cfg = self.config
+        wait_ms = 0
+        for key in ("yield_ms", "wait_ms", "timeout_ms" if name == "search" else ""):
+            value = args.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                wait_ms = max(wait_ms, value)
+        if name == "exec" and "yield_ms" not in args:
+            wait_ms = max(wait_ms, cfg.default_yield_ms)
+        if name == "search" and "timeout_ms" not in args:
+            wait_ms = max(wait_ms, 60_000)
+        base = cfg.fleet_timeout_ms + cfg.kill_grace_ms + cfg.close_timeout_ms
+        return (base + wait_ms) / 1000
+
+    # -- fan-out calls -----------------------------------------------------------------------------
+
+    async def _each_node(
+        self, tool: Tool, args: dict[str, Any], ctx: CallContext
+    ) -> list[tuple[Node, ToolOutcome | BaseException]]:
+        nodes = self.table.usable()
+        outcomes = await asyncio.gather(
+            *(self._call(n, tool, dict(args), ctx) for n in nodes), return_exceptions=True
+        )
+        return list(zip(nodes, outcomes, strict=True))
+
+    async def _list(self, tool: Tool, args: dict[str, Any], ctx: CallContext) -> ToolOutcome:
+        merged: dict[str, Any] = {}
+        unreachable: list[str] = []
+        for node, out in await self._each_node(tool, args, ctx):
+            if isinstance(out, BaseException) or out.is_error:
+                if isinstance(out, ToolOutcome) and not isinstance(out.result.get("error"), dict):
+                    return out  # an answer about the arguments: the same on every node
+                if isinstance(out, ToolOutcome):
+                    err = out.result["error"]
+                    if err.get("code") not in ("node_lost", "node_unreachable"):
+                        return out
+                unreachable.append(node.node_id)
+                continue
+            for key, value in out.result.items():
+                if isinstance(value, list):
+                    merged.setdefault(key, []).extend(value)
+                else:
+                    merged.setdefault(key, value)
+        for key in ("jobs", "shells") if tool.name == "list" else ("jobs",):
+            merged.setdefault(key, [])
+        if unreachable:
+            merged["unreachable_nodes"] = unreachable
+        return ToolOutcome(merged, False)
+
+    async def _info(self, tool: Tool, args: dict[str, Any], ctx: CallContext) -> ToolOutcome:
+        base: ToolOutcome | None = None
+        for _node, out in await self._each_node(tool, args, ctx):
+            if isinstance(out, ToolOutcome) and not out.is_error:
+                base = base or out
+        if base is None:
+            raise ConchError("node_unreachable", "no node of the fleet answered")
+        result = dict(base.result)
+        for key in ("pid", "data_dir"):  # one node's, not the fleet's
+            result.pop(key, None)
+        result["fleet"] = "ray"
+        result["nodes"] = [n.describe() for n in self.table.nodes.values()]
+        result.update(self.info_extra)
+        return ToolOutcome(result, False)
+
+    def job(self, job_id: str) -> Any:
+        raise ConchError("not_found", "a fleet's jobs live on their nodes: use `read`")
+
+    # -- the Python API ------------------------------------------------------------------------
+
+    async def _api(self, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        out = await self.call_tool_full(name, {k: v for k, v in args.items() if v is not None})
+        error = out.result.get("error") if out.is_error else None
+        if isinstance(error, Mapping):
+            raise ConchError(
+                str(error.get("code", "internal")),
+                str(error.get("message", "")),
+                bool(error.get("retryable", False)),
+            )
+        return out.result
+
+    async def exec(self, **args: Any) -> dict[str, Any]:
+        return await self._api("exec", args)
+
+    async def read(self, **args: Any) -> dict[str, Any]:
+        return await self._api("read", args)
+
+    async def write(self, **args: Any) -> dict[str, Any]:
+        return await self._api("write", args)
+
+    async def signal(self, **args: Any) -> dict[str, Any]:
+        return await self._api("signal", args)
+
+    async def list(self, **args: Any) -> dict[str, Any]:
+        return await self._api("list", args)
+
+    async def shell_open(self, **args: Any) -> dict[str, Any]:
+        return await self._api("shell_open", args)
+
+    async def shell_close(self, **args: Any) -> dict[str, Any]:
+        return await self._api("shell_close", args)
+
+    async def search(self, **args: Any) -> dict[str, Any]:
+        return await self._api("search", args)
+
+    async def info(self) -> dict[str, Any]:
+        return await self._api("info", {})
+
+
+def _error(e: ConchError, shape: ErrorResult | None, args: Mapping[str, Any]) -> ToolOutcome:
+    if shape is not None:
+        result, is_error = shape(e, args)
+        return ToolOutcome(result, is_error)
+    return ToolOutcome(e.envelope(), True)
+
+
+def _is_not_found(result: Mapping[str, Any]) -> bool:
+    error = result.get("error")
+    return isinstance(error, Mapping) and error.get("code") == "not_found"
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@contextlib.contextmanager
+def _own_signal_handlers() -> Iterator[None]:
+    """ray.init replaces SIGTERM's handler with a bare ``sys.exit``; the server's own handlers
+    (which stop every job first) stay in charge."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            if handler is not None:
+                with contextlib.suppress(ValueError, OSError):
+                    signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """stdout may be the stdio MCP wire: what ray.init prints, and the processes it starts,
+    go to stderr."""
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)

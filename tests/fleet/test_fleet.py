@@ -1,0 +1,445 @@
+"""The fleet on a real 3-node Ray cluster (all on loopback), through the Python API and through
+MCP over stdio (`conch serve --fleet ray --ray-address ...`). One cluster for the module."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+from fleet_cluster import LocalCluster, descendants, leftovers, non_loopback_sockets
+from mcp import Client, StdioServerParameters
+
+from conch import ConchError, Config
+from conch.fleet import FleetRuntime
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
+
+
+def fleet(cluster: LocalCluster, tmp_path: Any, **settings: Any) -> FleetRuntime:
+    cfg = Config(
+        fleet="ray",
+        ray_address=cluster.address,
+        data_dir=str(tmp_path / "data"),
+        **settings,
+    )
+    return FleetRuntime(cfg)
+
+
+def by_label(info: dict[str, Any], key: str, value: str) -> str:
+    (node,) = [n["node"] for n in info["nodes"] if n["labels"].get(key) == value]
+    return node
+
+
+async def test_each_node_runs_its_own_jobs_and_calls_follow_the_id(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    async with fleet(cluster, tmp_path) as rt:
+        info = await rt.info()
+        assert len(info["nodes"]) == 3
+        for n in info["nodes"]:
+            r = await rt.exec(command="echo $CONCH_NODE_ID", node=n["node"])
+            assert r["node"] == n["node"]
+            assert r["output"].strip() == n["node"]  # the job ran on that node's executor
+            assert r["job_id"].endswith("." + n["tag"])
+            # not at the nice 15 Ray gives its workers: the user's work, run as a local job
+            niceness = await rt.exec(command="nice", node=n["node"])
+            assert niceness["output"].strip() == str(os.nice(0))
+            ray_env = await rt.exec(command="echo ${RAY_JOB_ID:-none} ${RAY_RAYLET_PID:-none}")
+            assert ray_env["output"].split() == ["none", "none"]  # the worker's, not the job's
+            mask = await rt.exec(command="grep SigBlk /proc/self/status", node=n["node"])
+            assert mask["output"].split() == ["SigBlk:", "0" * 16]  # Ray's thread mask is not
+        zone_b = by_label(info, "zone", "b")
+        # placement by label (key=value, or just a value), then every call by the id alone
+        cat = await rt.exec(command="cat", node="zone=b", yield_ms=0, stdin_open=True)
+        assert cat["node"] == zone_b and cat["state"] == "running"
+        wrote = await rt.write(job_id=cat["job_id"], text="over the fleet\n")
+        seen = wrote["output"]
+        if "over the fleet" not in seen:
+            later = await rt.read(job_id=cat["job_id"], until={"pattern": "fleet"}, wait_ms=5000)
+            seen += later["output"]
+        assert "over the fleet" in seen and wrote["node"] == zone_b
+        stopped = await rt.signal(job_id=cat["job_id"], signal="terminate")
+        assert stopped["state"] != "running" and stopped["node"] == zone_b
+        again = await rt.read(job_id=cat["job_id"], cursor=0)
+        assert "over the fleet" in again["output"]  # the log stays on its node, paged by cursor
+        marker = tmp_path / "marker.txt"
+        marker.write_text("needle in the fleet\n")
+        found = await rt.search(pattern="needle", path=str(tmp_path), node="zone=a")
+        assert found["node"] == by_label(info, "zone", "a")
+        assert [m["path"].endswith("marker.txt") for m in found["matches"]] == [True]
+        head = await rt.exec(command="true", node="head")
+        assert head["node"] == by_label(info, "role", "head")
+        with pytest.raises(ConchError) as e:
+            await rt.exec(command="true", node="zone=nowhere")
+        assert e.value.code == "invalid_argument"
+
+
+async def test_conch_runtime_with_fleet_ray_is_the_fleet(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    import conch
+
+    cfg = Config(fleet="ray", ray_address=cluster.address, data_dir=str(tmp_path / "data"))
+    async with conch.Runtime(cfg) as rt:
+        assert isinstance(rt, FleetRuntime)
+        names = {t["name"]: t for t in rt.tools()}
+        assert "node" in names["exec"]["inputSchema"]["properties"]
+        r = await rt.call_tool("exec", {"command": "echo $CONCH_NODE_ID", "node": "zone=a"})
+        assert r["output"].strip() == r["node"]
+        again = await rt.read(job_id=r["job_id"], cursor=0)
+        assert again["output"] == r["output"]
+
+
+async def test_a_seed_profile_is_routed_by_its_own_ids(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    async with fleet(cluster, tmp_path, profiles=["bash-mcp"]) as rt:
+        started = await rt.call_tool(
+            "bash.exec", {"command": "sleep 0.5; echo $CONCH_NODE_ID", "timeout_ms": 60000}
+        )
+        assert started.get("success") is not False, started
+        job_id = started["job_id"]
+        tag = job_id.rpartition(".")[2]
+        node = next(n for n in rt.table.nodes.values() if n.tag == tag)
+        if "next_params" in started:
+            assert started["next_params"]["job_id"] == job_id  # nested ids carry the node too
+        done: dict[str, Any] = {}
+        for _ in range(20):
+            done = await rt.call_tool("bash.job_get", {"job_id": job_id, "wait_ms": 1000})
+            if node.node_id in json.dumps(done):
+                break
+        assert node.node_id in json.dumps(done)  # the job ran on the node its id names
+        listed = await rt.call_tool("bash.jobs", {})
+        assert job_id in {j["job_id"] for j in listed["jobs"]}
+
+
+async def test_list_and_info_cover_every_node(cluster: LocalCluster, tmp_path: Any) -> None:
+    async with fleet(cluster, tmp_path) as rt:
+        info = await rt.info()
+        assert info["fleet"] == "ray"
+        assert all(n["alive"] for n in info["nodes"])
+        assert {n["labels"].get("zone") for n in info["nodes"]} == {"a", "b", None}
+        started = {}
+        for n in info["nodes"]:
+            r = await rt.exec(command="sleep 30", node=n["node"], yield_ms=0)
+            started[r["job_id"]] = n["node"]
+        sh = await rt.shell_open(node="zone=a")
+        assert sh["node"] == by_label(info, "zone", "a")
+        in_shell = await rt.exec(shell_id=sh["shell_id"], command="echo $CONCH_NODE_ID")
+        assert in_shell["output"].strip() == sh["node"]
+        listed = await rt.list(state="running")
+        jobs = {j["job_id"]: j["node"] for j in listed["jobs"]}
+        assert started.items() <= jobs.items()
+        assert [s["node"] for s in listed["shells"] if s["shell_id"] == sh["shell_id"]] == [
+            sh["node"]
+        ]
+        counts = (await rt.info())["nodes"]
+        assert all(n["running_jobs"] >= 1 for n in counts)
+        closed = await rt.shell_close(shell_id=sh["shell_id"])
+        assert closed["state"] == "closed"
+
+
+async def test_work_without_a_node_goes_to_the_least_loaded_node(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    async with fleet(cluster, tmp_path) as rt:
+        first = [await rt.exec(command="sleep 30", yield_ms=0) for _ in range(3)]
+        assert len({r["node"] for r in first}) == 3  # one each: the idle nodes first
+        busy = first[0]["node"]
+        await rt.exec(command="sleep 30", node=busy, yield_ms=0)
+        more = [await rt.exec(command="sleep 30", yield_ms=0) for _ in range(2)]
+        assert busy not in {r["node"] for r in more}
+        placed = Counter(j["node"] for j in (await rt.list(state="running"))["jobs"])
+        assert sorted(placed.values()) == [2, 2, 2]
+
+
+async def test_a_node_that_does_not_answer_is_node_unreachable(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    async with fleet(cluster, tmp_path, fleet_timeout_ms=300, close_timeout_ms=100) as rt:
+        info = await rt.info()
+        node = next(n for n in info["nodes"] if n["labels"].get("zone") == "a")
+        job = await rt.exec(command="sleep 30", node=node["node"], yield_ms=0)
+        os.kill(node["executor_pid"], signal.SIGSTOP)
+        try:
+            with pytest.raises(ConchError) as e:
+                await rt.read(job_id=job["job_id"])
+            assert e.value.code == "node_unreachable" and e.value.retryable
+        finally:
+            os.kill(node["executor_pid"], signal.SIGCONT)
+        back = await rt.read(job_id=job["job_id"])  # nothing was lost: the node answers again
+        assert back["state"] == "running"
+
+
+async def test_shutdown_stops_every_executor_and_every_job(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    rt = fleet(cluster, tmp_path)
+    await rt.start()
+    info = await rt.info()
+    pids = []
+    for n in info["nodes"]:
+        r = await rt.exec(command="sleep 60 & sleep 60; wait", node=n["node"], yield_ms=200)
+        pids.append(r["pid"])
+    await rt.shell_open(node="zone=b")
+    executors = [n["executor_pid"] for n in info["nodes"]]
+    assert all(psutil.pid_exists(p) for p in pids + executors)
+    await rt.aclose()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (leftovers() or any(map(_running, pids + executors))):
+        time.sleep(0.1)
+    assert not leftovers()
+    assert not [p for p in pids + executors if _running(p)]
+    with pytest.raises(ConchError) as e:
+        await rt.exec(command="true")
+    assert e.value.code == "closed"
+
+
+async def test_ray_traffic_stays_on_loopback(cluster: LocalCluster, tmp_path: Any) -> None:
+    async with fleet(cluster, tmp_path) as rt:
+        await rt.exec(command="true")
+        procs = [psutil.Process(), *descendants()]
+        assert len(procs) > 6  # GCS, raylets, agents, workers and executors are all looked at
+        assert non_loopback_sockets(procs) == []
+
+
+async def test_a_node_that_joins_gets_an_executor_and_its_loss_is_node_lost(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    async with fleet(cluster, tmp_path) as rt:
+        assert len((await rt.info())["nodes"]) == 3
+        extra = cluster.add_node(zone="c")
+        try:
+            with anyio.fail_after(60):
+                while not [
+                    n
+                    for n in (await rt.info())["nodes"]
+                    if n["labels"].get("zone") == "c" and n["executor_pid"]
+                ]:
+                    await anyio.sleep(0.2)
+            job = await rt.exec(command="sleep 60", node="zone=c", yield_ms=0)
+            shell = await rt.shell_open(node="zone=c")
+            other = await rt.exec(command="sleep 60", node="zone=a", yield_ms=0)
+            waiting = None
+
+            async def wait_on_it() -> None:
+                nonlocal waiting
+                try:
+                    await rt.read(job_id=job["job_id"], until="exit", wait_ms=60000)
+                except ConchError as e:
+                    waiting = e.code
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait_on_it)
+                await anyio.sleep(0.5)
+                cluster.remove_node(extra)
+                extra = None
+            assert waiting == "node_lost"  # a call in flight when the node went
+            for call in (
+                rt.read(job_id=job["job_id"]),
+                rt.exec(shell_id=shell["shell_id"], command="true"),
+                rt.exec(command="true", node="zone=c"),
+            ):
+                with pytest.raises(ConchError) as e:
+                    await call
+                assert e.value.code == "node_lost" and not e.value.retryable
+            nodes = {n["labels"].get("zone"): n for n in (await rt.info())["nodes"]}
+            assert nodes["c"]["alive"] is False and nodes["a"]["alive"] is True
+            assert (await rt.read(job_id=other["job_id"]))["state"] == "running"
+            listed = await rt.list()
+            assert job["job_id"] not in {j["job_id"] for j in listed["jobs"]}
+        finally:
+            if extra is not None:
+                cluster.remove_node(extra)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def test_mcp_over_stdio_serves_the_fleet(cluster: LocalCluster, tmp_path: Any) -> None:
+    # the server finds loopback by itself: none of the test's RAY_* settings reach it
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            *("-m", "conch", "serve", "--fleet", "ray", "--ray-address", cluster.address),
+            *("--data-dir", str(tmp_path / "data")),
+        ],
+        env=env,
+    )
+    async with Client(params, mode="legacy") as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        for name in ("exec", "shell_open", "search"):
+            assert "node" in tools[name].input_schema["properties"]
+        info = (await c.call_tool("info", {})).structured_content
+        assert info["fleet"] == "ray" and len(info["nodes"]) == 3
+        ids = {}
+        for n in info["nodes"]:
+            r = await c.call_tool("exec", {"command": "echo $CONCH_NODE_ID", "node": n["node"]})
+            assert r.is_error is False
+            s = r.structured_content
+            assert s["node"] == n["node"] and s["output"].strip() == n["node"]
+            assert s["job_id"] in r.content[0].text
+            ids[s["job_id"]] = n["node"]
+        long = await c.call_tool(
+            "exec", {"command": "echo started; sleep 60", "node": "zone=a", "yield_ms": 300}
+        )
+        job_id = long.structured_content["job_id"]
+        page = await c.call_tool("read", {"job_id": job_id, "cursor": 0, "max_bytes": 16})
+        assert page.structured_content["output"].startswith("started")
+        assert page.structured_content["next_cursor"] > 0
+        listed = (await c.call_tool("list", {})).structured_content
+        assert ids.items() <= {j["job_id"]: j["node"] for j in listed["jobs"]}.items()
+        missing = await c.call_tool("read", {"job_id": "j_0000000000." + info["nodes"][0]["tag"]})
+        assert missing.is_error and missing.structured_content["error"]["code"] == "not_found"
+        assert non_loopback_sockets([psutil.Process(), *descendants()]) == []
+    # the client closed stdin: the server stopped its executors and the sleeping job with them
+
+
+def _invoke(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    body = json.dumps({"method": method, "params": params}).encode()
+    req = urllib.request.Request(
+        url + "/invoke", data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        result: dict[str, Any] = json.loads(r.read())
+    return result
+
+
+def test_http_invoke_serves_the_fleet(cluster: LocalCluster, tmp_path: Any) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = [sys.executable, "-m", "conch", "serve", "--http", "--port", str(port)]
+    args += ["--fleet", "ray", "--ray-address", cluster.address]
+    args += ["--data-dir", str(tmp_path / "data")]
+    err = tmp_path / "http.stderr"
+    with open(err, "wb") as errf:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, err.read_text()
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the fleet server did not come up"
+            time.sleep(0.2)
+        info = _invoke(url, "info", {})
+        zone_b = by_label(info, "zone", "b")
+        r = _invoke(url, "exec", {"command": "echo $CONCH_NODE_ID", "node": "zone=b"})
+        assert r["node"] == zone_b and r["output"].strip() == zone_b
+        again = _invoke(url, "read", {"job_id": r["job_id"], "cursor": 0})
+        assert again["output"].strip() == zone_b
+        _invoke(url, "exec", {"command": "sleep 60", "node": "role=head", "yield_ms": 0})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    assert proc.returncode == 0, err.read_text()[-2000:]
+
+
+def _rpc_lines(address: str, tmp_path: Any) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    args = [sys.executable, "-m", "conch", "serve", "--fleet", "ray", "--ray-address", address]
+    args += ["--data-dir", str(tmp_path / "data")]
+    return subprocess.Popen(
+        args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+
+
+def _request(proc: subprocess.Popen[str], rid: int, method: str, params: dict[str, Any]) -> Any:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the server closed its stdout"
+        msg = json.loads(line)  # every stdout line is protocol: Ray printed nothing there
+        if msg.get("id") == rid:
+            return msg["result"]
+
+
+def _start_jobs_over_stdio(proc: subprocess.Popen[str]) -> list[int]:
+    _request(
+        proc,
+        1,
+        "initialize",
+        {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    )
+    assert proc.stdin is not None
+    proc.stdin.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    proc.stdin.flush()
+    pids = []
+    for i, zone in enumerate(("role=head", "zone=a", "zone=b")):
+        r = _request(
+            proc,
+            10 + i,
+            "tools/call",
+            {"name": "exec", "arguments": {"command": "sleep 60", "node": zone, "yield_ms": 0}},
+        )
+        assert r["structuredContent"]["state"] == "running", r
+        pids.append(r["structuredContent"]["pid"])
+    return pids
+
+
+def _gone_within(pids: list[int], limit_s: float) -> bool:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if not any(map(_running, pids)) and not leftovers():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_a_stopped_fleet_server_leaves_no_job_on_any_node(
+    cluster: LocalCluster, tmp_path: Any, how: str
+) -> None:
+    proc = _rpc_lines(cluster.address, tmp_path)
+    try:
+        pids = _start_jobs_over_stdio(proc)
+        assert all(map(_running, pids))
+        if how == "sigterm":  # a clean stop: executors stop their jobs, then themselves
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+            assert _gone_within(pids, 5)
+        else:  # the server dies at once: Ray kills its executors, their guards kill the jobs
+            proc.kill()
+            proc.wait(10)
+            assert _gone_within(pids, 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()

@@ -1,0 +1,88 @@
+"""Fleet ids and node choice: the pure rules the fleet routes by (no cluster needed)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conch.errors import ConchError
+from conch.fleet.ids import node_tag, qualify, qualify_result, split
+from conch.fleet.nodes import NodeTable
+from conch.fleet.tools import FleetRegistry
+from conch.tools.schemas import ID
+
+A = "a1" * 28
+B = "b2" * 28
+C = "a1a1a1a1" + "c3" * 24  # shares A's first 8 characters
+
+
+def table() -> NodeTable:
+    t = NodeTable()
+    t.update(
+        [
+            {"NodeID": A, "Alive": True, "Labels": {"zone": "a", "gpu": "yes"}},
+            {"NodeID": B, "Alive": True, "Labels": {"zone": "b"}},
+            {"NodeID": C, "Alive": True, "Labels": {"zone": "c"}},
+        ]
+    )
+    for n in t.nodes.values():
+        n.ready = True
+    return t
+
+
+def test_fleet_ids_carry_their_node_and_still_match_the_id_schema() -> None:
+    t = table()
+    assert t.nodes[A].tag == A[:8]
+    assert t.nodes[C].tag != t.nodes[A].tag and C.startswith(t.nodes[C].tag)
+    fid = qualify("j_0123456789", t.nodes[B].tag)
+    assert re.match(ID["pattern"], fid)
+    assert split(fid, t.tags) == ("j_0123456789", t.nodes[B].tag)
+    assert split("web.v2", t.tags) == ("web.v2", None)  # a job's own name: no node in it
+    assert node_tag(A, {A[:8]}) == A[:9]
+
+
+def test_results_get_fleet_ids_and_their_node() -> None:
+    out = qualify_result(
+        {"jobs": [{"job_id": "j_1", "shell_id": None}], "shells": [{"shell_id": "s_1"}]},
+        "tag",
+        A,
+        add_node=True,
+    )
+    assert out["jobs"] == [{"job_id": "j_1.tag", "shell_id": None, "node": A}]
+    assert out["shells"] == [{"shell_id": "s_1.tag", "node": A}]
+    assert "node" not in qualify_result({"job_id": "j_1"}, "tag", A, add_node=False)
+
+
+def test_node_choice_by_id_prefix_label_and_load() -> None:
+    t = table()
+    assert t.choose(B).node_id == B
+    assert t.choose(B[:6]).node_id == B
+    assert t.choose("zone=c").node_id == C
+    assert t.choose("yes").node_id == A  # a label value
+    t.nodes[A].running, t.nodes[B].running, t.nodes[C].running = 3, 1, 2
+    assert t.choose(None).node_id == B
+    with pytest.raises(ConchError) as e:
+        t.choose("zone=z")
+    assert e.value.code == "invalid_argument"
+
+
+def test_a_dead_node_is_never_chosen_and_naming_it_is_node_lost() -> None:
+    t = table()
+    _, lost = t.update([{"NodeID": B, "Alive": False}])
+    assert [n.node_id for n in lost] == [B]
+    assert all(t.choose(None).node_id != B for _ in range(6))
+    with pytest.raises(ConchError) as e:
+        t.choose("zone=b")
+    assert e.value.code == "node_lost" and not e.value.retryable
+
+
+def test_fleet_tools_take_a_node_where_work_is_placed() -> None:
+    registry = FleetRegistry(["conch"])
+    tools = {t.name: t for t in registry.tools}
+    assert registry.resources == ()  # job logs stay on their nodes
+    for name in ("exec", "shell_open", "search"):
+        assert "node" in tools[name].input_schema["properties"]
+    for name in ("read", "write", "signal", "list", "shell_close"):
+        assert "node" not in tools[name].input_schema["properties"]
+    assert "nodes" in tools["info"].output_schema["properties"]
