@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 LINUX = sys.platform.startswith("linux")
 
@@ -49,18 +49,11 @@ def start_time(pid: int) -> str | None:
 def children(pid: int) -> list[int]:
     """Direct children of pid."""
     if LINUX:
-        out: list[int] = []
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
-            return out
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                    out.extend(int(x) for x in f.read().split())
-            except OSError:
-                continue
-        return out
+            return []
+        return _task_children(pid, tids)
     try:
         import psutil
 
@@ -76,10 +69,15 @@ def own_children() -> list[int]:
     if not LINUX:
         return children(os.getpid())
     me = os.getpid()
+    return _task_children(me, {me, threading.get_native_id()})
+
+
+def _task_children(pid: int, tids: Iterable[int | str]) -> list[int]:
+    """The children that these threads of ``pid`` forked (or were handed, as orphans)."""
     out: list[int] = []
-    for tid in {me, threading.get_native_id()}:
+    for tid in tids:
         try:
-            with open(f"/proc/{me}/task/{tid}/children", "rb") as f:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
                 out.extend(int(x) for x in f.read().split())
         except OSError:
             continue
