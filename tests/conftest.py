@@ -33,7 +33,11 @@ def no_process_left_behind():
         for p in left:
             try:
                 status = p.status()
-                desc.append(f"{p.pid} {status} {' '.join(p.cmdline())[:120]}")
+                try:
+                    cmd = " ".join(p.cmdline())[:120]
+                except psutil.Error:  # a zombie has no command line left
+                    cmd = p.name()
+                desc.append(f"{p.pid} {status} {cmd}")
                 p.kill()
             except psutil.NoSuchProcess:
                 pass

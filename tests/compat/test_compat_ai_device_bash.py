@@ -3,6 +3,7 @@ the Conch runtime, without the seed's bugs."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ import pytest
 import conch
 from conch.tools.call import call_tool_full
 from conch.tools.context import CallContext
+from conch.tools.profiles import ai_device_bash
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +60,11 @@ async def test_tools_are_the_seeds_in_its_order(rt):
     assert [t["name"] for t in tools] == ["bash", "run", "script", "get"]
     for t in tools:
         assert t["inputSchema"]["additionalProperties"] is False
-    assert "never an OS process id" in tools[0]["description"]
+        assert "outputSchema" not in t  # the original publishes none (FastMCP, ToolResult)
+    # the original's own descriptions and annotations (checked against 0.2.0 by
+    # tests/differential/test_ai_device_bash_diff.py)
+    assert tools[0]["description"].startswith("Execute a bash command and return the output.")
+    assert [t.get("annotations") for t in tools] == [{"summary_key": "purpose"}] * 3 + [None]
 
 
 async def test_bash_ok_has_the_twelve_keys_and_merged_output(rt):
@@ -208,7 +214,11 @@ async def test_bytes_budget_previews_head_and_tail(rt):
 async def test_invalid_arguments_get_the_seeds_codes(rt, tool, args, code):
     r = await call(rt, tool, args)
     assert r["code"] == code and r["success"] is False and r["exit_code"] == -1
-    assert r["output_path"] is None or code == "EXECUTION_ERROR"
+    # as in 0.2.0: checks its executor makes come after it created the (empty) output file
+    if code in ("INVALID_TIMEOUT", "INVALID_BYTES", "CWD_NOT_FOUND", "EXECUTION_ERROR"):
+        assert os.path.getsize(r["output_path"]) == 0 and r["total_bytes"] == 0
+    else:
+        assert r["output_path"] is None and r["total_bytes"] is None
 
 
 @pytest.mark.parametrize("host", [None, "", "example.com"])
@@ -266,4 +276,91 @@ async def test_output_limit_exceeded_kills_the_job(tmp_path):
     async with conch.Runtime(cfg) as rt:
         r = await call(rt, "bash", {"command": "yes", "timeout": 10})
         assert r["code"] == "OUTPUT_LIMIT_EXCEEDED" and r["success"] is False
-        assert r["exit_code"] == -1 and r["total_bytes"] == 100_000
+        # 0.2.0 empties the output file: nothing to show, nothing left on disk
+        assert r["exit_code"] == -1 and r["total_bytes"] == 0
+        assert r["output"] == "" and r["truncated"] is False
+        assert os.path.getsize(r["output_path"]) == 0
+
+
+@pytest.mark.parametrize(
+    "args,waited",
+    [
+        ({"timeout": "5"}, 5.0),
+        ({"timeout": True}, 1.0),
+        ({"timeout": " 2 ", "bytes": "3"}, 2.0),
+    ],
+)
+async def test_numbers_are_parsed_like_pydantic_lax_mode(rt, args, waited):
+    outcome = await call_tool_full(rt, "bash", {"command": "sleep 30", **args})
+    r = outcome.result
+    assert not outcome.is_error and r["code"] == "BACKGROUND"
+    assert r["message"] == f"命令执行超时（{waited}秒），已转入后台继续运行"
+    r = await call(rt, "get", {"pid": str(r["background_pid"]), "bytes": True})
+    assert r["code"] == "RUNNING"
+
+
+async def test_a_bad_argument_is_pydantics_error_text_with_is_error(rt):
+    tools = {t.name: t for t in ai_device_bash.tools()}
+    outcome = await call_tool_full(rt, "get", {"pid": 1.5})
+    assert outcome.is_error and outcome.meta is None
+    text = tools["get"].render_text
+    assert text is not None and not tools["get"].structured
+    assert text(outcome.result, True) == (
+        "1 validation error for call[get]\npid\n  Input should be a valid integer, got a number "
+        "with a fractional part [type=int_from_float, input_value=1.5, input_type=float]\n"
+        "    For further information visit https://errors.pydantic.dev/2.14/v/int_from_float"
+    )
+    ok = await call_tool_full(rt, "bash", {"command": "echo hi"})
+    body = text(ok.result, False)
+    assert json.loads(body) == ok.result
+    assert ": " not in body.split('"output"')[0]  # compact, like FastMCP's
+
+
+async def test_blank_commands_and_scripts_run(rt):
+    for tool, args in (
+        ("bash", {"command": ""}),
+        ("bash", {"command": "  "}),
+        ("script", {"script": " \n"}),
+    ):
+        r = await call(rt, tool, args)
+        assert r["code"] == "OK" and r["output"] == "" and r["total_bytes"] == 0
+
+
+async def test_nul_is_a_normal_failure_result(rt):
+    outcome = await call_tool_full(rt, "bash", {"command": "echo a\x00b"})
+    r = outcome.result
+    assert not outcome.is_error
+    assert (r["code"], r["message"], r["total_bytes"]) == (
+        "EXECUTION_ERROR",
+        "embedded null byte",
+        0,
+    )
+    r = await call(rt, "run", {"argv": ["echo", "a\x00b"]})
+    assert r["code"] == "INVALID_ARGV" and r["message"] == "argv 元素不能包含空字节"
+
+
+async def test_tilde_cwd_is_not_expanded_and_a_lone_cr_is_a_newline(rt):
+    r = await call(rt, "bash", {"command": "pwd", "cwd": "~"})
+    assert r["code"] == "CWD_NOT_FOUND" and r["message"] == "工作目录不存在: ~"
+    r = await call(rt, "bash", {"command": "printf 'a\\rb\\r\\nc\\r'"})
+    assert r["output"] == "a\nb\nc\n" and r["total_bytes"] == 7
+
+
+async def test_an_endless_timeout_waits_for_the_end(rt):
+    for behavior in ("background", "kill"):
+        r = await call(
+            rt,
+            "bash",
+            {"command": "sleep 0.3; echo done", "timeout": 1e308, "timeout_behavior": behavior},
+        )
+        assert r["code"] == "OK" and r["output"] == "done\n"
+
+
+async def test_syntax_errors_are_bashs_own_text_and_go_to_the_output_file(rt):
+    r = await call(rt, "script", {"script": "echo a\nif then\n"})
+    assert r["code"] == "SCRIPT_SYNTAX_ERROR" and r["message"] == "脚本语法检查失败，未执行脚本"
+    assert r["output"].endswith(": line 2: `if then'\n")
+    assert ".sh: line 2: syntax error near unexpected token `then'" in r["output"]
+    with open(r["output_path"], encoding="utf-8") as f:
+        assert f.read() == r["output"]
+    assert r["total_bytes"] == len(r["output"].encode())

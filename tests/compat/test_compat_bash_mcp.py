@@ -283,3 +283,24 @@ async def test_jobs_and_info(rt, tmp_path):
     assert info["success"] is True and info["cwd"] == str(tmp_path / "work")
     assert info["limits"]["max_timeout_ms"] == 300000 and info["search"]["available"] is True
     assert {"version", "platform", "arch", "shell", "execution_isolation"} <= set(info)
+
+
+async def test_child_environment_drops_jest_worker_id_and_the_bash_startup_variables(
+    rt, monkeypatch
+):
+    """seed-contracts §3: process.env minus BASH_ENV, ENV, SHELLOPTS, BASHOPTS, JEST_WORKER_ID."""
+    for name in ("JEST_WORKER_ID", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS"):
+        monkeypatch.setenv(name, "/dev/null" if name.endswith("ENV") else "3")
+    monkeypatch.setenv("KEPT_BY_BASH_MCP", "yes")
+    names = "JEST_WORKER_ID BASH_ENV ENV SHELLOPTS BASHOPTS KEPT_BY_BASH_MCP"
+    script = f'for v in {names}; do echo "$v=${{!v-unset}}"; done'
+    for params in ({"command": script}, {"argv": ["bash", "-c", script]}):
+        r = (await invoke(rt, "bash.exec", params)).result
+        lines = r["stdout"].splitlines()
+        assert "JEST_WORKER_ID=unset" in lines, r
+        assert "KEPT_BY_BASH_MCP=yes" in lines
+        assert "BASH_ENV=unset" in lines and "ENV=unset" in lines
+    # the other profiles keep it (SPEC §2 drops only the bash startup variables)
+    async with conch.Runtime(conch.Config(data_dir=rt.config.data_dir)) as plain:
+        s = await plain.exec(command='echo "${JEST_WORKER_ID-unset}"')
+    assert s["output"] == "3\n"

@@ -1,108 +1,13 @@
-"""Front-end fixtures: real `conch serve` subprocesses (stdio and HTTP) and the SDK client."""
+"""Fixtures of the front-end tests; the helpers live in frontend_servers.py (a module name of
+its own, so test files import them whatever other test directories are collected with them)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import pytest
-
-SERVE = [sys.executable, "-m", "conch", "serve"]
-
-
-def wait_gone(pid: int, timeout: float = 5.0) -> bool:
-    """True once pid no longer exists (or is a zombie nobody of ours needs to reap)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a server we started: TERM its group, then KILL, then reap."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
-
-
-@dataclass
-class HttpServer:
-    url: str
-    port: int
-    proc: subprocess.Popen[bytes]
-    stderr_path: Path
-    token: str = ""
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-
-def start_http(
-    tmp: Path, *extra: str, env: dict[str, str] | None = None, token: str = ""
-) -> HttpServer:
-    port = free_port()
-    err = tmp / f"http-{port}.stderr"
-    full_env = {**os.environ, **(env or {})}
-    full_env.pop("CONCH_AUTH_TOKEN", None) if "CONCH_AUTH_TOKEN" not in (env or {}) else None
-    args = [*SERVE, "--http", "--port", str(port), "--data-dir", str(tmp / "data"), *extra]
-    with open(err, "wb") as errf:
-        proc = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=errf,
-            env=full_env,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited {proc.returncode}: {err.read_text()}")
-        try:
-            req = urllib.request.Request(url + "/health", headers=headers)
-            with urllib.request.urlopen(req, timeout=1) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            kill_group(proc)
-            raise RuntimeError("server did not become healthy")
-        time.sleep(0.05)
-    return HttpServer(url, port, proc, err, token)
+from frontend_servers import HttpServer, kill_group, start_http
 
 
 @pytest.fixture

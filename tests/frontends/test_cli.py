@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from frontend_servers import HttpServer, free_port
+
 from conch.config import Config
-from conftest import HttpServer, free_port
 
 
 def conch(

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 from browser import Browser, chromium
-
-from conftest import HttpServer, kill_group, start_http
+from frontend_servers import HttpServer, kill_group, start_http
 
 TOKEN = "tok-dash-9QvX-secret"
 

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from frontend_servers import HttpServer, kill_group, start_http
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-
-from conftest import HttpServer, kill_group, start_http
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
 TOKEN = "tok-Zq8cV1-secret"

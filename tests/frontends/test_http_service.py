@@ -12,10 +12,9 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from frontend_servers import HttpServer, wait_gone
 from mcp import Client, MCPError
 from mcp.client.sse import sse_client
-
-from conftest import HttpServer, wait_gone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 MODES = ["legacy", "auto"]
@@ -184,7 +183,7 @@ def test_sigterm_stops_the_service_and_every_job(tmp_path: Path):
     import os
     import signal
 
-    from conftest import kill_group, start_http
+    from frontend_servers import kill_group, start_http
 
     srv = start_http(tmp_path)
     try:

@@ -15,9 +15,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from frontend_servers import wait_gone
 from mcp import Client, MCPError, StdioServerParameters
-
-from conftest import wait_gone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 MODES = ["legacy", "auto"]

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from frontend_servers import HttpServer, kill_group, start_http, wait_gone
 from mcp import Client, MCPError, StdioServerParameters
 from tasks_client import CreateTaskResult, TasksExtension, cancel_task, get_task, task_result
-
-from conftest import HttpServer, kill_group, start_http, wait_gone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 TRANSPORTS = ["stdio", "http"]

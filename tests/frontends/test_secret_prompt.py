@@ -19,10 +19,9 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from frontend_servers import kill_group, start_http
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client as sdk_stdio_client
-
-from conftest import kill_group, start_http
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 MODES = ["legacy", "auto"]

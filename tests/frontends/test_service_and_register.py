@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 import uvicorn
+from frontend_servers import free_port, kill_group, start_http
 
 from conch.config import Config
 from conch.errors import ConfigError
 from conch.http.app import ConchHTTP
 from conch.http.register import RETRY_INTERVAL_S, Registrar, gateway_url
-from conftest import free_port, kill_group, start_http
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
 

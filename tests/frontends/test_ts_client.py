@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import HttpServer
+from frontend_servers import HttpServer
 
 TS_DIR = Path(__file__).resolve().parents[1] / "ts"
 SCRIPT = TS_DIR / "conch_client.mjs"

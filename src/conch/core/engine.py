@@ -391,10 +391,12 @@ class Engine:
         network: str | None = None,
         memory_max: int | None = None,
         pids_max: int | None = None,
+        inherit_not: tuple[str, ...] = (),
     ) -> JobSnapshot:
         """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3.
 
-        ``on_start(job)`` is called as soon as the job exists (progress reporting uses it)."""
+        ``on_start(job)`` is called as soon as the job exists (progress reporting uses it);
+        ``inherit_not``: server variables a one-shot job must not inherit (a profile's list)."""
         await self._open()
         req = exec_request(
             self.config,
@@ -422,7 +424,7 @@ class Engine:
         if req.shell_id is not None:
             job = await self._start_shell_command(req, caller_session_id)
         else:
-            job = await self._start_process(req, caller_session_id)
+            job = await self._start_process(req, caller_session_id, inherit_not)
         if on_start is not None:
             on_start(job)
         self.spawn.deadline(job, req.timeout_ms)
@@ -434,7 +436,9 @@ class Engine:
             result["cwd"] = job.cwd
         return result
 
-    async def _start_process(self, req: ExecRequest, caller_session_id: str) -> Job:
+    async def _start_process(
+        self, req: ExecRequest, caller_session_id: str, inherit_not: tuple[str, ...] = ()
+    ) -> Job:
         """A one-shot job on pipes or on its own terminal (``pty``)."""
         run_cwd = self.resolve_cwd(req.cwd)
         mode, args, script_text = launch.plan(self.bash, req.command, req.argv, req.script)
@@ -473,6 +477,7 @@ class Engine:
                 env=req.env,
                 shell_env=req.shell_env,
                 caller_session_id=caller_session_id,
+                inherit_not=inherit_not,
             )
             stdin = req.stdin.encode("utf-8") if req.stdin is not None else None
             driver: ProcessDriver

@@ -85,8 +85,13 @@ def build_env(
     shell_env: Mapping[str, str] | None = None,
     caller_session_id: str = "",
     tag: tuple[str, str] | None = None,
+    inherit_not: tuple[str, ...] = (),
 ) -> dict[str, str]:
+    """``inherit_not``: more server variables the child must not inherit (a profile's own
+    list, e.g. bash-mcp's ``JEST_WORKER_ID``); explicit ``env``/``shell_env`` still apply."""
     out = _inherited(secrets) if base is None else _filtered(dict(base), secrets)
+    for k in inherit_not:
+        out.pop(k, None)
     if agent_env:
         out.update(
             PAGER="cat",

@@ -68,8 +68,10 @@ class SpawnContext:
         env: Mapping[str, str] | None = None,
         shell_env: Mapping[str, str] | None = None,
         caller_session_id: str = "",
+        inherit_not: tuple[str, ...] = (),
     ) -> dict[str, str]:
-        """The environment of a child tagged ``tag_id`` (a job id, a shell id, ``search``)."""
+        """The environment of a child tagged ``tag_id`` (a job id, a shell id, ``search``);
+        ``inherit_not``: more server variables it must not inherit (a profile's list)."""
         cfg = self.config
         secrets = tuple(s for s in (cfg.auth_token, cfg.caller_context_token) if s)
         return build_env(
@@ -80,6 +82,7 @@ class SpawnContext:
             shell_env=shell_env,
             caller_session_id=caller_session_id,
             tag=self.tag(tag_id),
+            inherit_not=inherit_not,
         )
 
     def check_fence(

@@ -25,6 +25,7 @@ from conch.config import Config
 from conch.errors import ConchError
 from conch.mcp.notify import ResourceNotifier
 from conch.mcp.secrets import WATCHED_TOOLS, SecretPages, SecretPrompter, url_elicitation_supported
+from conch.mcp.seed_wire import SeedWire
 from conch.mcp.tasks import ConchTasks, TaskListenHandler, install
 from conch.runtime import Runtime
 from conch.tools import resources
@@ -167,6 +168,10 @@ class ConchMCP:
             on_subscriptions_listen=self.listen_handler,
         )
         install(self.server, self.tasks, self._call_tool)
+        # what the SDK's models would drop from a seed's own listing and initialize result
+        wire = SeedWire(self.seed, [t.describe(self.config) for t in self._tools if t.describer])
+        if wire.needed:
+            self.server.middleware.append(wire)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -268,12 +273,17 @@ class ConchMCP:
             self._in_flight -= 1
         tool = self._by_name.get(name)
         if tool is None and self.seed is not None and hasattr(self.seed, "UNKNOWN_TOOL_TEXT"):
+            unknown = str(self.seed.UNKNOWN_TOOL_TEXT).replace("{name}", repr(name))
             # the original's answer to an unknown tool: plain text, no structured content
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=self.seed.UNKNOWN_TOOL_TEXT)],
+                content=[types.TextContent(type="text", text=unknown)],
                 is_error=True,
             )
-        own_text = self.rt.registry.profile_of(tool).render_text if tool is not None else None
+        own_text = (
+            tool.render_text or self.rt.registry.profile_of(tool).render_text
+            if tool is not None
+            else None
+        )
         if own_text is not None:
             text = own_text(outcome.result, outcome.is_error)
         else:
@@ -283,7 +293,10 @@ class ConchMCP:
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             # a seed profile's failure without a result (tfbash: "The tool failed unexpectedly.")
-            structured_content=outcome.result if outcome.result or not outcome.is_error else None,
+            # or one whose original sends its result as text only (ai-device-bash)
+            structured_content=outcome.result
+            if (outcome.result or not outcome.is_error) and (tool is None or tool.structured)
+            else None,
             is_error=outcome.is_error,
             _meta=outcome.meta,
         )
@@ -302,7 +315,7 @@ class ConchMCP:
         """The original's error for an unknown URI (tfbash: -32602 "Unknown Resource URI.")."""
         code, text = getattr(self.seed, "UNKNOWN_RESOURCE", (RESOURCE_NOT_FOUND, None))
         if text is not None:
-            return MCPError(code, text)
+            return MCPError(code, text.replace("{uri}", repr(uri)))
         return MCPError(code, message, {"uri": uri})
 
     async def _list_templates(

@@ -58,7 +58,13 @@ async def call_tool_full(
                 value="is not a known argument",
             )
         if tool.validator is not None:
-            tool.validator(args)
+            try:
+                coerced = tool.validator(args)
+            except ConchError as e:
+                # the original's SDK rejected the call before the tool ran: no summary
+                return _error(e, rt, tool, args, summary=False)
+            if coerced is not None:
+                args = coerced  # as the original's SDK coerced them (pydantic lax mode)
         else:
             validate(tool.input_schema, args)
         meta = {"summary": tool.summary(args)} if tool.summary else None
@@ -105,13 +111,15 @@ def describe_call(args: Mapping[str, Any]) -> JobLabel | None:
     return label
 
 
-def _error(e: ConchError, rt: ToolHost, tool: Tool, args: Mapping[str, Any]) -> ToolOutcome:
+def _error(
+    e: ConchError, rt: ToolHost, tool: Tool, args: Mapping[str, Any], *, summary: bool = True
+) -> ToolOutcome:
     """A failed call in its profile's words (the tool's own, where it has them)."""
     shape = rt.registry.error_result_of(tool)
     if shape is None:
         return ToolOutcome(e.envelope(), True)
     result, is_error = shape(e, args)
-    meta = {"summary": tool.summary(args)} if tool.summary else None
+    meta = {"summary": tool.summary(args)} if tool.summary and summary else None
     return ToolOutcome(result, is_error, meta)
 
 

@@ -47,12 +47,18 @@ class Tool:
     # a seed profile that publishes the original's exact descriptor (no title/annotations,
     # its own schemas; some values depend on the configuration) and checks arguments the
     # original's way (its validation messages): describer(config) -> descriptor,
-    # validator(args) raises ConchError("invalid_argument")
+    # validator(args) raises ConchError("invalid_argument"), or returns the arguments as the
+    # original's SDK coerced them (ai-device-bash: pydantic lax mode)
     describer: Callable[[Config | None], dict[str, Any]] | None = None
-    validator: Callable[[dict[str, Any]], None] | None = None
+    validator: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
     # a seed's tool describes its own error shapes in output_schema (else the published
     # schema is the result or Conch's error envelope)
     own_error_shapes: bool = False
+    # the text block of a result (result, is_error) -> text (else the profile's, else
+    # Conch's rendering); False: MCP results carry no structuredContent (the original sends
+    # its result as text only). ai-device-bash sets both on each tool.
+    render_text: Callable[[dict[str, Any], bool], str] | None = None
+    structured: bool = True
 
     @property
     def annotations(self) -> dict[str, Any]:

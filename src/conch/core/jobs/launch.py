@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 from collections.abc import Mapping
@@ -103,7 +104,13 @@ async def prepare_script(
         _, err = await proc.communicate()
         if proc.returncode != 0:
             diag = err.decode("utf-8", "replace").replace(path, "script").strip()
-            raise ConchError("syntax_error", diag[:65536] or "bash -n reported a syntax error")
+            raise ConchError(
+                "syntax_error",
+                diag[:65536] or "bash -n reported a syntax error",
+                field="script",
+                # bash's own text, naming the script file (bytes kept: surrogateescape)
+                value=err.decode("utf-8", "surrogateescape"),
+            )
     return [shell, *flags, path]
 
 
@@ -120,7 +127,19 @@ def check_program(program: str, env: Mapping[str, str], cwd: str) -> None:
     Popen, will exec: a cgroup-entering sh or the sandbox)."""
     path = env.get("PATH") or os.environ.get("PATH", os.defpath)
     full = os.path.join(cwd, program) if "/" in program else shutil.which(program, path=path)
-    if full is None or not os.path.exists(full):
+    if full is not None:
+        try:
+            os.stat(full)
+        except OSError as e:
+            if e.errno != errno.ENOENT:  # e.g. a path through a file (ENOTDIR), as exec says
+                raise ConchError(
+                    "spawn_failed",
+                    f"could not start {program}: {e.strerror}",
+                    field="argv",
+                    value=errno.errorcode.get(e.errno or 0),
+                ) from None
+            full = None
+    if full is None:
         raise ConchError(
             "spawn_failed", f"program not found: {program}", field="argv", value="not found"
         )

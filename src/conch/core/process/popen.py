@@ -9,6 +9,7 @@ child environment (core/spawn.py).
 
 from __future__ import annotations
 
+import errno
 import subprocess
 from collections.abc import Callable
 
@@ -64,6 +65,10 @@ def spawn(
         ) from None
     except (OSError, subprocess.SubprocessError) as e:
         detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise ConchError("spawn_failed", f"could not start {argv[0]}: {detail}") from None
+        code = errno.errorcode.get(e.errno or 0) if isinstance(e, OSError) else None
+        # value: the errno's name (ENOTDIR, E2BIG, ...), for profiles that word it themselves
+        raise ConchError(
+            "spawn_failed", f"could not start {argv[0]}: {detail}", field="argv", value=code
+        ) from None
     proc.returncode = 0  # Popen must never reap this pid: its owner does
     return proc.pid

@@ -16,7 +16,9 @@ from types import ModuleType
 # and its module may define: ``UNKNOWN_RESOURCE = (code, message)`` (the JSON-RPC error for an
 # unknown URI; default Conch's -32002), ``RESOURCE_TEMPLATES`` (a list, default ``[]``; ``None``:
 # no resources/templates/list method) and ``UNKNOWN_TOOL_TEXT`` (an unknown tool's plain-text
-# error result instead of Conch's envelope).
+# error result instead of Conch's envelope); both messages may name ``{uri}`` / ``{name}``.
+# ``CAPABILITIES`` (the initialize result's capabilities as the original announces them) and
+# ``UNKNOWN_PROMPT = (code, message)`` are applied by conch.mcp.seed_wire.
 SEED_MODULES = {
     "ai-device-bash": "conch.tools.profiles.ai_device_bash",
     "tfbash": "conch.tools.profiles.tfbash",

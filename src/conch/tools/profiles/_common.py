@@ -56,15 +56,6 @@ class Profile:
     render_text: Callable[[dict[str, Any], bool], str] | None = None
 
 
-def profile_state(engine: Engine, cls: type[T]) -> T:
-    """Transitional, for ai_device_bash until it takes ``ctx.profile_state`` (another change
-    is editing it): the state of the registry the ``conch.Runtime`` carries."""
-    state = getattr(getattr(engine, "registry", None), "state", None)
-    if not isinstance(state, ProfileState):
-        raise TypeError("profile tools run on a conch.Runtime (it owns their state)")
-    return state.get(cls)
-
-
 class ProfileError(Exception):
     """A failure in a profile's own words (its code and message); the profile's guard turns it
     into the result the seed returned. Profiles subclass it to carry their extra fields."""

@@ -28,6 +28,9 @@ from conch.tools.tool import Tool
 DEFAULT_MAX_OUTPUT_BYTES = 65536
 MAX_TIMEOUT_MS = 300000
 NEXT_WAIT_MS = 1000
+# the seed's child environment is process.env minus BASH_ENV, ENV, SHELLOPTS, BASHOPTS (Conch
+# drops those for every job, SPEC §2) and JEST_WORKER_ID (seed-contracts §3)
+INHERIT_NOT = ("JEST_WORKER_ID",)
 _CANCEL_EXTRA_MS = 1000
 _NOT_FOUND = "Job not found or expired; service restart clears jobs."
 _TRUNCATED = "Output was truncated; increase max_output_bytes to parse it."
@@ -199,6 +202,7 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
             shell_env=ctx.shell_env(),
             caller_session_id=ctx.caller_session_id(),
             on_start=ctx.job_started,
+            inherit_not=INHERIT_NOT,
         )
     except ConchError as e:
         raise _from_conch(e) from None
