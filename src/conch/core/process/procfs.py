@@ -159,45 +159,28 @@ def fd_target(pid: int, fd: int) -> str:
         return ""
 
 
-def scan_job(pgid: int, sid: int, tag_key: bytes, tag: bytes) -> set[int]:
-    """One pass over the process table: members of the job's group or session, or tagged."""
-    me = os.getpid()
-    out: set[int] = set()
-    pg, sd = str(pgid), str(sid)
-    if LINUX:
-        for pid in all_pids():
-            if pid == me:
-                continue
-            fields = stat_fields(pid)
-            if not fields or fields[0] in ("Z", "X"):
-                continue
-            if fields[2] == pg or fields[3] == sd or environ_value(pid, tag_key) == tag:
-                out.add(pid)
-        return out
-    import psutil
-
-    for p in psutil.process_iter():
-        try:
-            if p.pid == me:
-                continue
-            if (
-                os.getpgid(p.pid) == pgid
-                or os.getsid(p.pid) == sid
-                or p.environ().get(tag_key.decode()) == tag.decode()
-            ):
-                out.add(p.pid)
-        except Exception:
-            continue
-    return out
-
-
 def _scan(tag_key: bytes, sids: set[str], tagged: Callable[[bytes], bool]) -> set[int]:
     """One pass over the process table: every live process in one of ``sids`` (as session or
     group) or whose tag value ``tagged`` accepts."""
     me = os.getpid()
-    if not LINUX:
-        return {p for p, v in scan_environ(tag_key, b"").items() if tagged(v)}
     out: set[int] = set()
+    if not LINUX:
+        import psutil
+
+        key = tag_key.decode()
+        for p in psutil.process_iter():
+            try:
+                if p.pid == me:
+                    continue
+                if str(os.getpgid(p.pid)) in sids or str(os.getsid(p.pid)) in sids:
+                    out.add(p.pid)
+                    continue
+                value = p.environ().get(key)
+                if value is not None and tagged(value.encode()):
+                    out.add(p.pid)
+            except Exception:
+                continue
+        return out
     for pid in all_pids():
         if pid == me:
             continue
@@ -211,6 +194,11 @@ def _scan(tag_key: bytes, sids: set[str], tagged: Callable[[bytes], bool]) -> se
         if v is not None and tagged(v):
             out.add(pid)
     return out
+
+
+def scan_job(pgid: int, sid: int, tag_key: bytes, tag: bytes) -> set[int]:
+    """One pass over the process table: members of the job's group or session, or tagged."""
+    return _scan(tag_key, {str(pgid), str(sid)}, tag.__eq__)
 
 
 def scan_jobs(tag_key: bytes, sids: set[str], tags: set[bytes]) -> set[int]:
