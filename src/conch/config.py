@@ -22,6 +22,11 @@ MAX_WAIT_MS = 120_000  # yield_ms / wait_ms
 MAX_OUTPUT_BYTES = MiB  # max_output_bytes / max_bytes: one inline window
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9._-]{0,63}$"  # job and shell names
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"  # environment variable names
+SEARCH_MAX_PATTERN_CHARS = 65536
+SEARCH_MAX_GLOBS = 64
+SEARCH_MAX_CONTEXT = 100  # lines before and after a match
+SEARCH_MAX_MATCHES = 1000
+SEARCH_MAX_TIMEOUT_MS = 300_000
 
 
 def _setting(
@@ -180,9 +185,9 @@ class Config:
         """Build a Config from flags (typed), ``CONCH_*`` variables and an env file."""
         values: dict[str, Any] = {}
         if env_file:
-            values.update(_parse_strings(read_env_file(env_file), source=env_file))
+            values.update(_parse_strings(read_env_file(env_file)))
         env = os.environ if environ is None else environ
-        values.update(_parse_strings(env, source="environment"))
+        values.update(_parse_strings(env))
         for k, v in (flags or {}).items():
             if v is not None:
                 values[k] = v
@@ -211,7 +216,7 @@ def read_env_file(path: str) -> dict[str, str]:
     return out
 
 
-def _parse_strings(values: Mapping[str, str], *, source: str) -> dict[str, Any]:
+def _parse_strings(values: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(Config):
         key = "CONCH_" + f.name.upper()

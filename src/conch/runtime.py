@@ -1,9 +1,10 @@
 """The embedded API (SPEC §8): ``async with conch.Runtime(conch.Config(...)) as rt:``.
 
-:class:`Runtime` is the engine (conch/core/engine.py) plus what sits above the core: the tool
-catalogue of the configured profiles (``tools()``, ``call_tool()``), the per-runtime state those
-profiles keep, and the profile/transport facts of ``info()``. Front ends (MCP, HTTP, CLI) take a
-Runtime; nothing in ``conch.core`` or ``conch.tools`` imports this module.
+:class:`Runtime` is the tool host (conch/tools/host.py: the engine of conch/core/engine.py plus
+the tool registry of the configured profiles, with their per-runtime state) and the façade on
+top: ``tools()``, ``call_tool()`` and the profile/transport facts of ``info()``. Front ends
+(MCP, HTTP, CLI) take a Runtime; nothing in ``conch.core`` or ``conch.tools`` imports this
+module.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from conch.config import Config
-from conch.core.engine import Engine
 from conch.core.results import InfoResult
 from conch.tools.call import ToolOutcome, call_tool_full
 from conch.tools.context import CallContext
-from conch.tools.registry import ToolRegistry
+from conch.tools.host import ToolHost
 
 TRANSPORTS = ("embedded", "stdio", "streamable-http", "sse", "http-invoke")
 
@@ -32,7 +32,7 @@ class RuntimeInfo(InfoResult):
 FLEETS_GROUP = "conch.fleets"  # entry points: fleet kind -> its runtime class (conch.fleet)
 
 
-class Runtime(Engine):
+class Runtime(ToolHost):
     """Conch's engine with its tool catalogue, usable in-process.
 
     With ``Config(fleet="ray")`` the object made is the fleet's runtime instead (the same
@@ -44,10 +44,6 @@ class Runtime(Engine):
             fleet: Runtime = _fleet_class(config.fleet)(config, **kwargs)
             return fleet
         return super().__new__(cls)
-
-    def __init__(self, config: Config | None = None, *, owns_process: bool = False) -> None:
-        super().__init__(config, owns_process=owns_process)
-        self.registry = ToolRegistry(self.config.profiles)
 
     async def __aenter__(self) -> Runtime:
         await self.start()
@@ -73,7 +69,7 @@ class Runtime(Engine):
         """Call a tool: its result, whether it is an error, and its ``_meta``."""
         if not self.closed and not self.started:
             await self.start()
-        return await call_tool_full(self, name, arguments, context, registry=self.registry)
+        return await call_tool_full(self, name, arguments, context)
 
     async def call_tool(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import subprocess
 import time
 
 import psutil
@@ -235,6 +236,55 @@ async def test_shutdown_with_running_jobs_leaves_nothing(tmp_path):
     assert time.monotonic() - t0 < 3.0
     assert psutil.Process().children(recursive=True) == []
     assert os.listdir(tmp_path / "d" / "tmp") == []
+
+
+async def test_shutdown_of_term_ignoring_shells_pipes_and_ptys_stays_bounded(tmp_path):
+    # every owner has a tree that ignores TERM and a grace far longer than shutdown may take
+    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d"), kill_grace_ms=30_000))
+    await rt.start()
+    stubborn = "trap '' TERM; sleep 30"
+    sid = (await rt.shell_open())["shell_id"]
+    jobs = [
+        await rt.exec(shell_id=sid, command=stubborn, yield_ms=200),
+        await rt.exec(command=stubborn, yield_ms=200),
+        await rt.exec(command=stubborn, pty=True, yield_ms=200),
+    ]
+    done = await rt.exec(command="exit 4")
+    t0 = time.monotonic()
+    await rt.aclose()
+    assert time.monotonic() - t0 < 3.0
+    assert psutil.Process().children(recursive=True) == []
+    states = {j.job_id: j.state for j in rt.jobs}
+    assert [states[j["job_id"]] for j in jobs] == ["cancelled"] * 3
+    assert states[done["job_id"]] == "exited"  # a finished job keeps how it ended
+
+
+async def test_a_job_ending_while_shells_close_keeps_its_own_end(tmp_path):
+    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
+    await rt.start()
+    sid = (await rt.shell_open())["shell_id"]
+    cmd = "trap '' TERM HUP; echo set; sleep 30"  # closing the shell takes its grace
+    assert (await rt.exec(shell_id=sid, command=cmd, ready={"pattern": "set"}))["ready"]
+    r = await rt.exec(command="echo up; sleep 0.1; exit 5", ready={"pattern": "up"})
+    assert r["state"] == "running"
+    await rt.aclose()
+    job = next(j for j in rt.jobs if j.job_id == r["job_id"])
+    # the shells close first; a pipe job that ends meanwhile is not counted as cancelled
+    assert (job.state, job.exit_code) == ("exited", 5)
+
+
+async def test_shutdown_kills_whatever_carries_the_instance_tag(tmp_path):
+    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
+    await rt.start()
+    # a process no driver or shell owns, tagged as this runtime's (what rg or a runaway is)
+    env = {**os.environ, "CONCH_TAG": f"{rt.instance}/nobody"}
+    stray = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
+    try:
+        await rt.aclose()
+        assert await wait_gone(stray.pid, 1)
+    finally:
+        stray.kill()
+        stray.wait()
 
 
 async def test_calls_after_close_raise_and_close_is_idempotent(tmp_path):

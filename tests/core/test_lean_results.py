@@ -148,7 +148,13 @@ async def test_shell_jobs_say_their_shell_and_cwd_and_nothing_else_extra(rt):
         }
     ]
     assert listing["shells"] == [
-        {"shell_id": sh["shell_id"], "shell": sh["shell"], "state": "ready", "cwd": "/"}
+        {
+            "shell_id": sh["shell_id"],
+            "shell": sh["shell"],
+            "state": "ready",
+            "cwd": "/",
+            "last_job_id": r["job_id"],
+        }
     ]
     closed = await rt.call_tool("shell_close", {"shell_id": sh["shell_id"]})
     assert closed == {"shell_id": sh["shell_id"], "state": "closed"}

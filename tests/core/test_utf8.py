@@ -1,4 +1,4 @@
-"""Tests for conch.core.output.utf8: boundaries, byte-budget truncation, decoding."""
+"""Tests for conch.core.output.utf8: boundaries, lengths, decoding."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from conch.core.output.utf8 import (
     boundary_at_or_after,
     boundary_at_or_before,
     decode,
-    tail_text,
-    truncate_text,
     utf8_len,
 )
 
@@ -140,51 +138,11 @@ def test_boundaries_clamp_out_of_range_indices() -> None:
     assert boundary_at_or_after(data, 99) == 2
 
 
-@pytest.mark.parametrize("text", [MIXED_TEXT, "你好世界", "😀😀x", "", "ascii only"])
-def test_truncate_text_keeps_the_longest_prefix_that_fits(text: str) -> None:
-    for budget in range(utf8_len(text) + 2):
-        result = truncate_text(text, budget)
-        assert text.startswith(result)
-        assert utf8_len(result) <= budget
-        if len(result) < len(text):
-            assert utf8_len(text[: len(result) + 1]) > budget
-
-
-@pytest.mark.parametrize("text", [MIXED_TEXT, "你好世界", "x😀😀", "", "ascii only"])
-def test_tail_text_keeps_the_longest_suffix_that_fits(text: str) -> None:
-    for budget in range(utf8_len(text) + 2):
-        result = tail_text(text, budget)
-        assert text.endswith(result)
-        assert utf8_len(result) <= budget
-        if len(result) < len(text):
-            assert utf8_len(text[len(text) - len(result) - 1 :]) > budget
-
-
-def test_truncation_of_huge_text_only_looks_at_the_budget() -> None:
-    huge = "é" * 1_000_000
-    assert truncate_text(huge, 5) == "éé"
-    assert tail_text(huge, 5) == "éé"
-    assert truncate_text(huge, 0) == ""
-    assert tail_text(huge, 0) == ""
-
-
-def test_non_positive_budgets_give_empty_text() -> None:
-    assert truncate_text("abc", -1) == ""
-    assert tail_text("abc", -1) == ""
-
-
 def test_utf8_len_counts_encoded_bytes() -> None:
     assert utf8_len("") == 0
     assert utf8_len("abc") == 3
     assert utf8_len("é你😀") == 2 + 3 + 4
     assert utf8_len("\udcff") == 3  # a lone surrogate is counted, not an error
-
-
-def test_truncation_tolerates_lone_surrogates() -> None:
-    text = "a\udcffb"
-    assert truncate_text(text, 3) == "a"
-    assert truncate_text(text, 4) == "a\udcff"
-    assert tail_text(text, 3) == "b"
 
 
 def test_decode_replaces_invalid_bytes_with_replacement_character() -> None:

@@ -18,11 +18,9 @@ import pytest
 
 from conch.core.search import RgInfo, Searcher, find_rg
 from conch.errors import ConchError
-from conch.tools.search_tool import (
-    SEARCH_DESCRIPTION,
-    SEARCH_INPUT_SCHEMA,
-    SEARCH_OUTPUT_SCHEMA,
-)
+from conch.tools.profiles.conch import SEARCH_DESCRIPTION
+from conch.tools.schemas import SEARCH_INPUT as SEARCH_INPUT_SCHEMA
+from conch.tools.schemas import SEARCH_OUTPUT as SEARCH_OUTPUT_SCHEMA
 
 RG = find_rg()
 pytestmark = pytest.mark.skipif(RG is None, reason="ripgrep not available")

@@ -397,3 +397,27 @@ async def test_syntax_errors_do_not_show_the_private_command_file(tmp_path):
         assert r["output"].startswith("bash: line 1: syntax error near unexpected token")
         assert str(tmp_path) not in r["output"]
         await rt.shell_close(s["shell_id"])
+
+
+async def test_list_shows_when_a_shell_opened_and_its_latest_command(rt: conch.Runtime) -> None:
+    from datetime import datetime, timezone
+
+    before = datetime.now(timezone.utc)
+    sid = await open_shell(rt)
+
+    def listed(shells: list[dict[str, Any]]) -> dict[str, Any]:
+        return next(s for s in shells if s["shell_id"] == sid)
+
+    first = listed((await rt.call_tool("list", {}))["shells"])
+    assert first["last_job_id"] is None
+    opened = datetime.fromisoformat(first["created_at"].replace("Z", "+00:00"))
+    assert first["created_at"].endswith("Z") and before.replace(microsecond=0) <= opened
+    a = await run(rt, sid, "true")
+    b = await run(rt, sid, "exit 3")  # the shell dies; a restart keeps its opening time
+    await run(rt, sid, "sleep 30", yield_ms=0)
+    now = listed((await rt.call_tool("list", {}))["shells"])
+    assert b["job_id"] != a["job_id"] and now["job_id"] == now["last_job_id"] != b["job_id"]
+    assert now["created_at"] == first["created_at"]
+    await rt.signal(now["job_id"], "kill")
+    done = listed((await rt.call_tool("list", {}))["shells"])
+    assert done["job_id"] is None and done["last_job_id"] == now["job_id"]

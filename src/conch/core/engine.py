@@ -60,8 +60,21 @@ from conch.core.spawn import SpawnContext
 from conch.errors import ConchError, RuntimeClosedError
 
 _HOUSEKEEPING_S = 0.5
-_SHUTDOWN_GRACE_S = 1.0
-_ACLOSE_LIMIT_S = 2.0
+# shutdown (SPEC §2: at most 3 s whatever the jobs do): shells, then drivers, then the sweep
+_SHUTDOWN_LIMIT_S = 2.6
+_SHELLS_LIMIT_S = 1.0
+_DRIVERS_GRACE_S = 1.0
+_KILL_S = 0.3  # a KILLed tree is gone and reaped
+_END_LIMIT_S = 0.5  # a killed leader's exit status, at the most
+_SWEEP_RESERVE_S = 0.3
+
+
+async def _within(work: Awaitable[object], deadline: float) -> None:
+    """Await work until the loop's clock reaches deadline (then cancel it); never raises but
+    for the caller's own cancellation."""
+    limit = max(0.05, deadline - asyncio.get_running_loop().time())
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(work, limit)
 
 
 class Engine:
@@ -71,7 +84,6 @@ class Engine:
 
     def __init__(self, config: Config | None = None, *, owns_process: bool = False) -> None:
         self.config = config or Config()
-        self._owns_process = owns_process
         self._started = False
         self._start_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -227,40 +239,23 @@ class Engine:
             raise
 
     async def _aclose(self) -> None:
+        """Shutdown, one owner per thing and in order, within _SHUTDOWN_LIMIT_S whatever the
+        jobs do: the shells (each kills its own tree and ends its command's job), then every
+        pipe and PTY driver in one sweep over their trees, then one sweep over this
+        instance's tag for whatever escaped both (a search's rg, a shell's runaway)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _SHUTDOWN_LIMIT_S
         if self._warm is not None:
             self._warm.close()
         if self._housekeeping:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._housekeeping
-        grace = min(self.config.kill_grace_ms / 1000, _SHUTDOWN_GRACE_S)
-        pipes = [d for d in self._drivers.values() if isinstance(d, PipeDriver)]
-        ptys = [d for d in self._drivers.values() if isinstance(d, PtyDriver)]
-        for d in pipes:
-            d.begin_shutdown()
-        # one sweep over everything this runtime started (each job's session and group, and
-        # every process carrying this instance's tag), however many jobs are retained
-        live = [d.pid for d in pipes if d.pid and (not d.job.terminal or d.pipes_open)]
-        sids = {str(p) for p in live}
-        prefix = f"{self.instance}/".encode()
-
-        cgroups = [d.cgroup for d in pipes if d.cgroup is not None]
-
-        def collect() -> set[int]:
-            pids = procfs.scan_instance(hygiene.TAG_VAR.encode(), prefix, sids)
-            for cg in cgroups:
-                pids |= cg.pids()
-            return pids
-
-        work: list[Awaitable[Any]] = [hygiene.terminate_tree(collect, live, grace, self.reaper)]
         if self._shells is not None:
-            work.append(self._shells.aclose())
-        if ptys:
-            work.append(self._close_ptys(ptys))
-        await asyncio.gather(*work, return_exceptions=True)
-        for cg in cgroups:  # whatever escaped the sweep (cgroup level)
-            await cg.kill_and_wait(self.reaper.sweep, limit_s=0.5)
-        await asyncio.gather(*(d.end_shutdown() for d in pipes), return_exceptions=True)
+            limit = min(_SHELLS_LIMIT_S, self.config.close_timeout_ms / 1000)
+            await self._shells.aclose(limit)
+        await self._stop_drivers(deadline - _SWEEP_RESERVE_S)
+        await _within(self._sweep_instance(), deadline)
         for t in list(self.spawn.tasks):
             t.cancel()
         self.log_pool.close()
@@ -273,15 +268,51 @@ class Engine:
         if self.spawn.containment is not None:
             await asyncio.to_thread(self.spawn.containment.close)
 
-    async def _close_ptys(self, ptys: list[PtyDriver]) -> None:
-        """PTY programs at shutdown: stopped in parallel, bounded in time."""
-        limit = min(_ACLOSE_LIMIT_S, self.config.close_timeout_ms / 1000)
-        grace = min(self.config.kill_grace_ms / 1000, limit * 0.4)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(
-                asyncio.gather(*(d.aclose(grace) for d in ptys), return_exceptions=True),
-                limit + 1,
-            )
+    async def _stop_drivers(self, deadline: float) -> None:
+        """Every pipe and PTY job's tree in one sweep (TERM, grace, KILL), however many jobs
+        are retained: their sessions where a process may still live, and their tags; then
+        each driver records how its job ended and closes its files (all by ``deadline``)."""
+        drivers = list(self._drivers.values())
+        sids: set[str] = set()
+        tags: set[bytes] = set()
+        for d in drivers:
+            sid, tag = d.begin_shutdown()
+            if sid is not None:
+                sids.add(sid)
+            if tag:
+                tags.add(tag)
+        cgroups = [d.cgroup for d in drivers if d.cgroup is not None]
+        key = hygiene.TAG_VAR.encode()
+
+        def collect() -> set[int]:
+            pids = procfs.scan_jobs(key, sids, tags)
+            for cg in cgroups:
+                pids |= cg.pids()
+            return pids
+
+        if sids or tags or cgroups:
+            # the grace fits what is left, so the KILL after it is still sent in time
+            left = deadline - asyncio.get_running_loop().time() - _END_LIMIT_S - _KILL_S
+            grace = max(0.0, min(self.config.kill_grace_ms / 1000, _DRIVERS_GRACE_S, left))
+            sweep = hygiene.terminate_tree(collect, map(int, sids), grace, self.reaper)
+            await _within(sweep, deadline - _END_LIMIT_S)
+        if cgroups:  # whatever escaped the sweep (cgroup level)
+            kills = (cg.kill_and_wait(self.reaper.sweep, limit_s=0.5) for cg in cgroups)
+            await _within(asyncio.gather(*kills, return_exceptions=True), deadline)
+        limit = min(_END_LIMIT_S, max(0.05, deadline - asyncio.get_running_loop().time()))
+        await asyncio.gather(*(d.end_shutdown(limit) for d in drivers), return_exceptions=True)
+
+    async def _sweep_instance(self) -> None:
+        """Kill whatever carries this instance's tag and escaped its owner."""
+        if not self.spawn.instance:
+            return
+        key, prefix = hygiene.TAG_VAR.encode(), f"{self.spawn.instance}/".encode()
+
+        def collect() -> set[int]:
+            return procfs.scan_instance(key, prefix)
+
+        if collect():
+            await hygiene.kill_tree_now(collect, [], self.reaper)
 
     # -- change listeners (MCP resources, dashboard) ---------------------------------------------
 

@@ -9,7 +9,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from conch.config import MAX_OUTPUT_BYTES, MAX_WAIT_MS, NAME_PATTERN, Config
+from conch.config import (
+    MAX_OUTPUT_BYTES,
+    MAX_WAIT_MS,
+    NAME_PATTERN,
+    SEARCH_MAX_CONTEXT,
+    SEARCH_MAX_GLOBS,
+    SEARCH_MAX_MATCHES,
+    SEARCH_MAX_PATTERN_CHARS,
+    SEARCH_MAX_TIMEOUT_MS,
+    Config,
+)
 from conch.core.env import check_env
 from conch.core.jobs.ready import ReadySpec, parse_ready
 from conch.core.jobs.snapshot import STREAMS
@@ -19,6 +29,7 @@ NAME = re.compile(NAME_PATTERN)
 OUTPUT_FORMATS = ("text", "json", "jsonl", "auto")
 UNTIL = ("change", "exit")
 LIST_STATES = ("all", "running")
+SEARCH_MODES = ("matches", "files", "count")
 SIGNALS = {
     "interrupt": "SIGINT",
     "terminate": "SIGTERM",
@@ -210,3 +221,78 @@ def list_request(state: str) -> str:
     if state not in LIST_STATES:
         raise _invalid("state", "state must be running or all")
     return state
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    pattern: str
+    path: str | None  # None: the default cwd
+    regex: bool
+    ignore_case: bool
+    hidden: bool
+    glob: tuple[str, ...]
+    context: int
+    mode: str
+    max_matches: int
+    timeout_ms: int
+
+
+def _text(field: str, value: object, what: str) -> str:
+    """A non-empty string without NUL (``what`` names it in the message)."""
+    if not isinstance(value, str):
+        raise _invalid(field, f"{what} must be a string")
+    if value == "":
+        raise _invalid(field, f"{what} must not be empty")
+    if "\0" in value:
+        raise _invalid(field, f"{what} must not contain NUL")
+    return value
+
+
+def _flag(field: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _invalid(field, f"{field} must be a boolean")
+    return value
+
+
+def _int_in(field: str, value: object, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _invalid(field, f"{field} must be an integer")
+    if not lo <= value <= hi:
+        raise _invalid(field, f"{field} must be between {lo} and {hi}")
+    return value
+
+
+def search_request(
+    *,
+    pattern: str,
+    path: str | None,
+    regex: bool,
+    ignore_case: bool,
+    hidden: bool,
+    glob: list[str] | None,
+    context: int,
+    mode: str,
+    max_matches: int,
+    timeout_ms: int,
+) -> SearchRequest:
+    """A ``search``'s arguments, checked (types too: the embedded API has no schema)."""
+    _text("pattern", pattern, "pattern")
+    if len(pattern) > SEARCH_MAX_PATTERN_CHARS:
+        raise _invalid("pattern", f"pattern must be at most {SEARCH_MAX_PATTERN_CHARS} characters")
+    if path is not None:
+        _text("path", path, "path")
+    globs: tuple[str, ...] = ()
+    if glob is not None:
+        if not isinstance(glob, list):
+            raise _invalid("glob", "glob must be a list of strings")
+        if len(glob) > SEARCH_MAX_GLOBS:
+            raise _invalid("glob", f"glob must have at most {SEARCH_MAX_GLOBS} entries")
+        globs = tuple(_text("glob", g, "glob entries") for g in glob)
+    if mode not in SEARCH_MODES:
+        raise _invalid("mode", f"mode must be one of: {', '.join(SEARCH_MODES)}")
+    return SearchRequest(
+        pattern, path, _flag("regex", regex), _flag("ignore_case", ignore_case),
+        _flag("hidden", hidden), globs, _int_in("context", context, 0, SEARCH_MAX_CONTEXT),
+        mode, _int_in("max_matches", max_matches, 1, SEARCH_MAX_MATCHES),
+        _int_in("timeout_ms", timeout_ms, 1, SEARCH_MAX_TIMEOUT_MS),
+    )  # fmt: skip

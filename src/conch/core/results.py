@@ -3,7 +3,18 @@ and the tool layer, the front ends and embedders read."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, TypedDict
+
+
+def timestamp(when: datetime) -> str:
+    """A time as results carry it: ISO 8601, UTC, milliseconds (``2026-01-02T03:04:05.678Z``)."""
+    return when.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_timestamp(text: str) -> datetime:
+    """The time a :func:`timestamp` names."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 class JobIdentity(TypedDict):
@@ -61,7 +72,9 @@ class ShellSummary(TypedDict):
     shell: str
     state: str
     cwd: str
-    job_id: str | None
+    job_id: str | None  # the command it runs now
+    last_job_id: str | None  # the latest command it was given (running or not)
+    created_at: str  # ISO 8601, when it was opened (a restart keeps it)
 
 
 class ShellOpened(TypedDict):

@@ -28,7 +28,7 @@ from conch.fleet.nodes import Node, NodeTable
 from conch.fleet.tools import FleetRegistry, takes_node
 from conch.tools.call import ToolOutcome
 from conch.tools.context import CallContext
-from conch.tools.tool import Tool
+from conch.tools.tool import ErrorResult, Tool
 
 log = logging.getLogger("conch.fleet")
 WATCH_S = 1.0
@@ -262,9 +262,10 @@ class FleetRuntime:
             await self._open()
             return await self._route(tool, args, ctx)
         except ConchError as e:
-            return _error(e, tool, args)
+            return _error(e, self.registry.error_result_of(tool), args)
         except RuntimeClosedError:
-            return _error(ConchError("closed", "the Conch fleet is shutting down"), tool, args)
+            closed = ConchError("closed", "the Conch fleet is shutting down")
+            return _error(closed, self.registry.error_result_of(tool), args)
 
     async def _open(self) -> None:
         if self._closed:
@@ -347,7 +348,7 @@ class FleetRuntime:
                 "lost and nothing was re-run",
             ) from None
         node.running = running
-        conch_shaped = tool.error_result is None
+        conch_shaped = self.registry.error_result_of(tool) is None
         result = qualify_result(result, node.tag, node.node_id, add_node=conch_shaped)
         if conch_shaped and not is_error and tool.name == "search":
             result["node"] = node.node_id  # where the files were searched
@@ -483,9 +484,9 @@ class FleetRuntime:
         return await self._api("info", {})
 
 
-def _error(e: ConchError, tool: Tool, args: Mapping[str, Any]) -> ToolOutcome:
-    if tool.error_result is not None:
-        result, is_error = tool.error_result(e, args)
+def _error(e: ConchError, shape: ErrorResult | None, args: Mapping[str, Any]) -> ToolOutcome:
+    if shape is not None:
+        result, is_error = shape(e, args)
         return ToolOutcome(result, is_error)
     return ToolOutcome(e.envelope(), True)
 

@@ -41,7 +41,7 @@ class FleetRegistry(ToolRegistry):
 
     def __init__(self, profiles: Sequence[str] = ("conch",)) -> None:
         super().__init__(profiles)
-        self.tools = [_fleet_tool(t) for t in self.tools]
+        self.tools = [_fleet_tool(t) if self.error_result_of(t) is None else t for t in self.tools]
         self._by_name = {t.name: t for t in self.tools}
         self.resources = ()
 
@@ -51,11 +51,12 @@ def takes_node(tool: Tool) -> bool:
 
 
 def _fleet_tool(tool: Tool) -> Tool:
-    if tool.name in PLACING and tool.error_result is None:
+    """A Conch-shaped tool (its errors are Conch's envelope) as the fleet publishes it."""
+    if tool.name in PLACING:
         schema = copy.deepcopy(tool.input_schema)
         schema.setdefault("properties", {})["node"] = NODE_ARG
         return dataclasses.replace(tool, input_schema=schema)
-    if tool.name == "info" and tool.error_result is None:
+    if tool.name == "info":
         out = copy.deepcopy(tool.output_schema)
         out.setdefault("properties", {})["nodes"] = NODES_OUTPUT
         out["properties"]["fleet"] = {"type": "string"}

@@ -279,8 +279,13 @@ class ConchMCP:
                 content=[types.TextContent(type="text", text=unknown)],
                 is_error=True,
             )
-        if tool is not None and tool.render_text is not None:
-            text = tool.render_text(outcome.result, outcome.is_error)
+        own_text = (
+            tool.render_text or self.rt.registry.profile_of(tool).render_text
+            if tool is not None
+            else None
+        )
+        if own_text is not None:
+            text = own_text(outcome.result, outcome.is_error)
         else:
             text = render(
                 name,

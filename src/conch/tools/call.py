@@ -15,7 +15,7 @@ from conch.core.jobs.job import Job
 from conch.core.jobs.label import JobLabel, current_label
 from conch.errors import ConchError, RuntimeClosedError
 from conch.tools.context import CallContext, check_purpose
-from conch.tools.registry import ToolRegistry, registry_of
+from conch.tools.host import ToolHost
 from conch.tools.tool import Tool
 from conch.tools.validate import validate
 from conch.tools.views import last_line
@@ -34,19 +34,18 @@ class ToolOutcome:
 
 
 async def call_tool_full(
-    rt: Engine,
+    rt: ToolHost,
     name: str,
     arguments: Mapping[str, Any] | None,
     context: CallContext | None = None,
-    *,
-    registry: ToolRegistry | None = None,
 ) -> ToolOutcome:
-    """Call tool ``name`` of the runtime's registry on ``rt``: the one call path of every front
-    end (MCP, HTTP invoke, CLI, embedded)."""
-    ctx = CallContext() if context is None else context.for_call()
-    tool = (registry or registry_of(rt)).get(name)
+    """Call tool ``name`` of the host's registry on it: the one call path of every front end
+    (MCP, HTTP invoke, CLI, embedded). The tool gets the registry's profile state in its
+    context."""
+    ctx = (CallContext() if context is None else context.for_call()).with_state(rt.registry.state)
+    tool = rt.registry.get(name)
     if tool is None:
-        return _error(ConchError("not_found", f"unknown tool {name!r}"))
+        return ToolOutcome(ConchError("not_found", f"unknown tool {name!r}").envelope(), True)
     args = dict(arguments or {})
     try:
         if (
@@ -65,7 +64,7 @@ async def call_tool_full(
                 coerced = tool.validator(args)
             except ConchError as e:
                 # the original's SDK rejected the call before the tool ran: no summary
-                return _error(e, tool, args, summary=False)
+                return _error(e, rt, tool, args, summary=False)
             if coerced is not None:
                 args = coerced  # as the original's SDK coerced them (pydantic lax mode)
         else:
@@ -80,20 +79,21 @@ async def call_tool_full(
             result = await _run_with_progress(rt, tool, args, ctx)
         finally:
             current_label.reset(token)
-        is_error = tool.result_is_error(result) if tool.result_is_error else False
+        judge = rt.registry.profile_of(tool).result_is_error
+        is_error = judge(result) if judge is not None else False
         if tool.lean is not None and rt.config.result_detail == "lean":
             return ToolOutcome(tool.lean(result, rt.default_cwd), is_error, meta, result)
         return ToolOutcome(result, is_error, meta)
     except ConchError as e:
-        return _error(e, tool, args)
+        return _error(e, rt, tool, args)
     except RuntimeClosedError:
-        return _error(ConchError("closed", "the Conch runtime is shutting down"), tool, args)
+        return _error(ConchError("closed", "the Conch runtime is shutting down"), rt, tool, args)
     except asyncio.CancelledError:
         raise
     except Exception:
         log.exception("tool %s failed", name)
         return _error(
-            ConchError("internal", f"internal error in {name}; see the server log"), tool, args
+            ConchError("internal", f"internal error in {name}; see the server log"), rt, tool, args
         )
 
 
@@ -116,17 +116,15 @@ def describe_call(args: Mapping[str, Any]) -> JobLabel | None:
 
 
 def _error(
-    e: ConchError,
-    tool: Tool | None = None,
-    args: Mapping[str, Any] | None = None,
-    *,
-    summary: bool = True,
+    e: ConchError, rt: ToolHost, tool: Tool, args: Mapping[str, Any], *, summary: bool = True
 ) -> ToolOutcome:
-    if tool is not None and tool.error_result is not None:
-        result, is_error = tool.error_result(e, args or {})
-        meta = {"summary": tool.summary(args or {})} if tool.summary and summary else None
-        return ToolOutcome(result, is_error, meta)
-    return ToolOutcome(e.envelope(), True)
+    """A failed call in its profile's words (the tool's own, where it has them)."""
+    shape = rt.registry.error_result_of(tool)
+    if shape is None:
+        return ToolOutcome(e.envelope(), True)
+    result, is_error = shape(e, args)
+    meta = {"summary": tool.summary(args)} if tool.summary and summary else None
+    return ToolOutcome(result, is_error, meta)
 
 
 async def _run_with_progress(

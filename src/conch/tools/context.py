@@ -7,12 +7,15 @@ import hmac
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from conch.config import Config
 from conch.core.env import check_env
 from conch.core.jobs.job import Job
 from conch.errors import ConchError
+from conch.tools.state import ProfileState
+
+T = TypeVar("T")
 
 SESSION_ID = re.compile(r"^ses-[0-9]+$")
 CALLER_CONTEXT_HEADER = "x-ai-assistant-caller-context"
@@ -23,16 +26,30 @@ class CallContext:
     """meta: the request's ``_meta``; trusted: the transport may project caller context
     (stdio, in-process, or HTTP with the caller-context header matching the token);
     progress: async fn(message) the tool may call while it waits; started: the job this call
-    started (set by the engine through :meth:`job_started`, read by progress reporting)."""
+    started (set by the engine through :meth:`job_started`, read by progress reporting);
+    state: the runtime's profile state (``conch.Runtime.call_tool`` passes its registry's)."""
 
     meta: Mapping[str, Any] | None = None
     trusted: bool = True
     progress: Callable[[str], Awaitable[None]] | None = None
     started: Job | None = None
+    state: ProfileState | None = None
 
     def for_call(self) -> CallContext:
         """A copy for one call: what one call learns (its job) never leaks into another."""
         return dataclasses.replace(self, started=None)
+
+    def with_state(self, state: ProfileState) -> CallContext:
+        """This context for a call on the runtime whose profile state is ``state``."""
+        return dataclasses.replace(self, state=state)
+
+    def profile_state(self, cls: type[T]) -> T:
+        """The runtime's instance of a profile's state class."""
+        if self.state is None:
+            raise RuntimeError(
+                "profile tools are called through conch.Runtime (it owns their state)"
+            )
+        return self.state.get(cls)
 
     def job_started(self, job: Job) -> None:
         """``on_start`` of ``Engine.exec``: remember the job this call started."""

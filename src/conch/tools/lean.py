@@ -100,8 +100,9 @@ def job_summary(s: Result, default_cwd: str | None = None) -> dict[str, Any]:
 
 
 def shell_summary(s: Result) -> dict[str, Any]:
-    """A shell in `list` or the `shell_open` result: unset name and idle job left out."""
-    return {k: v for k, v in s.items() if v is not None}
+    """A shell in `list` or the `shell_open` result: unset name and idle job left out, and its
+    creation time (informational, like a job's started_at)."""
+    return {k: v for k, v in s.items() if v is not None and k != "created_at"}
 
 
 def listing(r: Result, default_cwd: str | None = None) -> dict[str, Any]:

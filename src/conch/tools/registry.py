@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from conch.core.engine import Engine
 from conch.errors import ConfigError
 from conch.tools.profiles import ai_device_bash, bash_mcp, conch, tfbash
-from conch.tools.profiles._common import Profile, ProfileState, Resource
-from conch.tools.tool import Tool
+from conch.tools.profiles._common import Profile, Resource
+from conch.tools.state import ProfileState
+from conch.tools.tool import ErrorResult, Tool
 
 PROFILES: dict[str, Profile] = {
     p.name: p for p in (conch.PROFILE, ai_device_bash.PROFILE, tfbash.PROFILE, bash_mcp.PROFILE)
@@ -42,6 +42,11 @@ class ToolRegistry:
         self.profiles = tuple(profiles)
         self.tools = catalogue(self.profiles)
         self._by_name = {t.name: t for t in self.tools}
+        # each tool's profile: the first listed that has a tool of that name
+        self._profile_of: dict[str, Profile] = {}
+        for name in self.profiles:
+            for tool in profile(name).tools():
+                self._profile_of.setdefault(tool.name, profile(name))
         self.resources: tuple[Resource, ...] = tuple(
             r for name in self.profiles for r in profile(name).resources
         )
@@ -50,13 +55,14 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         return self._by_name.get(name)
 
+    def profile_of(self, tool: Tool) -> Profile:
+        """The profile the tool comes from (its error results, isError, text block)."""
+        return self._profile_of[tool.name]
+
+    def error_result_of(self, tool: Tool) -> ErrorResult | None:
+        """How a failed call of the tool is shaped: the tool's own way, else its profile's;
+        None for Conch's error envelope."""
+        return tool.error_result or self.profile_of(tool).error_result
+
     def resource(self, uri: str) -> Resource | None:
         return next((r for r in self.resources if r.uri == uri), None)
-
-
-def registry_of(engine: Engine) -> ToolRegistry:
-    """The registry of the ``conch.Runtime`` a tool is called on (it owns one)."""
-    registry = getattr(engine, "registry", None)
-    if not isinstance(registry, ToolRegistry):
-        raise TypeError("tools are called on a conch.Runtime (it owns the tool registry)")
-    return registry

@@ -6,9 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from conch.core.engine import Engine
 from conch.errors import ConchError
-from conch.tools.registry import registry_of
+from conch.tools.host import ToolHost
 from conch.tools.views import LOG_URI_TEMPLATE, log_text, log_uri, overview_markdown
 
 __all__ = ["JOBS_URI", "LOG_URI_TEMPLATE", "log_text", "log_uri", "parse_log_uri"]
@@ -23,11 +22,11 @@ def parse_log_uri(uri: str) -> str | None:
     return m.group(1) if m else None
 
 
-def resource_list(rt: Engine, *, seed_only: bool = False) -> list[dict[str, Any]]:
+def resource_list(rt: ToolHost, *, seed_only: bool = False) -> list[dict[str, Any]]:
     """The concrete resources: the overview and one log per retained job; ``seed_only`` (a
     seed profile served alone): only what that profile's original publishes."""
     if seed_only:
-        return [r.describe() for r in registry_of(rt).resources]
+        return [r.describe() for r in rt.registry.resources]
     out = [
         {
             "uri": JOBS_URI,
@@ -37,7 +36,7 @@ def resource_list(rt: Engine, *, seed_only: bool = False) -> list[dict[str, Any]
             "mimeType": "text/markdown",
         }
     ]
-    out += [r.describe() for r in registry_of(rt).resources]
+    out += [r.describe() for r in rt.registry.resources]
     for job in rt.jobs:
         out.append(
             {
@@ -51,9 +50,9 @@ def resource_list(rt: Engine, *, seed_only: bool = False) -> list[dict[str, Any]
     return out
 
 
-def change_uris(rt: Engine, job_id: str | None) -> list[str]:
+def change_uris(rt: ToolHost, job_id: str | None) -> list[str]:
     """The resources a runtime change (of ``job_id``, or of the job/shell set) may update."""
-    uris = [JOBS_URI, *(r.uri for r in registry_of(rt).resources)]
+    uris = [JOBS_URI, *(r.uri for r in rt.registry.resources)]
     if job_id is not None:
         uris.append(log_uri(job_id))
     return uris
@@ -71,13 +70,12 @@ def resource_templates() -> list[dict[str, Any]]:
     ]
 
 
-def read_resource(rt: Engine, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
+def read_resource(rt: ToolHost, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
     """(mime type, text) of a resource; ``not_found`` for an unknown URI or job (for
     ``seed_only``, anything the seed profile does not publish)."""
-    registry = registry_of(rt)
-    extra = registry.resource(uri)
+    extra = rt.registry.resource(uri)
     if extra is not None:
-        return extra.mime_type, extra.render(rt, registry.state)
+        return extra.mime_type, extra.render(rt, rt.registry.state)
     if seed_only:
         raise ConchError("not_found", f"unknown resource {uri!r}")
     if uri == JOBS_URI:

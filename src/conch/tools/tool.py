@@ -1,7 +1,8 @@
 """A tool: name, description, schemas, annotations and the handler that runs it on the engine.
 
-Profile behaviour (how a seed profile shapes errors, decides ``isError``, names its summary)
-rides on the tool so one call path (conch/tools/call.py) serves every profile."""
+How a seed profile shapes errors, decides ``isError`` and words its text block is the
+profile's (``Profile`` in conch/tools/profiles/_common.py); a tool carries only what differs
+from tool to tool."""
 
 from __future__ import annotations
 
@@ -37,11 +38,11 @@ class Tool:
     meta: dict[str, Any] = field(default_factory=dict)
     # argument names that never reach the handler (echoed into _meta instead)
     summary_arg: str | None = None
-    # seed-compatible profiles (conch.tools.profiles) shape errors and isError their own way:
-    # error_result(error, args) -> (result, is_error) for every ConchError, validation included;
-    # result_is_error(result) -> isError of a normal result; summary(args) -> _meta.summary
+    # Per-tool overrides of the profile's behaviour, for a seed that really differs per tool
+    # (ai-device-bash: each tool's error result names its own mode, and each tool words its
+    # own _meta.summary): error_result(error, args) -> (result, is_error) for every
+    # ConchError, validation included (else the profile's); summary(args) -> _meta.summary
     error_result: ErrorResult | None = None
-    result_is_error: Callable[[dict[str, Any]], bool] | None = None
     summary: Callable[[Mapping[str, Any]], str] | None = None
     # the tool may wait on a job: front ends send progress notifications while it does
     progress: bool = False
@@ -54,9 +55,13 @@ class Tool:
     # original's SDK coerced them (ai-device-bash: pydantic lax mode)
     describer: Callable[[Config | None], dict[str, Any]] | None = None
     validator: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
-    # the text block of a result (result, is_error) -> text, instead of Conch's rendering
+    # a seed's tool describes its own error shapes in output_schema (else the published
+    # schema is the result or Conch's error envelope)
+    own_error_shapes: bool = False
+    # the text block of a result (result, is_error) -> text (else the profile's, else
+    # Conch's rendering); False: MCP results carry no structuredContent (the original sends
+    # its result as text only). ai-device-bash sets both on each tool.
     render_text: Callable[[dict[str, Any], bool], str] | None = None
-    # False: MCP results carry no structuredContent (the original sends its result as text only)
     structured: bool = True
 
     @property
@@ -73,8 +78,8 @@ class Tool:
     def published_output_schema(self) -> dict[str, Any]:
         """The result shape, or the error envelope: clients such as the TypeScript SDK validate
         ``structuredContent`` against it even when ``isError`` is true."""
-        if self.error_result is not None:
-            return self.output_schema  # seed profiles describe their own error shapes
+        if self.own_error_shapes or self.error_result is not None:
+            return self.output_schema
         return {"type": "object", "anyOf": [self.output_schema, S.ERROR_OUTPUT]}
 
     def describe(self, config: Config | None = None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from conch.core.jobs.job import Job
 from conch.core.jobs.outparse import PARSE_LIMIT, parse_output
 from conch.core.output.log import STDOUT
 from conch.core.output.window import Window
-from conch.core.results import JobIdentity, JobSnapshot, JobSummary
+from conch.core.results import JobIdentity, JobSnapshot, JobSummary, timestamp
 
 STREAMS = {None: None, "stdout": 0, "stderr": 1}
 
@@ -46,7 +46,7 @@ def _identity(job: Job) -> JobIdentity:
         "exit_code": job.exit_code,
         "signal": job.signal,
         "ok": job.ok,
-        "started_at": job.started_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "started_at": timestamp(job.started_at),
         "duration_ms": job.duration_ms,
         "pid": job.pid,
     }

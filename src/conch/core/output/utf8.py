@@ -18,8 +18,6 @@ __all__ = [
     "boundary_at_or_after",
     "boundary_at_or_before",
     "decode",
-    "tail_text",
-    "truncate_text",
     "utf8_len",
 ]
 
@@ -92,42 +90,6 @@ def utf8_len(text: str) -> int:
     if text.isascii():
         return len(text)
     return len(text.encode("utf-8", _ENCODE_ERRORS))
-
-
-def truncate_text(text: str, max_bytes: int) -> str:
-    """Longest prefix of ``text`` whose UTF-8 encoding fits in ``max_bytes`` bytes.
-
-    Costs O(max_bytes), however long ``text`` is.
-    """
-    if max_bytes <= 0:
-        return ""
-    # Every code point takes at least one byte, so no more than max_bytes of them can fit.
-    candidate = text[:max_bytes]
-    encoded = candidate.encode("utf-8", _ENCODE_ERRORS)
-    if len(encoded) <= max_bytes:
-        return candidate
-    cut = max_bytes
-    while 0x80 <= encoded[cut] <= 0xBF:  # never a continuation byte at a code point start
-        cut -= 1
-    return encoded[:cut].decode("utf-8", _ENCODE_ERRORS)
-
-
-def tail_text(text: str, max_bytes: int) -> str:
-    """Longest suffix of ``text`` whose UTF-8 encoding fits in ``max_bytes`` bytes.
-
-    Costs O(max_bytes), however long ``text`` is.
-    """
-    if max_bytes <= 0:
-        return ""
-    candidate = text[-max_bytes:]
-    encoded = candidate.encode("utf-8", _ENCODE_ERRORS)
-    if len(encoded) <= max_bytes:
-        return candidate
-    size = len(encoded)
-    cut = size - max_bytes
-    while cut < size and 0x80 <= encoded[cut] <= 0xBF:
-        cut += 1
-    return encoded[cut:].decode("utf-8", _ENCODE_ERRORS)
 
 
 def decode(data: BytesLike) -> str:

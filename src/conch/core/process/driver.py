@@ -5,6 +5,7 @@ leader's exit becomes the job's end. Pipe jobs (core/process/pipes.py) and PTY j
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 from conch.core.jobs.job import Job
@@ -63,6 +64,14 @@ class ProcessDriver:
 
     def _release(self) -> None:
         """Close what the finished job no longer needs."""
+
+    def _close_files(self) -> None:
+        """Close every file the driver holds, whoever still uses it (at shutdown)."""
+
+    @property
+    def _holds_output(self) -> bool:
+        """True while the job's output files are open (a lingering process may write)."""
+        return False
 
     # -- the leader ----------------------------------------------------------------------------
 
@@ -157,15 +166,19 @@ class ProcessDriver:
         assert self.pid is not None
         await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
         await self._kill_cgroup()
+        await self._finish_killed(reason, 2.0)
+        self._release()
+
+    async def _finish_killed(self, reason: str, limit_s: float) -> None:
+        """The tree was killed: wait up to limit_s for the leader's status, end the job."""
         status: int | None
         try:
-            status = await asyncio.wait_for(asyncio.shield(self._status()), 2.0)
+            status = await asyncio.wait_for(asyncio.shield(self._status()), limit_s)
         except asyncio.TimeoutError:
             status = None
         self._drain()
         code, signum = self._decode(status)
         self.job.finish(reason, exit_code=code, signum=signum)
-        self._release()
 
     async def kill_lingering(self, grace_s: float = 0.0) -> None:
         if self.pid is None:
@@ -187,3 +200,30 @@ class ProcessDriver:
         """Remove the job's cgroup once nothing is left in it."""
         if self.cgroup is not None and not self.cgroup.populated and self.cgroup.remove():
             self.cgroup = None
+
+    # -- shutdown (the engine's one sweep over all its drivers) ------------------------------
+
+    def begin_shutdown(self) -> tuple[str | None, bytes]:
+        """The runtime is closing: a running job will end as cancelled once the engine's one
+        sweep over every driver's tree has killed it. Returns what that sweep looks for: the
+        job's session (None when nothing of it can still be alive there) and its tag."""
+        if not self.job.terminal and self._stop_task is None:
+            self.job.kill_reason = "cancelled"
+        alive = self.pid is not None and (not self.job.terminal or self._holds_output)
+        return (str(self.pid) if alive else None), self._tag
+
+    async def end_shutdown(self, limit_s: float) -> None:
+        """After the sweep: record how the leader ended (waiting up to limit_s), then close
+        every file."""
+        if self._stop_task is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(self._stop_task), limit_s)
+        if not self.job.terminal and self.pid is not None:
+            await self._finish_killed(self.job.kill_reason or "cancelled", limit_s)
+        if self._watch is not None:
+            self._watch.close()
+            if self.pid is not None and not self._exited:
+                self.reaper.awaited.discard(self.pid)  # the final reaper sweep may take it
+        self._close_files()
+        self.job.log.close_writer()
+        self.release_cgroup()

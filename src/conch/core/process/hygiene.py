@@ -278,6 +278,18 @@ class Reaper:
         return n
 
 
+def _send(pids: set[int], pgids: Iterable[int], sig: int, reaper: Reaper | None) -> None:
+    """SIGCONT (a stopped process acts on nothing else) then ``sig`` to every group and pid;
+    the pids are noted first, so their zombies are reaped."""
+    if reaper:
+        reaper.note(pids)
+    for g in pgids:
+        signal_group(g, signal.SIGCONT)
+        signal_group(g, sig)
+    signal_pids(pids, signal.SIGCONT)
+    signal_pids(pids, sig)
+
+
 async def terminate_tree(
     collect: Callable[[], set[int]],
     pgids: Iterable[int],
@@ -292,13 +304,7 @@ async def terminate_tree(
     """
     pgids = list(pgids)
     pids = collect()
-    if reaper:
-        reaper.note(pids)
-    for g in pgids:
-        signal_group(g, signal.SIGCONT)
-        signal_group(g, signal.SIGTERM)
-    signal_pids(pids, signal.SIGCONT)
-    signal_pids(pids, signal.SIGTERM)
+    _send(pids, pgids, signal.SIGTERM, reaper)
     deadline = time.monotonic() + grace_s
     signalled = set(pids)
     while True:
@@ -307,10 +313,7 @@ async def terminate_tree(
         alive = {p for p in signalled if procfs.is_alive(p)}
         fresh = collect() - signalled
         if fresh:
-            if reaper:
-                reaper.note(fresh)
-            signal_pids(fresh, signal.SIGCONT)
-            signal_pids(fresh, signal.SIGTERM)
+            _send(fresh, (), signal.SIGTERM, reaper)
             signalled |= fresh
             alive |= fresh
         if not alive or time.monotonic() >= deadline:
@@ -333,12 +336,7 @@ async def kill_tree_now(
     victims = set(known or ()) | collect()
     deadline = time.monotonic() + limit_s
     while True:
-        if reaper:
-            reaper.note(victims)
-        for g in pgids:
-            signal_group(g, signal.SIGKILL)
-        signal_pids(victims, signal.SIGCONT)
-        signal_pids(victims, signal.SIGKILL)
+        _send(victims, pgids, signal.SIGKILL, reaper)
         if reaper:
             reaper.sweep()
         fresh = collect() - victims

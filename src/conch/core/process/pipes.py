@@ -6,7 +6,6 @@ attached and whatever the descendants print later still reaches the log.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import os
@@ -18,10 +17,7 @@ from conch.core.process import popen, procfs
 from conch.core.process.containment import SpawnFence
 from conch.core.process.driver import ProcessDriver
 from conch.core.process.feeder import Feeder
-from conch.core.process.hygiene import (
-    TAG_VAR,
-    Reaper,
-)
+from conch.core.process.hygiene import TAG_VAR, Reaper
 from conch.errors import ConchError
 
 _F_SETPIPE_SZ = 1031
@@ -164,7 +160,7 @@ class PipeDriver(ProcessDriver):
             self.job.log.close_writer()
 
     @property
-    def pipes_open(self) -> bool:
+    def _holds_output(self) -> bool:
         return bool(self._out_fds)
 
     # -- stdin -------------------------------------------------------------------------------
@@ -229,34 +225,11 @@ class PipeDriver(ProcessDriver):
         """Close what the finished job no longer needs (pipes only once nobody holds them)."""
         self._close_stdin_now()
         if self._stop_task is not None or not self._out_fds:
-            for fd in list(self._out_fds):
-                self._close_output(fd)
+            self._close_files()
             self.job.log.close_writer()
         self.release_cgroup()
 
-    def begin_shutdown(self) -> None:
-        """The runtime is closing: a running job will end as cancelled once the runtime's
-        single sweep over all its processes has killed the tree."""
-        if not self.job.terminal and self._stop_task is None:
-            self.job.kill_reason = "cancelled"
-
-    async def end_shutdown(self) -> None:
-        """After the sweep: record how the leader ended, then close every file."""
-        if self._stop_task is not None:
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(asyncio.shield(self._stop_task), 1.0)
-        elif not self.job.terminal:
-            try:
-                status = await asyncio.wait_for(asyncio.shield(self._status()), 1.0)
-            except asyncio.TimeoutError:
-                status = None
-            self._drain()
-            code, signum = self._decode(status)
-            self.job.finish("cancelled", exit_code=code, signum=signum)
-        if self._watch is not None:
-            self._watch.close()
+    def _close_files(self) -> None:
         for fd in list(self._out_fds):
             self._close_output(fd)
         self._close_stdin_now()
-        self.job.log.close_writer()
-        self.release_cgroup()

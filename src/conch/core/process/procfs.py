@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable, Iterable
 
 LINUX = sys.platform.startswith("linux")
 
@@ -48,18 +49,11 @@ def start_time(pid: int) -> str | None:
 def children(pid: int) -> list[int]:
     """Direct children of pid."""
     if LINUX:
-        out: list[int] = []
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
-            return out
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                    out.extend(int(x) for x in f.read().split())
-            except OSError:
-                continue
-        return out
+            return []
+        return _task_children(pid, tids)
     try:
         import psutil
 
@@ -75,24 +69,18 @@ def own_children() -> list[int]:
     if not LINUX:
         return children(os.getpid())
     me = os.getpid()
+    return _task_children(me, {me, threading.get_native_id()})
+
+
+def _task_children(pid: int, tids: Iterable[int | str]) -> list[int]:
+    """The children that these threads of ``pid`` forked (or were handed, as orphans)."""
     out: list[int] = []
-    for tid in {me, threading.get_native_id()}:
-        try:  # os-level calls: this runs at every job's exit
-            fd = os.open(f"/proc/{me}/task/{tid}/children", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            continue
+    for tid in tids:
         try:
-            data = os.read(fd, 65536)
-            while len(data) % 65536 == 0 and data:
-                more = os.read(fd, 65536)
-                if not more:
-                    break
-                data += more
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out.extend(int(x) for x in f.read().split())
         except OSError:
             continue
-        finally:
-            os.close(fd)
-        out.extend(int(x) for x in data.split())
     return out
 
 
@@ -171,45 +159,28 @@ def fd_target(pid: int, fd: int) -> str:
         return ""
 
 
-def scan_job(pgid: int, sid: int, tag_key: bytes, tag: bytes) -> set[int]:
-    """One pass over the process table: members of the job's group or session, or tagged."""
-    me = os.getpid()
-    out: set[int] = set()
-    pg, sd = str(pgid), str(sid)
-    if LINUX:
-        for pid in all_pids():
-            if pid == me:
-                continue
-            fields = stat_fields(pid)
-            if not fields or fields[0] in ("Z", "X"):
-                continue
-            if fields[2] == pg or fields[3] == sd or environ_value(pid, tag_key) == tag:
-                out.add(pid)
-        return out
-    import psutil
-
-    for p in psutil.process_iter():
-        try:
-            if p.pid == me:
-                continue
-            if (
-                os.getpgid(p.pid) == pgid
-                or os.getsid(p.pid) == sid
-                or p.environ().get(tag_key.decode()) == tag.decode()
-            ):
-                out.add(p.pid)
-        except Exception:
-            continue
-    return out
-
-
-def scan_instance(tag_key: bytes, prefix: bytes, sids: set[str]) -> set[int]:
-    """One pass: every live process in one of ``sids`` (as session or group) or whose tag
-    starts with ``prefix`` — everything a runtime started, for shutdown."""
+def _scan(tag_key: bytes, sids: set[str], tagged: Callable[[bytes], bool]) -> set[int]:
+    """One pass over the process table: every live process in one of ``sids`` (as session or
+    group) or whose tag value ``tagged`` accepts."""
     me = os.getpid()
     out: set[int] = set()
     if not LINUX:
-        return set(scan_environ(tag_key, prefix))
+        import psutil
+
+        key = tag_key.decode()
+        for p in psutil.process_iter():
+            try:
+                if p.pid == me:
+                    continue
+                if str(os.getpgid(p.pid)) in sids or str(os.getsid(p.pid)) in sids:
+                    out.add(p.pid)
+                    continue
+                value = p.environ().get(key)
+                if value is not None and tagged(value.encode()):
+                    out.add(p.pid)
+            except Exception:
+                continue
+        return out
     for pid in all_pids():
         if pid == me:
             continue
@@ -220,6 +191,23 @@ def scan_instance(tag_key: bytes, prefix: bytes, sids: set[str]) -> set[int]:
             out.add(pid)
             continue
         v = environ_value(pid, tag_key)
-        if v is not None and v.startswith(prefix):
+        if v is not None and tagged(v):
             out.add(pid)
     return out
+
+
+def scan_job(pgid: int, sid: int, tag_key: bytes, tag: bytes) -> set[int]:
+    """One pass over the process table: members of the job's group or session, or tagged."""
+    return _scan(tag_key, {str(pgid), str(sid)}, tag.__eq__)
+
+
+def scan_jobs(tag_key: bytes, sids: set[str], tags: set[bytes]) -> set[int]:
+    """Every live process of some jobs, in one pass: in one of their sessions or groups
+    (``sids``), or carrying one of their ``tags`` — what the engine's drivers stop at shutdown."""
+    return _scan(tag_key, sids, tags.__contains__)
+
+
+def scan_instance(tag_key: bytes, prefix: bytes) -> set[int]:
+    """Every live process whose tag starts with ``prefix``: whatever a runtime started that
+    escaped its owner (the final sweep at shutdown)."""
+    return _scan(tag_key, set(), lambda v: v.startswith(prefix))

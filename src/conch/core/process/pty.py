@@ -139,13 +139,9 @@ class PtyDriver(ProcessDriver):
         self.job.log.close_writer()
         self.release_cgroup()
 
-    async def aclose(self, grace_s: float) -> None:
-        if not self.job.terminal:
-            await self.stop("cancelled", grace_s)
-        else:
-            await self.kill_lingering()
-        if self._watch is not None:
-            self._watch.close()
-            if self.pid is not None:
-                self.reaper.awaited.discard(self.pid)
-        self._release()
+    def _close_files(self) -> None:
+        self._close_master()
+
+    @property
+    def _holds_output(self) -> bool:
+        return self._master is not None

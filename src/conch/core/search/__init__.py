@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from conch.core.search.rg import RgInfo, find_rg
-from conch.core.search.searcher import MODES, Searcher
+from conch.core.search.searcher import Searcher
 
-__all__ = ["MODES", "RgInfo", "Searcher", "find_rg"]
+__all__ = ["RgInfo", "Searcher", "find_rg"]

@@ -24,21 +24,14 @@ from typing import Literal, Union
 
 from conch.core.env import build_env
 from conch.core.process.hygiene import child_signal_reset
+from conch.core.requests import SearchRequest, search_request
 from conch.core.results import RgSummary, SearchResult
 from conch.core.search.parse import JsonParser, NullParser, Results
 from conch.core.search.proc import RgProtocol, reap
 from conch.core.search.rg import RgInfo, find_rg
 from conch.errors import ConchError
 
-__all__ = ["MODES", "Searcher"]
-
-MODES = ("matches", "files", "count")
-
-MAX_MATCHES_LIMIT = 1000
-MAX_CONTEXT = 100
-MAX_TIMEOUT_MS = 300_000
-MAX_GLOBS = 64
-MAX_PATTERN_CHARS = 65536
+__all__ = ["Searcher"]
 
 _ERROR_MESSAGE_MAX = 2048
 _MAX_ERRORS = 50
@@ -51,24 +44,6 @@ _RG_NOT_FOUND_MESSAGE = (
 _OS_ERROR_LINE = re.compile(r"^rg: .*\(os error \d+\)\s*$")
 
 RgSetting = Union[RgInfo, None, Literal["auto"]]
-
-
-def _invalid(message: str) -> ConchError:
-    return ConchError("invalid_argument", message)
-
-
-def _check_int(name: str, value: object, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _invalid(f"{name} must be an integer")
-    if not lo <= value <= hi:
-        raise _invalid(f"{name} must be between {lo} and {hi}")
-    return value
-
-
-def _check_bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise _invalid(f"{name} must be a boolean")
-    return value
 
 
 def _split_messages(stderr: bytes) -> list[str]:
@@ -91,6 +66,31 @@ def _trim(message: str, limit: int = _ERROR_MESSAGE_MAX) -> str:
     if len(raw) <= limit:
         return message
     return raw[: limit - 3].decode("utf-8", "ignore") + "..."
+
+
+def _rg_args(req: SearchRequest) -> list[str]:
+    """rg's arguments after its path: every caller value after ``--``, the value of ``-e``,
+    or glued into one ``--glob=VALUE``."""
+    if req.mode == "matches":
+        argv = ["--json", "--no-config"]
+    elif req.mode == "files":
+        argv = ["--no-config", "--files-with-matches", "--null"]
+    else:
+        argv = ["--no-config", "--count", "--with-filename", "--null"]
+    argv.append("--color=never")
+    if not req.regex:
+        argv.append("--fixed-strings")
+    if req.ignore_case:
+        argv.append("--ignore-case")
+    if req.hidden:
+        argv.append("--hidden")
+    argv += [f"--glob={g}" for g in req.glob]
+    if req.mode == "matches":
+        # Per file, one more than the global cap: enough to know the result is truncated.
+        argv.append(f"--max-count={req.max_matches + 1}")
+        if req.context > 0:
+            argv.append(f"--context={req.context}")
+    return [*argv, "-e", req.pattern, "--", "." if req.path is None else req.path]
 
 
 class Searcher:
@@ -149,87 +149,36 @@ class Searcher:
         timeout_ms: int = 30000,
     ) -> SearchResult:
         """Search ``path`` (default: the default cwd) for ``pattern``; see SPEC §6 ``search``."""
-        if not isinstance(pattern, str):
-            raise _invalid("pattern must be a string")
-        if pattern == "":
-            raise _invalid("pattern must not be empty")
-        if len(pattern) > MAX_PATTERN_CHARS:
-            raise _invalid(f"pattern must be at most {MAX_PATTERN_CHARS} characters")
-        if "\0" in pattern:
-            raise _invalid("pattern must not contain NUL")
-        if path is not None:
-            if not isinstance(path, str):
-                raise _invalid("path must be a string")
-            if path == "":
-                raise _invalid("path must not be empty")
-            if "\0" in path:
-                raise _invalid("path must not contain NUL")
-        regex = _check_bool("regex", regex)
-        ignore_case = _check_bool("ignore_case", ignore_case)
-        hidden = _check_bool("hidden", hidden)
-        globs: list[str] = []
-        if glob is not None:
-            if not isinstance(glob, list):
-                raise _invalid("glob must be a list of strings")
-            if len(glob) > MAX_GLOBS:
-                raise _invalid(f"glob must have at most {MAX_GLOBS} entries")
-            for g in glob:
-                if not isinstance(g, str):
-                    raise _invalid("glob entries must be strings")
-                if g == "":
-                    raise _invalid("glob entries must not be empty")
-                if "\0" in g:
-                    raise _invalid("glob entries must not contain NUL")
-                globs.append(g)
-        context = _check_int("context", context, 0, MAX_CONTEXT)
-        if mode not in MODES:
-            raise _invalid("mode must be one of: matches, files, count")
-        max_matches = _check_int("max_matches", max_matches, 1, MAX_MATCHES_LIMIT)
-        timeout_ms = _check_int("timeout_ms", timeout_ms, 1, MAX_TIMEOUT_MS)
-
+        req = search_request(
+            pattern=pattern,
+            path=path,
+            regex=regex,
+            ignore_case=ignore_case,
+            hidden=hidden,
+            glob=glob,
+            context=context,
+            mode=mode,
+            max_matches=max_matches,
+            timeout_ms=timeout_ms,
+        )
         rg = await self._rg()
+        argv = [rg.path, *_rg_args(req)]
 
         base = self.default_cwd
-        if path is None:
-            target = base
-            path_arg = "."
-        else:
-            target = os.path.join(base, path)
-            path_arg = path
+        target = base if path is None else os.path.join(base, path)
         if not os.path.exists(target):
             raise ConchError("search_failed", f"path not found: {path if path else base}")
         if not os.access(target, os.R_OK):
             raise ConchError("search_failed", f"permission denied: {path if path else base}")
         cwd = base if os.path.isdir(base) else "/"
 
-        argv = [rg.path]
-        if mode == "matches":
-            argv += ["--json", "--no-config"]
-        elif mode == "files":
-            argv += ["--no-config", "--files-with-matches", "--null"]
-        else:
-            argv += ["--no-config", "--count", "--with-filename", "--null"]
-        argv.append("--color=never")
-        if not regex:
-            argv.append("--fixed-strings")
-        if ignore_case:
-            argv.append("--ignore-case")
-        if hidden:
-            argv.append("--hidden")
-        argv += [f"--glob={g}" for g in globs]
-        if mode == "matches":
-            # Per file, one more than the global cap: enough to know the result is truncated.
-            argv.append(f"--max-count={max_matches + 1}")
-            if context > 0:
-                argv.append(f"--context={context}")
-        argv += ["-e", pattern, "--", path_arg]
-
         env = self._env()
         env.pop("RIPGREP_CONFIG_PATH", None)
-        results = Results(mode, max_matches, strip_dot=path is None)
+        mode, max_matches = req.mode, req.max_matches
+        results = Results(mode, max_matches, strip_dot=req.path is None)
         parser: JsonParser | NullParser
         if mode == "matches":
-            parser = JsonParser(results, context)
+            parser = JsonParser(results, req.context)
         else:
             parser = NullParser(results, with_counts=(mode == "count"))
 
@@ -255,7 +204,7 @@ class Searcher:
                 "search_failed", f"could not start rg: {exc.strerror or exc}"
             ) from None
 
-        timer = loop.call_later(timeout_ms / 1000.0, proto.on_timeout)
+        timer = loop.call_later(req.timeout_ms / 1000.0, proto.on_timeout)
         try:
             await asyncio.shield(done)
         finally:

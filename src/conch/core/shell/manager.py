@@ -23,7 +23,6 @@ from conch.core.spawn import SpawnContext
 from conch.errors import ConchError
 
 KINDS = ("bash", "zsh")
-_ACLOSE_LIMIT_S = 2.0
 
 
 def _version(path: str) -> str:
@@ -194,12 +193,12 @@ class ShellManager:
         self.ctx.on_change(None)
         return {"shell_id": sh.shell_id, "state": "closed", "cleanup_complete": ok}
 
-    async def aclose(self) -> None:
-        """Close every shell in parallel, bounded in time."""
+    async def aclose(self, limit_s: float) -> None:
+        """Close every shell in parallel within limit_s: each kills its own tree (the shell,
+        the command it runs, what it left in the background) and ends its job."""
         self._closed = True
-        limit = min(_ACLOSE_LIMIT_S, self.ctx.config.close_timeout_ms / 1000)
-        work = [s.close(limit * 0.9) for s in self._shells.values()]
+        work = [s.close(limit_s * 0.9) for s in self._shells.values()]
         if work:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*work, return_exceptions=True), limit + 1)
+                await asyncio.wait_for(asyncio.gather(*work, return_exceptions=True), limit_s)
         self._shells.clear()

@@ -25,6 +25,7 @@ import shlex
 import signal
 import termios
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 from conch.core.jobs.job import Job
@@ -34,7 +35,7 @@ from conch.core.process.containment import SpawnFence, inner_pid
 from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree
-from conch.core.results import ShellSummary
+from conch.core.results import ShellSummary, timestamp
 from conch.core.shell.boot import ARGV, BOOT, env_prelude
 from conch.core.shell.command import ShellCommandDriver
 from conch.core.shell.markers import Done, MarkerParser, Output
@@ -85,7 +86,9 @@ class Shell:
         self._env = env
         self._startup = startup_command
         self.state = ShellState.STARTING
-        self.job: Job | None = None
+        self.created_at = datetime.now(timezone.utc)
+        self.job: Job | None = None  # the command running now
+        self.last_job_id: str | None = None  # the latest command it was given
         self.generation = 0
         self.pid: int | None = None
         self._loop = asyncio.get_running_loop()
@@ -301,6 +304,7 @@ class Shell:
         """Start a job: the command runs in the shell; the job ends at its end marker."""
         job.driver = ShellCommandDriver(self, job)
         self.job = job
+        self.last_job_id = job.job_id
         self._to(ShellState.BUSY)
         self._stop_task = None
         if self._fence is not None and self._fence.cgroup is not None:
@@ -595,27 +599,37 @@ class Shell:
         return reaped.is_set() and not collect()
 
     async def close(self, timeout_s: float) -> bool:
-        """End the shell and everything in it within timeout_s; True if cleanup completed."""
+        """End the shell and everything in it within timeout_s; True if cleanup completed.
+        Cancelled (the runtime's shutdown ran out of time), it still ends the job and closes
+        its files; what is left alive is the runtime's final sweep's."""
         self._to(ShellState.CLOSING)
         job = self.job
         if job is not None and job.kill_reason is None:
             job.kill_reason = "cancelled"
         t0 = time.monotonic()
         grace = min(self.ctx.config.kill_grace_ms / 1000, timeout_s * 0.4)
+        ok = False
         try:
-            ok = await asyncio.wait_for(self._kill(grace, limit_s=timeout_s * 0.4), timeout_s)
-        except asyncio.TimeoutError:
-            ok = False
-        if not ok:
-            remaining = max(0.1, timeout_s - (time.monotonic() - t0))
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(
-                    kill_tree_now(
-                        self._collect, [self.pid or 0], self.ctx.reaper, limit_s=remaining
-                    ),
-                    remaining,
-                )
-            ok = not self._collect()
+            try:
+                ok = await asyncio.wait_for(self._kill(grace, limit_s=timeout_s * 0.4), timeout_s)
+            except asyncio.TimeoutError:
+                ok = False
+            if not ok:
+                remaining = max(0.1, timeout_s - (time.monotonic() - t0))
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(
+                        kill_tree_now(
+                            self._collect, [self.pid or 0], self.ctx.reaper, limit_s=remaining
+                        ),
+                        remaining,
+                    )
+                ok = not self._collect()
+        finally:
+            self._release(job)
+        return ok
+
+    def _release(self, job: Job | None) -> None:
+        """The shell is closed: its job ends, every file it holds is closed."""
         if job is not None and not job.terminal:
             self.job = None
             job.cwd = self.cwd
@@ -634,7 +648,6 @@ class Shell:
             with contextlib.suppress(OSError):
                 os.unlink(self._cmd_path)
         self._to(ShellState.CLOSED)
-        return ok
 
     def summary(self) -> ShellSummary:
         return {
@@ -644,4 +657,6 @@ class Shell:
             "state": "busy" if self.job is not None else self.state.value,
             "cwd": self.cwd,
             "job_id": self.job.job_id if self.job is not None else None,
+            "last_job_id": self.last_job_id,
+            "created_at": timestamp(self.created_at),
         }

@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 
 from conch.core.engine import Engine
 from conch.tools.context import CallContext
-from conch.tools.tool import Tool
+from conch.tools.state import ProfileState
+from conch.tools.tool import ErrorResult, Tool
 
 T = TypeVar("T")
 Handler = Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
@@ -40,35 +41,19 @@ class Resource:
 
 @dataclass(frozen=True)
 class Profile:
-    """A named tool set: its tools (built once, cached by the module) and its resources."""
+    """A named tool set: its tools (built once, cached by the module), its resources, and how
+    a seed profile's results look where they are not Conch's (None: Conch's way)."""
 
     name: str
     tools: Callable[[], tuple[Tool, ...]]
     resources: tuple[Resource, ...] = ()
-
-
-class ProfileState:
-    """The bookkeeping profiles keep for one runtime (tfbash's shell creation times, the
-    ai-device-bash handle table, ...): one instance of each state class, made on first use.
-    The runtime owns it (``conch.Runtime.registry.state``), so it lives and dies with it."""
-
-    def __init__(self) -> None:
-        self._slots: dict[type[Any], Any] = {}
-
-    def get(self, cls: type[T]) -> T:
-        slot = self._slots.get(cls)
-        if slot is None:
-            slot = self._slots[cls] = cls()
-        return slot
-
-
-def profile_state(engine: Engine, cls: type[T]) -> T:
-    """The runtime's instance of a profile's state class. ``engine`` is the ``conch.Runtime``
-    the tool was called on: it carries the registry that owns the state."""
-    state = getattr(getattr(engine, "registry", None), "state", None)
-    if not isinstance(state, ProfileState):
-        raise TypeError("profile tools run on a conch.Runtime (it owns their state)")
-    return state.get(cls)
+    # error_result(error, args) -> (result, is_error) for every ConchError, validation
+    # included (a tool's own error_result wins); else Conch's error envelope
+    error_result: ErrorResult | None = None
+    # result_is_error(result) -> isError of a normal result; else never
+    result_is_error: Callable[[dict[str, Any]], bool] | None = None
+    # render_text(result, is_error) -> the text block; else Conch's rendering
+    render_text: Callable[[dict[str, Any], bool], str] | None = None
 
 
 class ProfileError(Exception):

@@ -44,7 +44,7 @@ from conch.core.engine import Engine
 from conch.core.env import CALLER_SESSION_VAR
 from conch.errors import ConchError, ConfigError
 from conch.tools.context import CallContext
-from conch.tools.profiles._common import Profile, ProfileError, profile_state
+from conch.tools.profiles._common import Profile, ProfileError
 from conch.tools.tool import Tool
 
 if TYPE_CHECKING:
@@ -235,10 +235,6 @@ class _Handles:
         for h, (job_id, _) in list(self._jobs.items()):
             if not alive(job_id):
                 del self._jobs[h]
-
-
-def _handles(rt: Engine) -> _Handles:
-    return profile_state(rt, _Handles)
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -603,7 +599,7 @@ async def _run(rt: Engine, args: dict[str, Any], ctx: CallContext, tool_mode: st
         )
     handle = None
     if not job.terminal and job.state != "output_limit":
-        handles = _handles(rt)
+        handles = ctx.profile_state(_Handles)
         handles.prune(lambda jid: _alive(rt, jid))
         handle = handles.add(job.job_id, tool_mode)
     return _job_result(job, tool_mode, budget, timeout, handle, rt.config.max_log_bytes)
@@ -657,7 +653,7 @@ async def _get(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, 
         return _failure(_Fail("INVALID_BYTES", "bytes 不能小于 0", None), None)
     if timeout is not None and timeout < 0:
         return _failure(_Fail("INVALID_TIMEOUT", "timeout 不能小于 0", None), None)
-    entry = _handles(rt).get(pid)
+    entry = ctx.profile_state(_Handles).get(pid)
     job = None
     if entry is not None:
         with contextlib.suppress(ConchError):
@@ -902,4 +898,6 @@ def tools() -> tuple[Tool, ...]:
     return tuple(out)
 
 
+# each tool shapes its own errors (they name the tool's mode) and words its own summary, so those
+# stay per tool (Tool.error_result, Tool.summary), as do its text-only results
 PROFILE = Profile("ai-device-bash", tools)

@@ -14,14 +14,15 @@ import os
 import platform
 import sys
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
 from conch.core.engine import Engine
+from conch.core.results import parse_timestamp, timestamp
 from conch.errors import ConchError
 from conch.tools.context import CallContext
-from conch.tools.profiles._common import Profile, ProfileError, guard, obj, profile_state
+from conch.tools.profiles._common import Profile, ProfileError, guard, obj
 from conch.tools.tool import Tool
 
 DEFAULT_MAX_OUTPUT_BYTES = 65536
@@ -82,19 +83,14 @@ class _Caps(dict[str, int]):
             del self[job_id]
 
 
-def _caps(rt: Engine) -> _Caps:
-    return profile_state(rt, _Caps)
-
-
 # -- job results -----------------------------------------------------------------------------------
 
 
 def _finished_at(s: Mapping[str, Any]) -> str | None:
     if s["state"] == "running":
         return None
-    start = datetime.fromisoformat(s["started_at"].replace("Z", "+00:00"))
-    end = start + timedelta(milliseconds=s["duration_ms"])
-    return end.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    end = parse_timestamp(s["started_at"]) + timedelta(milliseconds=s["duration_ms"])
+    return timestamp(end)
 
 
 def _summary(s: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,8 +108,8 @@ def _summary(s: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _job_result(rt: Engine, job_id: str) -> dict[str, Any]:
-    cap = _caps(rt).get(job_id, DEFAULT_MAX_OUTPUT_BYTES)
+async def _job_result(rt: Engine, ctx: CallContext, job_id: str) -> dict[str, Any]:
+    cap = ctx.profile_state(_Caps).get(job_id, DEFAULT_MAX_OUTPUT_BYTES)
     job = rt.job(job_id)
     if not job.streams:  # one terminal stream: it is all stdout
         out = await rt.read(job_id, cursor=0, max_bytes=cap, raw=True)
@@ -210,10 +206,10 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
         )
     except ConchError as e:
         raise _from_conch(e) from None
-    caps = _caps(rt)
+    caps = ctx.profile_state(_Caps)
     caps.prune(rt)
     caps[s["job_id"]] = args.get("max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES)
-    return await _job_result(rt, s["job_id"])
+    return await _job_result(rt, ctx, s["job_id"])
 
 
 def _job(rt: Engine, job_id: str) -> Any:
@@ -228,7 +224,7 @@ async def _job_get(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[s
     wait_ms = args.get("wait_ms", 0)
     if wait_ms and not job.terminal:
         await job.wait_until(lambda: job.terminal, wait_ms / 1000)
-    return await _job_result(rt, job.job_id)
+    return await _job_result(rt, ctx, job.job_id)
 
 
 async def _job_cancel(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -237,7 +233,7 @@ async def _job_cancel(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dic
         # TERM, then KILL after the runtime's grace; answer once the tree is gone
         wait_ms = min(rt.config.kill_grace_ms + _CANCEL_EXTRA_MS, 120_000)
         await rt.signal(job.job_id, "terminate", wait_ms=wait_ms)
-    return await _job_result(rt, job.job_id)
+    return await _job_result(rt, ctx, job.job_id)
 
 
 async def _jobs(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -525,12 +521,11 @@ def tools() -> tuple[Tool, ...]:
             guard(fn, lambda e, args: _failure(e.code, e.message), _Fail),
             read_only=read_only,
             destructive=name in ("bash.exec", "bash.job_cancel"),
-            error_result=_error_result,
-            result_is_error=_is_error,
+            own_error_shapes=True,
             progress=name in ("bash.exec", "bash.job_get"),
         )
         for name, title, description, schema, output, fn, read_only in specs
     )
 
 
-PROFILE = Profile("bash-mcp", tools)
+PROFILE = Profile("bash-mcp", tools, error_result=_error_result, result_is_error=_is_error)

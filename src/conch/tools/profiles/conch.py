@@ -10,7 +10,6 @@ from conch.tools import lean as L
 from conch.tools import schemas as S
 from conch.tools.context import CallContext
 from conch.tools.profiles._common import Profile
-from conch.tools.search_tool import SEARCH_DESCRIPTION, SEARCH_INPUT_SCHEMA, SEARCH_OUTPUT_SCHEMA
 from conch.tools.tool import Tool
 
 
@@ -115,6 +114,16 @@ EXEC_DESCRIPTION = "\n".join(
 )
 
 
+SEARCH_DESCRIPTION = (
+    "Search file contents with ripgrep and get structured results: path, 1-based line, "
+    "matching text and submatches. The pattern is a literal string by default; set "
+    "regex=true for a (linear-time, non-PCRE) regular expression. Like rg, it skips "
+    "hidden files (unless hidden=true), binary files and anything ignored by .gitignore/.ignore. "
+    "column and submatch start/end are byte offsets into the line; mode=files or mode=count "
+    "list matching files or per-file counts of matching lines instead."
+)
+
+
 @lru_cache(maxsize=1)
 def conch_tools() -> tuple[Tool, ...]:
     return (
@@ -210,8 +219,8 @@ def conch_tools() -> tuple[Tool, ...]:
             "search",
             "Search files",
             SEARCH_DESCRIPTION + " Fields left out have their default (see the output schema).",
-            SEARCH_INPUT_SCHEMA,
-            SEARCH_OUTPUT_SCHEMA,
+            S.SEARCH_INPUT,
+            S.SEARCH_OUTPUT,
             _search,
             read_only=True,
             idempotent=True,

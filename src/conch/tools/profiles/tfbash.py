@@ -22,7 +22,6 @@ import json
 import os
 import re
 import sys
-import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -33,7 +32,7 @@ from conch.core.engine import Engine
 from conch.core.jobs.snapshot import observe, snapshot
 from conch.core.output import window as win
 from conch.core.output.utf8 import boundary_at_or_after
-from conch.core.results import ShellSummary
+from conch.core.results import ShellSummary, parse_timestamp, timestamp
 from conch.errors import ConchError
 from conch.tools.context import CallContext
 from conch.tools.profiles._common import (
@@ -43,7 +42,6 @@ from conch.tools.profiles._common import (
     Resource,
     guard,
     nbytes,
-    profile_state,
 )
 from conch.tools.tool import Tool
 
@@ -136,15 +134,11 @@ def _envelope(e: _Reject, args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _State:
+    """(When each shell was opened and its latest execution are the shell's own facts, in core.)"""
+
     def __init__(self) -> None:
-        self.created_ms: dict[str, int] = {}
-        self.last_exec: dict[str, str] = {}  # shell id -> id of its latest execution
         self.capacity: dict[str, int] = {}  # exec id -> its max_output_bytes
         self.signalled: dict[str, str] = {}  # exec id -> the last signal delivered to it
-
-
-def _state(rt: Engine) -> _State:
-    return profile_state(rt, _State)
 
 
 def _shells(rt: Engine) -> dict[str, ShellSummary]:
@@ -177,8 +171,7 @@ def _check_exec(rt: Engine, shell_id: str, exec_id: str) -> Job:
     return job
 
 
-def _shell_status(rt: Engine, shell_id: str) -> str:
-    sh = _shells(rt).get(shell_id)
+def _shell_status(sh: ShellSummary | None) -> str:
     if sh is None or sh["state"] in ("closing", "closed"):
         return "closing"
     return "error" if sh["state"] == "exited" else "ready"
@@ -205,9 +198,10 @@ def _inside_character(job: Job, cursor: int) -> bool:
     return bool(b) and (b[0] & 0xC0) == 0x80
 
 
-def _window(rt: Engine, shell_id: str, job: Job, cursor: int, max_bytes: int) -> dict[str, Any]:
+def _window(
+    rt: Engine, st: _State, shell_id: str, job: Job, cursor: int, max_bytes: int
+) -> dict[str, Any]:
     """tfbash's execution snapshot of ``[cursor, …)`` (at most ``max_bytes``)."""
-    st = _state(rt)
     start = _buffer_start(job, st.capacity.get(job.job_id, OUTPUT_BUFFER_BYTES))
     truncated = cursor < start
     begin = max(cursor, start)
@@ -219,11 +213,12 @@ def _window(rt: Engine, shell_id: str, job: Job, cursor: int, max_bytes: int) ->
     state = s["state"]
     exit_code = None
     cwd: str | None = s["cwd"]
-    shell_status = _shell_status(rt, shell_id)
+    sh = _shells(rt).get(shell_id)
+    shell_status = _shell_status(sh)
     if state == "running":
         status = "running"
     elif state == "exited":
-        if shell_status == "error" and st.last_exec.get(shell_id) == s["job_id"]:
+        if shell_status == "error" and sh is not None and sh["last_job_id"] == s["job_id"]:
             status, cwd = "shell_error", None  # the shell itself ended during this command
         else:
             status, exit_code = "exited", s["exit_code"]
@@ -460,7 +455,6 @@ async def _open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
             "capacity": "resource_limit",
         }.get(e.code, "shell_start_failed")
         raise _Reject(code) from None
-    _state(rt).created_ms[r["shell_id"]] = int(time.time() * 1000)
     return {
         "shell_id": r["shell_id"],
         "status": "ready",
@@ -492,15 +486,14 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
             "invalid_argument": "invalid_argument",
         }.get(e.code, "shell_unavailable")
         raise _Reject(code, retryable=False if code == "shell_unavailable" else None) from None
-    st = _state(rt)
-    st.last_exec[shell_id] = first["job_id"]
+    st = ctx.profile_state(_State)
     st.capacity[first["job_id"]] = capacity
     if len(st.capacity) > 2 * rt.config.max_jobs:  # forget executions the runtime evicted
         kept = {job.job_id for job in rt.jobs}
         st.capacity = {k: v for k, v in st.capacity.items() if k in kept}
         st.signalled = {k: v for k, v in st.signalled.items() if k in kept}
     # the exec result is a read from cursor 0 of up to max_output_bytes: the retained window
-    return _window(rt, shell_id, rt.job(first["job_id"]), 0, capacity)
+    return _window(rt, st, shell_id, rt.job(first["job_id"]), 0, capacity)
 
 
 async def _read(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -508,7 +501,8 @@ async def _read(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
     _shell(rt, shell_id)
     job = _check_exec(rt, shell_id, exec_id)
     cursor = args["cursor"]
-    start = _buffer_start(job, _state(rt).capacity.get(exec_id, OUTPUT_BUFFER_BYTES))
+    st = ctx.profile_state(_State)
+    start = _buffer_start(job, st.capacity.get(exec_id, OUTPUT_BUFFER_BYTES))
     if cursor > job.log.size() or (cursor >= start and _inside_character(job, cursor)):
         raise _Reject("invalid_cursor")
     wait_ms = args.get("wait_ms", 0)
@@ -517,7 +511,7 @@ async def _read(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
         await job.wait_until(
             lambda: job.log.size() > cursor or (job.terminal and job.log.closed), wait_ms / 1000
         )
-    return _window(rt, shell_id, job, cursor, args.get("max_bytes", MAX_READ_BYTES))
+    return _window(rt, st, shell_id, job, cursor, args.get("max_bytes", MAX_READ_BYTES))
 
 
 def _active(rt: Engine, args: Mapping[str, Any]) -> Job:
@@ -548,7 +542,7 @@ async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str
 
 async def _signal(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     _active(rt, args)
-    _state(rt).signalled[args["exec_id"]] = args["signal"]
+    ctx.profile_state(_State).signalled[args["exec_id"]] = args["signal"]
     try:
         await rt.signal(args["exec_id"], args["signal"], wait_ms=0)
     except ConchError as e:
@@ -590,7 +584,6 @@ def _context(rt: Engine, info: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _shell_items(rt: Engine) -> list[dict[str, Any]]:
-    st = _state(rt)
     items = []
     for sh in _shells(rt).values():
         if sh["state"] == "starting" and not sh.get("job_id"):
@@ -603,7 +596,7 @@ def _shell_items(rt: Engine) -> list[dict[str, Any]]:
                 "status": status,
                 "last_known_cwd": os.path.realpath(cwd) if cwd else None,
                 "active_exec_id": sh.get("job_id") if status in ("busy", "rebuilding") else None,
-                "created_at_ms": st.created_ms.setdefault(sh["shell_id"], int(time.time() * 1000)),
+                "created_at_ms": round(parse_timestamp(sh["created_at"]).timestamp() * 1000),
             }
         )
     return items
@@ -616,15 +609,13 @@ async def _list(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
 
 async def _close(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     shell_id = args["shell_id"]
-    _shell(rt, shell_id)
+    gone = _shell(rt, shell_id)["last_job_id"]
     try:
         r = await rt.shell_close(shell_id)
     except ConchError:
         raise _Reject("shell_closing") from None
-    st = _state(rt)
-    st.created_ms.pop(shell_id, None)
-    gone = st.last_exec.pop(shell_id, None)
     if gone is not None:
+        st = ctx.profile_state(_State)
         st.capacity.pop(gone, None)
         st.signalled.pop(gone, None)
     return {"shell_id": shell_id, "status": "closed", "cleanup_complete": r["cleanup_complete"]}
@@ -677,14 +668,14 @@ def _code_block(value: str) -> str:
 
 
 def _created(ms: int) -> str:
-    when = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return timestamp(datetime.fromtimestamp(ms / 1000, tz=timezone.utc))
 
 
 def tfbash_overview_markdown(rt: Engine, state: ProfileState | None = None) -> str:
     """Markdown for ``window://io.github.a2c-smcp.tfbash/shell-overview``, laid out as the
     original lays it out: the context, a table of shells with their latest execution, and the
-    last 500 characters of each one's output."""
+    last 500 characters of each one's output. Without the runtime's profile ``state``, every
+    execution is shown as if started with the default capacity and never signalled."""
     info_shells = rt.shells.available() if rt.shells is not None else []
     ctx = _context(rt, {"shells": info_shells, "default_cwd": rt.config.resolved_default_cwd})
     items = _shell_items(rt)
@@ -705,11 +696,12 @@ def tfbash_overview_markdown(rt: Engine, state: ProfileState | None = None) -> s
         "Duration |",
         "|---|---|---|---|---|---|---:|---:|",
     ]
-    st = state.get(_State) if state is not None else _state(rt)
+    st = state.get(_State) if state is not None else _State()
+    shells = _shells(rt)
     latest: dict[str, dict[str, Any] | None] = {}
     for item in items:
         sid = item["shell_id"]
-        exec_id = item["active_exec_id"] or st.last_exec.get(sid)
+        exec_id = item["active_exec_id"] or shells[sid]["last_job_id"]
         snap = None
         if exec_id is not None:
             try:
@@ -717,7 +709,7 @@ def tfbash_overview_markdown(rt: Engine, state: ProfileState | None = None) -> s
             except ConchError:
                 job = None
             if job is not None:
-                snap = _window(rt, sid, job, job.log.size(), 0)
+                snap = _window(rt, st, sid, job, job.log.size(), 0)
                 tail = job.log.read(
                     max(0, job.log.size() - OVERVIEW_TAIL_CHARS * 4), job.log.size()
                 )
@@ -835,12 +827,10 @@ def tools() -> tuple[Tool, ...]:
                 read_only=flags.get("read_only", False),
                 destructive=flags.get("destructive", False),
                 idempotent=flags.get("idempotent", False),
-                error_result=_error_result,
-                result_is_error=_is_error,
+                own_error_shapes=True,
                 progress=name in ("shell_exec", "shell_read", "shell_write"),
                 describer=_describer(name),
                 validator=_validator(name),
-                render_text=render_text,
             )
         )
     return tuple(out)
@@ -849,6 +839,9 @@ def tools() -> tuple[Tool, ...]:
 PROFILE = Profile(
     "tfbash",
     tools,
+    error_result=_error_result,
+    result_is_error=_is_error,
+    render_text=render_text,
     resources=(
         Resource(
             OVERVIEW_URI,
