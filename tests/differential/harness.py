@@ -20,11 +20,14 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+import psutil
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -489,3 +492,29 @@ def compare(
 def _short(v: Any, limit: int = 600) -> str:
     s = json.dumps(v, ensure_ascii=False, sort_keys=True) if not isinstance(v, str) else repr(v)
     return s if len(s) <= limit else s[:limit] + f"... ({len(s)} chars)"
+
+
+async def reap_adopted_orphans(limit_s: float = 8.0) -> None:
+    """The original leaves escaped processes behind (a `setsid` daemon, a background subshell
+    holding stdout). When this test process is a child subreaper (an in-process Conch runtime
+    earlier in the session made it one) they are re-parented here once the original's shell
+    exits: wait for these short sleeps to end and reap them; kill what outlives the limit."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        kids = psutil.Process().children()
+        for kid in kids:
+            with contextlib.suppress(psutil.NoSuchProcess, ChildProcessError):
+                if kid.status() == psutil.STATUS_ZOMBIE:
+                    os.waitpid(kid.pid, os.WNOHANG)
+        if not psutil.Process().children():
+            return
+        if time.monotonic() > deadline:
+            for kid in psutil.Process().children():
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    kid.kill()
+            await anyio.sleep(0.1)
+            for kid in kids:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(kid.pid, os.WNOHANG)
+            return
+        await anyio.sleep(0.05)

@@ -4,18 +4,14 @@ normalized, every remaining difference on `allowed_ai_device_bash.ALLOWED` or a 
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import json
 import os
 import re
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import anyio
-import psutil
 import pytest
 from allowed_ai_device_bash import ALLOWED
 from harness import (
@@ -27,6 +23,7 @@ from harness import (
     compare,
     open_session,
     original_venv,
+    reap_adopted_orphans,
     run_sequence,
     venv_script,
 )
@@ -174,32 +171,6 @@ async def record(
                 except MCPError as e:
                     out.append({"call": label, "error": [e.error.code, e.error.message]})
     return out
-
-
-async def reap_adopted_orphans(limit_s: float = 8.0) -> None:
-    """The original leaves escaped processes behind (a `setsid` daemon, a background subshell
-    holding stdout). When this test process is a child subreaper (an in-process Conch runtime
-    earlier in the session made it one) they are re-parented here once the original's shell
-    exits: wait for these short sleeps to end and reap them; kill what outlives the limit."""
-    deadline = time.monotonic() + limit_s
-    while True:
-        kids = psutil.Process().children()
-        for kid in kids:
-            with contextlib.suppress(psutil.NoSuchProcess, ChildProcessError):
-                if kid.status() == psutil.STATUS_ZOMBIE:
-                    os.waitpid(kid.pid, os.WNOHANG)
-        if not psutil.Process().children():
-            return
-        if time.monotonic() > deadline:
-            for kid in psutil.Process().children():
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    kid.kill()
-            await anyio.sleep(0.1)
-            for kid in kids:
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(kid.pid, os.WNOHANG)
-            return
-        await anyio.sleep(0.05)
 
 
 async def differential(

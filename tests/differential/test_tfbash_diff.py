@@ -15,7 +15,16 @@ from typing import Any
 
 import pytest
 from allowed_tfbash import ALLOWED
-from harness import Call, Normalizer, Server, compare, open_session, original_venv, run_sequence
+from harness import (
+    Call,
+    Normalizer,
+    Server,
+    compare,
+    open_session,
+    original_venv,
+    reap_adopted_orphans,
+    run_sequence,
+)
 from harness import venv_script as script
 
 pytestmark = [
@@ -47,6 +56,7 @@ async def run_both(
         async with open_session(server, cwd.parent / f"{server.label.split()[0]}.stderr") as s:
             recorded = [{"call": "initialize", "result": s.initialize}]
             recorded += await run_sequence(s, calls)
+        await reap_adopted_orphans()
         norm = Normalizer({str(venv): "<venv>"})
         out.append([norm(r) for r in recorded])
     return out[0], out[1]
