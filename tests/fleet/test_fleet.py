@@ -185,7 +185,7 @@ async def test_a_node_that_does_not_answer_is_node_unreachable(
 async def test_shutdown_stops_every_executor_and_every_job(
     cluster: LocalCluster, tmp_path: Any
 ) -> None:
-    rt = fleet(cluster, tmp_path)
+    rt = fleet(cluster, tmp_path, result_detail="full")  # full results carry the leader's pid
     await rt.start()
     info = await rt.info()
     pids = []
@@ -360,7 +360,7 @@ def test_http_invoke_serves_the_fleet(cluster: LocalCluster, tmp_path: Any) -> N
 def _rpc_lines(address: str, tmp_path: Any) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     args = [sys.executable, "-m", "conch", "serve", "--fleet", "ray", "--ray-address", address]
-    args += ["--data-dir", str(tmp_path / "data")]
+    args += ["--data-dir", str(tmp_path / "data"), "--result-detail", "full"]  # with pids
     return subprocess.Popen(
         args,
         stdin=subprocess.PIPE,
