@@ -258,8 +258,8 @@ ALLOWED: list[Allowed] = [
         r"(structuredContent|content\[0\]\.json)\.cleanup_complete",
         "SPEC §4: shell_close 'ends the shell and every process in it … within "
         "close_timeout_ms (default 2000; seed 2 takes 3–5 s here); reports cleanup_complete' — "
-        "on a loaded machine the original's close (of a busy or a dead shell) can run out of time and say "
-        "false where Conch's completes",
+        "on a loaded machine the original's close (of a busy or a dead shell) can run out of "
+        "time and say false where Conch's completes",
         lambda original, ours: original is False and ours is True,
     ),
 ]
