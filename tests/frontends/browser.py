@@ -184,6 +184,33 @@ def chromium(tmp: Path) -> Iterator[Browser]:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
         psutil.wait_procs(tree, timeout=10)  # reaps the ones that became our children
+        _reap_stragglers()
+
+
+def _reap_stragglers() -> None:
+    """Chromium helpers that double-forked late are reparented to this process (a child
+    subreaper) after the tree above was taken, some already dead: kill and reap every
+    Chromium child until none has shown up for a while (bounded)."""
+    deadline = time.monotonic() + 10
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        found = []
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "chrom" in child.name():
+                    found.append(child)
+        if not found:
+            if time.monotonic() - quiet_since > 0.5:
+                return
+        else:
+            quiet_since = time.monotonic()
+            for proc in found:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+            for proc in found:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(proc.pid, os.WNOHANG)
+        time.sleep(0.05)
 
 
 def _chromium_processes(driver_pid: int) -> list[psutil.Process]:
