@@ -10,11 +10,13 @@ module.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Concatenate, ParamSpec
 
 from conch.config import Config
+from conch.core.engine import Engine
 from conch.core.results import InfoResult
+from conch.tools import lean
 from conch.tools.call import ToolOutcome, call_tool_full
 from conch.tools.context import CallContext
 from conch.tools.host import ToolHost
@@ -27,6 +29,31 @@ class RuntimeInfo(InfoResult):
 
     profiles: list[str]
     transports: list[str]
+
+
+P = ParamSpec("P")
+Shape = Callable[[Any, str], dict[str, Any]]
+
+
+def _facade(
+    name: str,
+    method: Callable[Concatenate[Engine, P], Awaitable[Any]],
+    shape: Shape,
+    **defaults: Any,
+) -> Callable[Concatenate[Runtime, P], Awaitable[dict[str, Any]]]:
+    """A typed method of the embedded API: the engine's ``method`` (with the ``conch`` tool's
+    ``defaults``) with its result in the configured detail (SPEC §6: the same dictionaries as
+    the ``conch`` tools return)."""
+
+    async def call(self: Runtime, *args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+        result = await method(self, *args, **{**defaults, **kwargs})
+        if self.config.result_detail == "lean":
+            return shape(result, self.default_cwd)
+        return dict(result)
+
+    call.__name__, call.__qualname__ = name, f"Runtime.{name}"
+    call.__doc__ = method.__doc__
+    return call
 
 
 FLEETS_GROUP = "conch.fleets"  # entry points: fleet kind -> its runtime class (conch.fleet)
@@ -48,6 +75,17 @@ class Runtime(ToolHost):
     async def __aenter__(self) -> Runtime:
         await self.start()
         return self
+
+    # The typed methods (SPEC §8). The tools call the engine's own methods (``exec_job`` …),
+    # which always give the full result; these give what ``call_tool`` gives.
+    exec = _facade("exec", Engine.exec_job, lean.snapshot, warm=True)
+    read = _facade("read", Engine.read_job, lean.snapshot)
+    write = _facade("write", Engine.write_job, lean.snapshot)
+    signal = _facade("signal", Engine.signal_job, lean.snapshot)
+    list = _facade("list", Engine.list_jobs, lean.listing)
+    shell_open = _facade("shell_open", Engine.open_shell, lambda r, cwd: lean.shell_summary(r))
+    shell_close = _facade("shell_close", Engine.close_shell, lambda r, cwd: lean.shell_close(r))
+    search = _facade("search", Engine.search_files, lambda r, cwd: lean.search(r))
 
     async def info(self) -> RuntimeInfo:
         return {

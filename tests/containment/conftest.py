@@ -27,6 +27,7 @@ def config(tmp_path, workspace) -> Callable[..., conch.Config]:
 
     def make(**settings: object) -> conch.Config:
         return conch.Config(
+            result_detail="full",
             data_dir=str(tmp_path / "data"),
             default_cwd=workspace,
             **settings,  # type: ignore[arg-type]
@@ -38,6 +39,6 @@ def config(tmp_path, workspace) -> Callable[..., conch.Config]:
 @pytest.fixture
 async def rt(tmp_path, workspace) -> AsyncIterator[conch.Runtime]:
     async with conch.Runtime(
-        conch.Config(data_dir=str(tmp_path / "data"), default_cwd=workspace)
+        conch.Config(result_detail="full", data_dir=str(tmp_path / "data"), default_cwd=workspace)
     ) as runtime:
         yield runtime

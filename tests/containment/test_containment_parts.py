@@ -176,7 +176,7 @@ def test_v1_freezer_tracking_kills_a_forking_tree_and_escapees(tmp_path):
     job = cg.new("j_v1", {"pids_max": 64})
     assert job.kind == "v1" and job.freezer is not None
     pidfile = tmp_path / "d.pid"
-    argv = SpawnFence(cgroup=job).wrap(
+    argv, env = SpawnFence(cgroup=job).wrap(
         [
             "/bin/sh",
             "-c",
@@ -184,8 +184,9 @@ def test_v1_freezer_tracking_kills_a_forking_tree_and_escapees(tmp_path):
             "while :; do sleep 100 & done' &); sleep 300",
         ],
         cwd="/",
+        env=dict(os.environ),
     )
-    proc = subprocess.Popen(argv, start_new_session=True)
+    proc = subprocess.Popen(argv, start_new_session=True, env=env)
     daemon = read_pid(str(pidfile))
     assert wait_for(lambda: len(job.pids()) > 5, 3.0)  # the daemon keeps forking
     job.kill()

@@ -43,7 +43,12 @@ def outside(base) -> str:
 async def test_a_workspace_under_tmp_stays_visible_through_the_private_tmp(tmp_path):
     ws = tmp_path / "ws-in-tmp"
     ws.mkdir()
-    cfg = conch.Config(data_dir=str(tmp_path / "data"), default_cwd=str(ws), sandbox="read-only")
+    cfg = conch.Config(
+        result_detail="full",
+        data_dir=str(tmp_path / "data"),
+        default_cwd=str(ws),
+        sandbox="read-only",
+    )
     (ws / "f").write_text("visible\n")
     async with conch.Runtime(cfg) as rt:
         r = await rt.exec(command="cat f; touch g")
@@ -96,7 +101,10 @@ async def test_under_tmp_the_workspaces_neighbours_are_read_only_and_new_files_p
     outside.mkdir()
     os.symlink(outside, ws / "link")
     cfg = conch.Config(
-        data_dir=str(tmp_path / "data"), default_cwd=str(ws), sandbox="workspace-write"
+        result_detail="full",
+        data_dir=str(tmp_path / "data"),
+        default_cwd=str(ws),
+        sandbox="workspace-write",
     )
     fresh = f"/tmp/conch-private-{os.getpid()}"
     async with conch.Runtime(cfg) as rt:
@@ -329,9 +337,9 @@ async def test_info_reports_the_sandbox(config):
 
 def test_sandbox_settings_are_checked_at_startup():
     with pytest.raises(conch.ConfigError):
-        conch.Config(sandbox="loose")
+        conch.Config(result_detail="full", sandbox="loose")
     with pytest.raises(conch.ConfigError):
-        conch.Config(network="maybe")
+        conch.Config(result_detail="full", network="maybe")
 
 
 async def test_limits_apply_inside_the_sandbox_too(config):
@@ -359,7 +367,10 @@ async def test_a_data_dir_below_a_symlink_is_hidden_and_scripts_still_run(tmp_pa
     (tmp_path / "real").mkdir()
     os.symlink(tmp_path / "real", tmp_path / "link")  # a parent of the data dir
     cfg = conch.Config(
-        data_dir=str(tmp_path / "link" / "data"), default_cwd=workspace, sandbox="read-only"
+        result_detail="full",
+        data_dir=str(tmp_path / "link" / "data"),
+        default_cwd=workspace,
+        sandbox="read-only",
     )
     async with conch.Runtime(cfg) as rt:
         s = await rt.exec(script="echo from-script\n")

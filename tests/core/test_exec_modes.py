@@ -169,7 +169,7 @@ async def test_output_format_json_and_jsonl(rt):
 async def test_cut_output_is_never_parsed(tmp_path):
     import conch
 
-    cfg = conch.Config(data_dir=str(tmp_path / "d"), max_log_bytes=1000)
+    cfg = conch.Config(result_detail="full", data_dir=str(tmp_path / "d"), max_log_bytes=1000)
     async with conch.Runtime(cfg) as rt:
         r = await rt.exec(command="yes '[1,2,3]' | head -c 5000; echo", output_format="jsonl")
         assert r["state"] == "output_limit"
@@ -306,7 +306,7 @@ async def test_script_syntax_check_gets_the_child_env_without_conch_secrets(tmp_
     bash = tmp_path / "bash"  # records the environment of `bash -n`, then is bash
     bash.write_text(f'#!/bin/sh\nif [ "$3" = "-n" ]; then env > {seen}; fi\nexec /bin/bash "$@"\n')
     bash.chmod(0o755)
-    cfg = conch.Config(data_dir=str(tmp_path / "d"), auth_token=secret)
+    cfg = conch.Config(result_detail="full", data_dir=str(tmp_path / "d"), auth_token=secret)
     async with conch.Runtime(cfg) as rt:
         rt.bash = str(bash)
         r = await rt.exec(script="echo ok\n")

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,15 @@ from conch.core.output.log import JobLog
 from conch.core.output.utf8 import utf8_len
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def rt(tmp_path) -> AsyncIterator[conch.Runtime]:
+    """Results at their default detail (lean); tests/core/conftest.py's are full."""
+    cfg = conch.Config(data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path))
+    async with conch.Runtime(cfg) as runtime:
+        yield runtime
+
 
 GETPASS = "python3 -c \"import getpass; print('got:' + getpass.getpass('Password: '))\""
 SIG_LINES = "awk '/^Sig(Ign|Blk):/ {print $1, $2}' /proc/self/status"
@@ -81,7 +91,7 @@ def test_descriptors_stay_flat_over_a_thousand_retained_jobs(tmp_path: Path) -> 
             return [t for t in targets() if "/data/logs/" not in t or t in jobs]
 
         async def main():
-            cfg = conch.Config(data_dir=tmp + "/data", default_cwd=tmp)
+            cfg = conch.Config(result_detail="full", data_dir=tmp + "/data", default_cwd=tmp)
             async with conch.Runtime(cfg) as rt:
                 first = []
                 for i in range(1100):
@@ -135,7 +145,7 @@ def test_children_start_with_default_signals_whatever_the_server_inherited(
         SIG = {SIG_LINES!r}
 
         async def main():
-            cfg = conch.Config(data_dir=tmp + "/data", default_cwd=tmp)
+            cfg = conch.Config(result_detail="full", data_dir=tmp + "/data", default_cwd=tmp)
             out = {{}}
             async with conch.Runtime(cfg) as rt:
                 for pty in (False, True):
@@ -269,7 +279,8 @@ async def test_a_cancelled_exec_is_never_listed_running_once_its_process_is_gone
         task = asyncio.ensure_future(rt.exec(command="exec sleep 60", yield_ms=60_000))
         while not (jobs := (await rt.list())["jobs"]) or jobs[-1]["state"] != "running":
             await asyncio.sleep(0.01)
-        job_id, pid = jobs[-1]["job_id"], jobs[-1]["pid"]
+        job_id = jobs[-1]["job_id"]
+        pid = rt.job(job_id).pid
         task.cancel()
         violations = []
         while not task.done():
@@ -291,7 +302,7 @@ async def test_a_cancelled_exec_is_never_listed_running_once_its_process_is_gone
 async def test_a_result_that_says_exited_carries_the_whole_output(tmp_path):
     # the state and the window describe the same moment: an exec that returns `exited` at
     # yield 0 never shows an empty window over a log that already holds the output
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path))) as rt:
+    async with conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path))) as rt:
         for _ in range(40):
             r = await rt.exec(command="echo quick", yield_ms=0)
             if r["state"] == "exited":

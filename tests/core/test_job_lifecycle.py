@@ -178,7 +178,9 @@ async def test_names_address_jobs_and_are_unique_among_live_jobs(rt):
 
 
 async def test_admission_is_busy_never_queued(tmp_path):
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "d"), max_running=2)) as rt:
+    async with conch.Runtime(
+        conch.Config(result_detail="full", data_dir=str(tmp_path / "d"), max_running=2)
+    ) as rt:
         a = await rt.exec(command="sleep 5", yield_ms=0)
         b = await rt.exec(command="sleep 5", yield_ms=0)
         with pytest.raises(ConchError) as e:
@@ -191,14 +193,16 @@ async def test_admission_is_busy_never_queued(tmp_path):
 
 
 async def test_retention_and_eviction(tmp_path):
-    cfg = conch.Config(data_dir=str(tmp_path / "d"), max_jobs=3, retention_s=3600)
+    cfg = conch.Config(
+        result_detail="full", data_dir=str(tmp_path / "d"), max_jobs=3, retention_s=3600
+    )
     async with conch.Runtime(cfg) as rt:
         ids = [(await rt.exec(command=f"echo {i}"))["job_id"] for i in range(5)]
         with pytest.raises(ConchError):
             await rt.read(ids[0])
         assert (await rt.read(ids[-1], cursor=0))["output"] == "4\n"
         assert len((await rt.list())["jobs"]) == 3
-    cfg = conch.Config(data_dir=str(tmp_path / "e"), retention_s=0)
+    cfg = conch.Config(result_detail="full", data_dir=str(tmp_path / "e"), retention_s=0)
     async with conch.Runtime(cfg) as rt:
         r = await rt.exec(command="echo x")
         with pytest.raises(ConchError) as e:
@@ -209,7 +213,9 @@ async def test_retention_and_eviction(tmp_path):
 
 
 async def test_running_jobs_are_never_evicted(tmp_path):
-    cfg = conch.Config(data_dir=str(tmp_path / "d"), max_jobs=1, retention_s=0)
+    cfg = conch.Config(
+        result_detail="full", data_dir=str(tmp_path / "d"), max_jobs=1, retention_s=0
+    )
     async with conch.Runtime(cfg) as rt:
         a = await rt.exec(command="sleep 5", yield_ms=0)
         await rt.exec(command="true")
@@ -219,7 +225,7 @@ async def test_running_jobs_are_never_evicted(tmp_path):
 
 
 async def test_shutdown_with_running_jobs_leaves_nothing(tmp_path):
-    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
+    rt = conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "d")))
     await rt.start()
     pids = []
     for cmd in (
@@ -240,7 +246,9 @@ async def test_shutdown_with_running_jobs_leaves_nothing(tmp_path):
 
 async def test_shutdown_of_term_ignoring_shells_pipes_and_ptys_stays_bounded(tmp_path):
     # every owner has a tree that ignores TERM and a grace far longer than shutdown may take
-    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d"), kill_grace_ms=30_000))
+    rt = conch.Runtime(
+        conch.Config(result_detail="full", data_dir=str(tmp_path / "d"), kill_grace_ms=30_000)
+    )
     await rt.start()
     stubborn = "trap '' TERM; sleep 30"
     sid = (await rt.shell_open())["shell_id"]
@@ -260,7 +268,7 @@ async def test_shutdown_of_term_ignoring_shells_pipes_and_ptys_stays_bounded(tmp
 
 
 async def test_a_job_ending_while_shells_close_keeps_its_own_end(tmp_path):
-    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
+    rt = conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "d")))
     await rt.start()
     sid = (await rt.shell_open())["shell_id"]
     cmd = "trap '' TERM HUP; echo set; sleep 30"  # closing the shell takes its grace
@@ -274,7 +282,7 @@ async def test_a_job_ending_while_shells_close_keeps_its_own_end(tmp_path):
 
 
 async def test_shutdown_kills_whatever_carries_the_instance_tag(tmp_path):
-    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
+    rt = conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "d")))
     await rt.start()
     # a process no driver or shell owns, tagged as this runtime's (what rg or a runaway is)
     env = {**os.environ, "CONCH_TAG": f"{rt.instance}/nobody"}
@@ -288,7 +296,7 @@ async def test_shutdown_kills_whatever_carries_the_instance_tag(tmp_path):
 
 
 async def test_calls_after_close_raise_and_close_is_idempotent(tmp_path):
-    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
+    rt = conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "d")))
     await rt.start()
     await asyncio.gather(rt.aclose(), rt.aclose())
     await rt.aclose()
@@ -298,7 +306,7 @@ async def test_calls_after_close_raise_and_close_is_idempotent(tmp_path):
 
 
 async def test_aclose_completes_when_cancelled(tmp_path):
-    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
+    rt = conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "d")))
     await rt.start()
     await rt.exec(command="trap '' TERM; sleep 30", yield_ms=100)
     task = asyncio.ensure_future(rt.aclose())
@@ -312,8 +320,8 @@ async def test_aclose_completes_when_cancelled(tmp_path):
 
 async def test_ids_from_one_runtime_are_unknown_to_another(tmp_path):
     async with (
-        conch.Runtime(conch.Config(data_dir=str(tmp_path / "a"))) as a,
-        conch.Runtime(conch.Config(data_dir=str(tmp_path / "b"))) as b,
+        conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "a"))) as a,
+        conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "b"))) as b,
     ):
         r = await a.exec(command="true")
         with pytest.raises(ConchError):
@@ -348,7 +356,7 @@ async def test_runtime_does_not_block_the_event_loop(rt):
 
 
 async def test_shutdown_time_does_not_grow_with_retained_jobs(tmp_path):
-    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
+    rt = conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "d")))
     await rt.start()
     for _ in range(300):
         await rt.exec(argv=["true"])
@@ -361,7 +369,7 @@ async def test_shutdown_time_does_not_grow_with_retained_jobs(tmp_path):
 
 
 async def test_runtime_starts_on_first_use_without_async_with(tmp_path):
-    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
+    rt = conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "d")))
     try:
         r = await rt.exec(command="echo lazy")
         assert r["output"] == "lazy\n"
@@ -371,7 +379,7 @@ async def test_runtime_starts_on_first_use_without_async_with(tmp_path):
 
 
 async def test_concurrent_first_calls_start_the_runtime_once(tmp_path):
-    rt = conch.Runtime(conch.Config(data_dir=str(tmp_path / "d")))
+    rt = conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "d")))
     try:
         a, b, s = await asyncio.gather(
             rt.exec(command="echo a"),
@@ -381,3 +389,10 @@ async def test_concurrent_first_calls_start_the_runtime_once(tmp_path):
         assert (a["output"], b["output"], s["matches"]) == ("a\n", "b\n", [])
     finally:
         await rt.aclose()
+
+
+async def test_signal_kill_is_sigkill_at_once(rt):
+    r = await rt.exec(command="trap 'echo got-term' TERM; sleep 30 & wait", yield_ms=200)
+    s = await rt.signal(r["job_id"], "kill", wait_ms=3000)
+    assert s["state"] == "cancelled" and s["signal"] == "SIGKILL"
+    assert "got-term" not in s["output"]  # no TERM came first

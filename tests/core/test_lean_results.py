@@ -19,6 +19,15 @@ from conch.tools.render import render
 
 pytestmark = pytest.mark.anyio
 
+
+@pytest.fixture
+async def rt(tmp_path) -> AsyncIterator[conch.Runtime]:
+    """Results at their default detail (lean); tests/core/conftest.py's are full."""
+    cfg = conch.Config(data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path))
+    async with conch.Runtime(cfg) as runtime:
+        yield runtime
+
+
 SNAPSHOT_TOOLS = ("exec", "read", "write", "signal")
 
 
@@ -214,3 +223,31 @@ def test_result_detail_is_one_setting_three_ways():
     assert parse_setting("result_detail", "full") == "full"
     with pytest.raises(ConfigError, match="result_detail"):
         Config(result_detail="short")
+
+
+async def test_the_typed_methods_return_what_call_tool_returns(rt, tmp_path):
+    """SPEC §6: the embedded API returns the same dictionaries (lean by default)."""
+    r = await rt.exec(command="echo hi")
+    assert r == {"job_id": r["job_id"], "state": "exited", "exit_code": 0, "output": "hi\n"}
+    a = await rt.exec(argv=["echo", "hi"])
+    assert a == {**r, "job_id": a["job_id"], "mode": "argv"}
+    t = await rt.call_tool("exec", {"command": "echo hi"})
+    assert set(t) == set(r)
+    assert set(await rt.read(r["job_id"])) == {"job_id", "state", "exit_code", "output", "cursor"}
+    listed = await rt.list()
+    assert listed == await rt.call_tool("list", {})
+    sh = await rt.shell_open()
+    assert "name" not in sh and "job_id" not in sh
+    assert await rt.shell_close(sh["shell_id"]) == {"shell_id": sh["shell_id"], "state": "closed"}
+    (tmp_path / "f.txt").write_text("needle\n")
+    found = await rt.search(pattern="needle", path=str(tmp_path))
+    assert found == await rt.call_tool("search", {"pattern": "needle", "path": str(tmp_path)})
+    assert rt.exec.__name__ == "exec" and "Run a command" in (rt.exec.__doc__ or "")
+
+
+async def test_full_detail_restores_every_field_in_the_typed_methods(tmp_path):
+    cfg = conch.Config(data_dir=str(tmp_path / "d"), result_detail="full")
+    async with conch.Runtime(cfg) as rt:
+        r = await rt.exec(command="echo hi")
+        assert {"pid", "log_path", "ok", "duration_ms", "stdout_bytes", "eof"} <= set(r)
+        assert (await rt.shell_close((await rt.shell_open())["shell_id"]))["cleanup_complete"]

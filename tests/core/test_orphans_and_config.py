@@ -19,7 +19,7 @@ from conch.errors import ConfigError
 SERVER = r"""
 import asyncio, sys, conch
 async def main():
-    rt = conch.Runtime(conch.Config(data_dir=sys.argv[1]))
+    rt = conch.Runtime(conch.Config(result_detail="full", data_dir=sys.argv[1]))
     await rt.start()
     r = await rt.exec(command="trap '' TERM; setsid sleep 60 & echo $!; sleep 60", yield_ms=500)
     print(r["output"].split()[0], r["pid"], flush=True)
@@ -48,7 +48,9 @@ async def test_orphans_of_a_sigkilled_server_are_killed_at_next_start(tmp_path):
         server.send_signal(signal.SIGKILL)
         server.wait()
         assert alive(daemon)  # the server died without cleaning up
-        async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "b"))) as rt:
+        async with conch.Runtime(
+            conch.Config(result_detail="full", data_dir=str(tmp_path / "b"))
+        ) as rt:
             assert daemon in rt.orphans_killed and leader in rt.orphans_killed
             deadline = time.monotonic() + 3
             while (alive(daemon) or alive(leader)) and time.monotonic() < deadline:
@@ -62,9 +64,11 @@ async def test_orphans_of_a_sigkilled_server_are_killed_at_next_start(tmp_path):
 
 @pytest.mark.anyio
 async def test_jobs_of_a_live_server_are_not_touched(tmp_path):
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "a"))) as a:
+    async with conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "a"))) as a:
         r = await a.exec(command="sleep 30", yield_ms=0)
-        async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "b"))) as b:
+        async with conch.Runtime(
+            conch.Config(result_detail="full", data_dir=str(tmp_path / "b"))
+        ) as b:
             assert r["pid"] not in b.orphans_killed
         assert (await a.read(r["job_id"]))["state"] == "running"
         await a.signal(r["job_id"], "kill")
@@ -116,7 +120,7 @@ def test_secrets_are_not_inherited(tmp_path, monkeypatch):
     monkeypatch.setenv("SOME_COPY", "tok-123")
 
     async def main() -> str:
-        cfg = conch.Config(data_dir=str(tmp_path / "d"), auth_token="tok-123")
+        cfg = conch.Config(result_detail="full", data_dir=str(tmp_path / "d"), auth_token="tok-123")
         async with conch.Runtime(cfg) as rt:
             r = await rt.exec(command="env")
             return r["output"]

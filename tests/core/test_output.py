@@ -120,7 +120,7 @@ async def test_cursor_past_end_is_invalid(rt):
 
 
 async def test_log_cap_kills_tree_and_keeps_first_bytes(tmp_path):
-    cfg = conch.Config(data_dir=str(tmp_path / "d"), max_log_bytes=100_000)
+    cfg = conch.Config(result_detail="full", data_dir=str(tmp_path / "d"), max_log_bytes=100_000)
     async with conch.Runtime(cfg) as rt:
         r = await rt.exec(command="yes | tr -d '\\n' ; sleep 30", yield_ms=10000)
         assert r["state"] == "output_limit"
@@ -140,7 +140,7 @@ async def test_log_files_are_private(rt):
 
 async def test_startup_removes_only_old_conch_logs(tmp_path):
     data = tmp_path / "d"
-    async with conch.Runtime(conch.Config(data_dir=str(data))) as rt:
+    async with conch.Runtime(conch.Config(result_detail="full", data_dir=str(data))) as rt:
         r = await rt.exec(command="echo x")
     old = time.time() - 10 * 86400
     logs = data / "logs"
@@ -153,7 +153,9 @@ async def test_startup_removes_only_old_conch_logs(tmp_path):
     os.symlink(target, link)
     for p in (mine, other, target):
         os.utime(p, (old, old))
-    async with conch.Runtime(conch.Config(data_dir=str(data), log_ttl_s=86400)):
+    async with conch.Runtime(
+        conch.Config(result_detail="full", data_dir=str(data), log_ttl_s=86400)
+    ):
         pass
     assert not os.path.exists(mine)
     assert other.exists() and target.exists() and os.path.islink(link)
@@ -165,7 +167,7 @@ async def test_data_dir_symlink_is_not_followed(tmp_path):
     link = tmp_path / "link"
     os.symlink(real, link)
     with pytest.raises(OSError):
-        async with conch.Runtime(conch.Config(data_dir=str(link))):
+        async with conch.Runtime(conch.Config(result_detail="full", data_dir=str(link))):
             pass
 
 

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
+import conch
 from conch.tools.call import call_tool_full
 from conch.tools.context import CallContext
 from conch.tools.render import render
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def rt(tmp_path) -> AsyncIterator[conch.Runtime]:
+    """Results at their default detail (lean); tests/core/conftest.py's are full."""
+    cfg = conch.Config(data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path))
+    async with conch.Runtime(cfg) as runtime:
+        yield runtime
+
 
 EXPECTED = {
     "exec",

@@ -29,7 +29,9 @@ async def warm_pid(rt: conch.Runtime) -> int:
 
 @pytest.fixture
 async def rt(tmp_path) -> AsyncIterator[conch.Runtime]:
-    cfg = conch.Config(data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path))
+    cfg = conch.Config(
+        result_detail="full", data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path)
+    )
     async with conch.Runtime(cfg) as runtime:
         yield runtime
 
@@ -72,7 +74,9 @@ async def test_a_warm_job_keeps_deadlines_names_and_the_job_clock(rt):
 
 
 async def test_closing_the_runtime_ends_the_warm_bash(tmp_path):
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "d"))) as rt:
+    async with conch.Runtime(
+        conch.Config(result_detail="full", data_dir=str(tmp_path / "d"))
+    ) as rt:
         pid = await warm_pid(rt)
         assert rt._warm is not None and rt._warm._ready is not None
         log_path = rt._warm._ready.job.log.path
@@ -82,7 +86,7 @@ async def test_closing_the_runtime_ends_the_warm_bash(tmp_path):
 
 
 async def test_warm_bash_off_spawns_every_job(tmp_path):
-    cfg = conch.Config(data_dir=str(tmp_path / "d"), warm_bash=False)
+    cfg = conch.Config(result_detail="full", data_dir=str(tmp_path / "d"), warm_bash=False)
     async with conch.Runtime(cfg) as rt:
         await rt.call_tool("exec", {"command": "true"})
         await asyncio.sleep(0.05)

@@ -30,13 +30,13 @@ from conch.core.jobs.table import JobTable
 from conch.core.output import window as win
 from conch.core.output.log import JobLog
 from conch.core.process import hygiene, procfs
+from conch.core.process import warm as warm_start
 from conch.core.process.containment import Containment, SpawnFence
 from conch.core.process.driver import ProcessDriver
 from conch.core.process.keys import encode_keys
 from conch.core.process.pipes import PipeDriver
 from conch.core.process.pty import PtyDriver
 from conch.core.process.sandbox import Policy
-from conch.core.process.warm import WarmBash
 from conch.core.requests import (
     ExecRequest,
     check_name,
@@ -108,7 +108,8 @@ class Engine:
         self.orphans_killed: list[int] = []
         self._default_cwd: str | None = None
         self._refill_pending = False
-        self._warm: WarmBash | None = None
+        self._warm: warm_start.Warm | None = None  # a bash for `command` jobs
+        self._warm_sh: warm_start.Warm | None = None  # a sh that execs `argv` jobs
 
     @property
     def closed(self) -> bool:
@@ -169,10 +170,14 @@ class Engine:
         self.spawn.containment = containment
         self.searcher = Searcher(self.config.resolved_default_cwd, env=self._search_env)
         self._housekeeping = asyncio.ensure_future(self._housekeep())
-        if self.bash and self.config.warm_bash:
-            self._warm = WarmBash(
-                self.bash, self.default_cwd, spawn=self._spawn_warm, discard=self._discard_warm
-            )
+        if self.config.warm_bash:
+            hooks = dict(spawn=self._spawn_warm, discard=self._discard_warm)
+            if self.bash:
+                self._warm = warm_start.warm_bash(self.bash, self.default_cwd, **hooks)
+            # an argv job at the cgroup level is a mkdir and a cgroup-entering sh before its
+            # program: there a warm sh saves both; elsewhere one vfork of the program is quicker
+            if containment.level == "cgroup" and warm_start.sh_is_dash():
+                self._warm_sh = warm_start.warm_sh(self.default_cwd, **hooks)
         self._started = True
         self._refill_logs()
 
@@ -245,8 +250,9 @@ class Engine:
         instance's tag for whatever escaped both (a search's rg, a shell's runaway)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _SHUTDOWN_LIMIT_S
-        if self._warm is not None:
-            self._warm.close()
+        for warm in (self._warm, self._warm_sh):
+            if warm is not None:
+                await _within(warm.aclose(), deadline)
         if self._housekeeping:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -434,15 +440,31 @@ class Engine:
         limits = c.resolve_limits({"memory_max": req.memory_max, "pids_max": req.pids_max})
         return not limits and not c.resolve_policy(req.sandbox, req.network).active
 
-    def _take_warm(self, req: ExecRequest, cwd: str) -> Job | None:
-        """The warm bash as this job (a plain `command`: default env, no stdin), or None."""
-        assert self._warm is not None and req.command is not None
+    def _take_warm(
+        self, req: ExecRequest, cwd: str, args: list[str], program: str | None
+    ) -> Job | None:
+        """The warm bash (a plain `command`) or sh (a plain `argv`: ``program`` is where it
+        runs from, when known already) as this job, or None."""
+        if req.command is not None and self._warm is not None:
+            warm = self._warm
+            data = req.command.encode("utf-8", "surrogateescape") + b"\0"
+            accept = None
+        elif req.argv is not None and self._warm_sh is not None:
+            if program is None:
+                program = launch.check_program(args[0], req.env, cwd)
+            if not warm_start.runs_directly(program):
+                return None
+            warm, data = self._warm_sh, warm_start.exec_line(args)
+
+            def accept(env: dict[str, str]) -> bool:
+                return warm_start.sh_keeps_env(env, cwd)
+        else:
+            return None
         self.jobs.admit(check_name(req.name))
-        job = self._warm.take(
-            req.command, cwd, lambda job_id: self.spawn.child_env(job_id, pty=False)
-        )
+        job = warm.take(data, cwd, lambda job_id: self.spawn.child_env(job_id, pty=False), accept)
         if job is None:
             return None
+        job.mode = "argv" if req.argv is not None else "command"
         job.name = req.name
         job.output_format = req.output_format
         job.begin(self._changed)
@@ -457,7 +479,7 @@ class Engine:
 
     # -- exec ----------------------------------------------------------------------------------
 
-    async def exec(
+    async def exec_job(
         self,
         *,
         command: str | None = None,
@@ -549,13 +571,13 @@ class Engine:
         # every containment value is checked before anything runs; a fenced program is exec'd
         # by a wrapper, so a missing one would only show as exit 127: look for it first
         fenced = self.spawn.check_fence(**fence_args)
+        program = None
         if fenced and mode == "argv":
-            launch.check_program(args[0], req.env, run_cwd)
+            program = launch.check_program(args[0], req.env, run_cwd)
         if (
             warm
-            and self._warm is not None
+            and mode in ("command", "argv")
             and self._unfenced_but_for_the_cgroup(req)
-            and mode == "command"
             and script_text is None
             and not req.pty
             and req.stdin is None
@@ -565,7 +587,7 @@ class Engine:
             and not caller_session_id
             and not inherit_not
         ):
-            taken = self._take_warm(req, run_cwd)
+            taken = self._take_warm(req, run_cwd, args, program)
             if taken is not None:
                 return taken
         job = self.new_job(
@@ -675,7 +697,7 @@ class Engine:
 
     # -- read / write / signal -------------------------------------------------------------------
 
-    async def read(
+    async def read_job(
         self,
         job_id: str,
         *,
@@ -725,7 +747,7 @@ class Engine:
         job.read_cursor[stream] = w.next_cursor
         return snapshot(job, w, stream=stream)
 
-    async def write(
+    async def write_job(
         self,
         job_id: str,
         *,
@@ -785,7 +807,7 @@ class Engine:
             else:
                 await job.wait_change(job.version, remaining)
 
-    async def signal(
+    async def signal_job(
         self, job_id: str, signal: str = "terminate", *, wait_ms: int = 2000
     ) -> JobSnapshot:
         await self._open()
@@ -821,7 +843,7 @@ class Engine:
 
     # -- list / info ---------------------------------------------------------------------------
 
-    async def list(self, state: str = "all") -> ListResult:
+    async def list_jobs(self, state: str = "all") -> ListResult:
         await self._open()
         list_request(state)
         self.jobs.evict()
@@ -875,7 +897,7 @@ class Engine:
 
     # -- shells and search (delegated) -----------------------------------------------------------
 
-    async def shell_open(
+    async def open_shell(
         self,
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
@@ -905,11 +927,11 @@ class Engine:
             size=size,
         )
 
-    async def shell_close(self, shell_id: str) -> ShellClosed:
+    async def close_shell(self, shell_id: str) -> ShellClosed:
         await self._open()
         return await self._shell_manager().close(shell_id)
 
-    async def search(
+    async def search_files(
         self,
         *,
         pattern: str,

@@ -52,7 +52,7 @@ class CallContext:
         return self.state.get(cls)
 
     def job_started(self, job: Job) -> None:
-        """``on_start`` of ``Engine.exec``: remember the job this call started."""
+        """``on_start`` of ``Engine.exec_job``: remember the job this call started."""
         self.started = job
 
     def shell_env(self) -> dict[str, str]:

@@ -122,9 +122,10 @@ def remove_tmp_files(job: Job) -> None:
     job.tmp_files.clear()
 
 
-def check_program(program: str, env: Mapping[str, str], cwd: str) -> None:
-    """``spawn_failed`` now if ``program`` cannot be exec'd (for a program that a wrapper, not
-    Popen, will exec: a cgroup-entering sh or the sandbox)."""
+def check_program(program: str, env: Mapping[str, str], cwd: str) -> str:
+    """The path ``program`` runs from, or ``spawn_failed`` now if it cannot be exec'd (for a
+    program that a wrapper, not Popen, will exec: a cgroup-entering sh, the sandbox, the warm
+    sh)."""
     path = env.get("PATH") or os.environ.get("PATH", os.defpath)
     full = os.path.join(cwd, program) if "/" in program else shutil.which(program, path=path)
     if full is not None:
@@ -147,3 +148,4 @@ def check_program(program: str, env: Mapping[str, str], cwd: str) -> None:
         raise ConchError(
             "spawn_failed", f"permission denied: {program}", field="argv", value="not permitted"
         )
+    return full

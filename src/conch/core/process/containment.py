@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conch.core.process import procfs
+from conch.core.process import procfs, shenv
 from conch.core.process import sandbox as sb
 from conch.core.process.cgroup import LIMITS, Cgroups, JobCgroup
 from conch.errors import ConchError
@@ -50,8 +50,16 @@ class SpawnFence:
         """A bwrap monitor process sits between the job's leader pid and the program."""
         return self.sandbox is not None and self.bwrap is not None
 
-    def wrap(self, argv: Sequence[str], *, cwd: str, exposed: Sequence[str] = ()) -> list[str]:
-        """The argv that runs ``argv`` fenced in: entering the cgroup, then the sandbox."""
+    def wrap(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        env: Mapping[str, str],
+        exposed: Sequence[str] = (),
+    ) -> tuple[list[str], dict[str, str]]:
+        """The argv that runs ``argv`` with ``env`` fenced in (entering the cgroup, then the
+        sandbox), and the environment to spawn it with."""
         run = list(argv)
         if self.sandbox is not None:
             hidden = self.sandbox.hidden
@@ -77,9 +85,11 @@ class SpawnFence:
         pre = self.cgroup.procs_files() if self.cgroup is not None else []
         if self.monitor:
             pre.append("ignore")
-        if pre:
-            run = [SH, "-c", ENTER, "conch-enter", *pre, "--", *run]
-        return run
+        if not pre:
+            return run, dict(env)
+        # what the sh would change in the environment, the program gets back from `env`
+        fix, start = shenv.restore(env, cwd, self.env_prog)
+        return [SH, "-c", ENTER, "conch-enter", *pre, "--", *fix, *run], start
 
 
 def inner_pid(leader: int) -> int:

@@ -164,7 +164,10 @@ class ProcessDriver:
 
     async def _stop(self, reason: str, grace_s: float) -> None:
         assert self.pid is not None
-        await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
+        if grace_s > 0:
+            await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
+        else:  # `signal kill`: SIGKILL at once, no TERM first
+            await kill_tree_now(self._collect, [self.pid], self.reaper)
         await self._kill_cgroup()
         await self._finish_killed(reason, 2.0)
         self._release()

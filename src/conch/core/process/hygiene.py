@@ -50,19 +50,7 @@ def child_signal_reset() -> Callable[[], None] | None:
     (a preexec function makes Popen fork instead of vfork). Handled signals need nothing:
     exec resets them by itself; only ignored ones and the mask are inherited.
     """
-    kernel = _kernel_signal_state()
-    if kernel is not None:
-        ignored_mask, blocked = kernel
-        if not ignored_mask and not blocked:
-            return None  # the usual case, known from one read (asking Python costs ~0.1 ms)
-    ignored = [
-        s
-        for s in signal.valid_signals()
-        if s not in _UNCATCHABLE
-        and s not in _RESET_BY_POPEN
-        and signal.getsignal(s) is signal.SIG_IGN
-    ]
-    blocked = bool(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    ignored, blocked = _signal_state()
     if not ignored and not blocked:
         return None
 
@@ -79,33 +67,46 @@ def child_signal_reset() -> Callable[[], None] | None:
 
 
 _POPEN_RESET_MASK = sum(1 << (s - 1) for s in _RESET_BY_POPEN)
-
+_SIGNALS = tuple(
+    int(s) for s in sorted(signal.valid_signals()) if s not in _UNCATCHABLE | _RESET_BY_POPEN
+)
 
 _COMMON = tuple(
     getattr(signal, n) for n in ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGCHLD", "SIGUSR1")
 )
 # the C functions under `signal`'s enum-converting wrappers (a third of the cost each)
 _getsignal = getattr(_csignal, "getsignal", signal.getsignal)
+_setsignal = getattr(_csignal, "signal", signal.signal)
 _sigmask = getattr(_csignal, "pthread_sigmask", signal.pthread_sigmask)
-_clean_until = 0.0
-_clean_handlers: tuple[object, ...] = ()
-_CLEAN_TTL_S = 1.0
+_SIG_IGN = getattr(_csignal, "SIG_IGN", signal.SIG_IGN)
+_state_until = 0.0
+_state_handlers: tuple[object, ...] = ()
+_state_ignored: tuple[int, ...] = ()
+_STATE_TTL_S = 1.0
 
 
-def _nothing_to_undo() -> bool:
-    """True when no ignored signal and no blocked mask would reach a child. The kernel's
-    answer (~20 us to read) is reused for a second while the usual signals' Python handlers
-    and this thread's mask (~2 us to look at) stay as they were."""
-    global _clean_until, _clean_handlers
+def _signal_state() -> tuple[tuple[int, ...], bool]:
+    """(the ignored signals a child would inherit and Popen does not reset, whether this
+    thread blocks any). The ignored set (read from the kernel, ~20 us; asking Python for every
+    signal costs ~0.2 ms) is reused for a second while the usual signals' Python handlers stay
+    as they were; the mask (~2 us) is looked at every time."""
+    global _state_until, _state_handlers, _state_ignored
     handlers = tuple(_getsignal(s) for s in _COMMON)
-    if time.monotonic() < _clean_until and handlers == _clean_handlers:
-        return not _sigmask(signal.SIG_BLOCK, ())
+    blocked = bool(_sigmask(signal.SIG_BLOCK, ()))
+    if time.monotonic() < _state_until and handlers == _state_handlers:
+        return _state_ignored, blocked
     kernel = _kernel_signal_state()
-    if kernel is None or kernel != (0, False):
-        _clean_until = 0.0
-        return False
-    _clean_until, _clean_handlers = time.monotonic() + _CLEAN_TTL_S, handlers
-    return True
+    if kernel is not None:
+        mask = kernel[0]
+        ignored = tuple(s for s in _SIGNALS if mask >> (s - 1) & 1)
+    else:
+        ignored = tuple(s for s in _SIGNALS if _getsignal(s) == _SIG_IGN)
+    _state_until, _state_handlers, _state_ignored = (
+        time.monotonic() + _STATE_TTL_S,
+        handlers,
+        ignored,
+    )
+    return ignored, blocked
 
 
 def _caught_for_a_moment(signum: int, frame: object) -> None:
@@ -123,40 +124,29 @@ def spawning() -> Iterator[Callable[[], None] | None]:
     moment of the spawn instead: exec resets caught signals to their default by itself, and one
     arriving meanwhile is still ignored in effect. A blocked mask still takes the slow path.
     """
-    if _nothing_to_undo():
+    ignored, blocked = _signal_state()
+    if not ignored and not blocked:
         yield None
         return
-    reset = child_signal_reset()
-    if reset is None:
-        yield None
-        return
-    ignored = [
-        s
-        for s in signal.valid_signals()
-        if s not in _UNCATCHABLE
-        and s not in _RESET_BY_POPEN
-        and signal.getsignal(s) is signal.SIG_IGN
-    ]
-    blocked = bool(signal.pthread_sigmask(signal.SIG_BLOCK, []))
     if blocked or threading.current_thread() is not threading.main_thread():
-        yield reset
+        yield child_signal_reset()
         return
     swapped = []
     try:
         for s in ignored:
             try:
-                signal.signal(s, _caught_for_a_moment)
+                _setsignal(s, _caught_for_a_moment)
             except (OSError, ValueError):
                 continue
             swapped.append(s)
         if len(swapped) < len(ignored):
-            yield reset
+            yield child_signal_reset()
         else:
             yield None
     finally:
         for s in swapped:
             with contextlib.suppress(OSError, ValueError):
-                signal.signal(s, signal.SIG_IGN)
+                _setsignal(s, _SIG_IGN)
 
 
 def _kernel_signal_state() -> tuple[int, bool] | None:

@@ -73,7 +73,7 @@ class PipeDriver(ProcessDriver):
     ) -> None:
         tag = env[TAG_VAR].encode()
         self._fence(fence)
-        run = fence.wrap(argv, cwd=cwd) if fence is not None else argv
+        run, env = fence.wrap(argv, cwd=cwd, env=env) if fence is not None else (argv, env)
         out_r, out_w = _pipe()
         err_r, err_w = _pipe()
         in_r: int | None = None

@@ -53,7 +53,9 @@ def spawn(
     Returns (pid, master fd (non-blocking), slave path, the terminal's initial attributes).
     The caller owns reaping the pid.
     """
-    run = fence.wrap(argv, cwd=cwd, exposed=exposed) if fence is not None else argv
+    run, env = (
+        fence.wrap(argv, cwd=cwd, env=env, exposed=exposed) if fence is not None else (argv, env)
+    )
     master, slave = os.openpty()
     try:
         tty = os.ttyname(slave)

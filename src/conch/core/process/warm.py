@@ -1,33 +1,79 @@
-"""A bash started ahead of need for the next ``command`` job.
+"""Processes started ahead of need for the next plain job: a bash for ``command`` jobs, and at
+the cgroup level a POSIX sh (dash) that execs the next ``argv`` job.
 
 Starting bash (loading it, its locale, importing the environment) is most of what a small
-command costs. One bash per runtime waits, already started, with the environment, session,
-pipes and log of the job it will become; it reads the command from its stdin (NUL-terminated),
-points stdin at /dev/null and evaluates it, so the job costs a pipe write instead of a spawn.
-A replacement is started on the next loop turn, while the command runs.
+command costs; for an ``argv`` job at the cgroup level it is the mkdir of its cgroup and the sh
+that enters it before the program (elsewhere an argv job is one vfork, which a warm process
+does not beat: it is not used there). One process of each kind per runtime waits, already
+started, with the environment, session, pipes, log (and cgroup) of the job it will become; it
+reads what to run from its stdin, points stdin at /dev/null and runs it, so the job costs a
+pipe write instead of a spawn. A replacement is started on the next loop turn.
 
-It serves only the plain case, and only when it would behave like a fresh spawn: the default
+They serve only the plain case, and only when it behaves like a fresh spawn: the default
 working directory, no stdin, no sandbox or limits, and exactly the environment a fresh child
-would get now (compared at dispatch, so a changed server environment is never missed). At the
-cgroup level it was started in a cgroup of its own, like any job. Everything else spawns as
-before. What differs from ``bash -c``: bash's own diagnostics name ``eval`` rather than
-``-c``, and ``BASH_EXECUTION_STRING`` is the bootstrap.
+would get now (compared at dispatch, so a changed server environment is never missed). What
+differs from ``bash -c``: bash's own diagnostics name ``eval`` rather than ``-c``, and
+``BASH_EXECUTION_STRING`` is the bootstrap. For ``argv`` the program gets the very argv and
+environment a direct spawn would give it: the sh is used only when it leaves the environment
+as it is (conch/core/process/shenv.py), and only for a program that is a binary or a ``#!`` script
+(a direct spawn refuses any other file, which sh would run as a script).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from conch.core.jobs.job import Job
+from conch.core.process import shenv
 from conch.core.process.pipes import PipeDriver
 
 #: read the command up to its NUL, give the command /dev/null as stdin, run it
 BOOTSTRAP = 'IFS= read -r -d "" __conch_c; exec 0</dev/null; eval "unset __conch_c;$__conch_c"'
 #: bash reads a pipe a byte at a time: beyond this a fresh spawn is as quick
 MAX_COMMAND_BYTES = 4096
+
+#: dash: read the shell-quoted ``exec`` line up to EOF, give the program /dev/null as stdin,
+#: run it (the two variables are the sh's own, not exported)
+SH_BOOTSTRAP = (
+    '__conch_c=; while IFS= read -r __conch_l; do __conch_c="$__conch_c$__conch_l\n"; done; '
+    'exec 0</dev/null; eval "$__conch_c"'
+)
+SH = "/bin/sh"
+_SH_OWN = frozenset({"__conch_c", "__conch_l"})
+
+
+def sh_is_dash(sh: str = SH) -> bool:
+    """Whether ``sh`` is dash, whose environment handling conch/core/process/shenv.py knows."""
+    return os.path.basename(os.path.realpath(sh)) == "dash"
+
+
+def sh_keeps_env(env: Mapping[str, str], cwd: str) -> bool:
+    """Whether the warm sh, started with ``env`` in ``cwd``, passes exactly ``env`` on."""
+    return shenv.keeps_env(env, cwd, reserved=_SH_OWN)
+
+
+def exec_line(argv: Sequence[str]) -> bytes:
+    """The line that makes the waiting sh exec ``argv`` (dash's ``exec`` takes no options, so
+    a program named ``-x`` is just that); every word single-quoted."""
+    words = (
+        b"'" + a.encode("utf-8", "surrogateescape").replace(b"'", b"'\\''") + b"'" for a in argv
+    )
+    return b"exec " + b" ".join(words) + b"\n"
+
+
+def runs_directly(path: str) -> bool:
+    """A file a direct exec runs (a binary or a ``#!`` script), not one sh would run itself."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return False
+    return head.startswith(b"#!") or head == b"\x7fELF"
 
 
 @dataclass
@@ -38,18 +84,19 @@ class _Warm:
     cwd: str
 
 
-class WarmBash:
-    """Keeps one bash ready. ``spawn(cwd)`` makes a (job, driver, env) the way the runtime
-    makes any pipe job, but not registered; ``discard(job)`` undoes it."""
+class Warm:
+    """Keeps one process ready. ``spawn(argv, cwd)`` makes a (job, driver, env) the way the
+    runtime makes any pipe job, but not registered; ``discard(job)`` undoes it. ``argv``
+    starts the process (a bootstrap that reads what to run from stdin)."""
 
     def __init__(
         self,
-        bash: str,
+        argv: list[str],
         cwd: str,
         spawn: Callable[[list[str], str], Awaitable[tuple[Job, PipeDriver, dict[str, str]]]],
         discard: Callable[[Job], None],
     ) -> None:
-        self._argv = [bash, "--noprofile", "--norc", "-c", BOOTSTRAP]
+        self._argv = argv
         self._cwd = cwd
         self._spawn = spawn
         self._discard = discard
@@ -58,26 +105,35 @@ class WarmBash:
         self._closed = False
         self._task: asyncio.Task[None] | None = None
 
-    def take(self, command: str, cwd: str, env: Callable[[str], dict[str, str]]) -> Job | None:
-        """The waiting job, now running ``command`` — or None (spawn as usual). ``env(job_id)``
-        is the environment a fresh child with that id would get. The first call only starts
-        the first warm bash (a server that never runs a command never has one)."""
-        warm, self._ready = self._ready, None
-        self.fill_soon()
+    def take(
+        self,
+        data: bytes,
+        cwd: str,
+        env: Callable[[str], dict[str, str]],
+        accept: Callable[[dict[str, str]], bool] | None = None,
+    ) -> Job | None:
+        """The waiting job, now given ``data`` (then EOF) — or None (spawn as usual).
+        ``env(job_id)`` is the environment a fresh child with that id would get; ``accept``
+        may refuse the process for it. The first call only starts the first warm process (a
+        server that never runs a command never has one)."""
+        warm = self._ready
         if warm is None:
+            self.fill_soon()
             return None
-        data = command.encode("utf-8", "surrogateescape")
-        usable = (
-            len(data) < MAX_COMMAND_BYTES
-            and warm.cwd == cwd
-            and not warm.job.terminal
-            and warm.driver.stdin_open
-            and env(warm.job.job_id) == warm.env
-        )
-        if not usable:
+        if warm.job.terminal or not warm.driver.stdin_open or env(warm.job.job_id) != warm.env:
+            self._ready = None  # stale (the server's environment changed): replace it
             self._discard(warm.job)
+            self.fill_soon()
             return None
-        warm.driver.feed(data + b"\0", close=True)
+        if (
+            len(data) > MAX_COMMAND_BYTES
+            or warm.cwd != cwd
+            or not (accept is None or accept(warm.env))
+        ):
+            return None  # not for this call; it stays ready for one it fits
+        self._ready = None
+        self.fill_soon()
+        warm.driver.feed(data, close=True)
         return warm.job
 
     def fill_soon(self) -> None:
@@ -91,7 +147,7 @@ class WarmBash:
         try:
             if self._closed or self._ready is not None:
                 return
-            with contextlib.suppress(Exception):  # no warm bash: jobs spawn as usual
+            with contextlib.suppress(Exception):  # none ready: jobs spawn as usual
                 job, driver, env = await self._spawn(self._argv, self._cwd)
                 if self._closed:
                     self._discard(job)
@@ -101,10 +157,25 @@ class WarmBash:
             self._filling = False
 
     def close(self) -> None:
-        """The runtime is closing (its shutdown sweep kills the waiting bash)."""
+        """The runtime is closing: no more starts, the waiting process told EOF (the
+        shutdown sweep kills it if it lingers)."""
         self._closed = True
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
         warm, self._ready = self._ready, None
         if warm is not None:
             self._discard(warm.job)
+
+    async def aclose(self) -> None:
+        """``close``, and a start under way finished (its process then discarded too)."""
+        self.close()
+        if self._task is not None:
+            with contextlib.suppress(BaseException):
+                await self._task
+
+def warm_bash(bash: str, cwd: str, **kw: Any) -> Warm:
+    """The bash for ``command`` jobs: give it ``command + NUL``."""
+    return Warm([bash, "--noprofile", "--norc", "-c", BOOTSTRAP], cwd, **kw)
+
+
+def warm_sh(cwd: str, **kw: Any) -> Warm:
+    """The sh for ``argv`` jobs: give it :func:`exec_line`."""
+    return Warm([SH, "-c", SH_BOOTSTRAP], cwd, **kw)

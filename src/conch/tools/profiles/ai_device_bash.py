@@ -500,7 +500,7 @@ async def _wait_end(rt: Engine, job: Job, limit_s: float | None) -> None:
     except asyncio.CancelledError:
         if not job.terminal:
             with contextlib.suppress(Exception):
-                await asyncio.shield(rt.signal(job.job_id, "kill", wait_ms=2000))
+                await asyncio.shield(rt.signal_job(job.job_id, "kill", wait_ms=2000))
         raise
 
 
@@ -559,7 +559,7 @@ async def _run(rt: Engine, args: dict[str, Any], ctx: CallContext, tool_mode: st
     wait_ms = None if wait_s is None else max(1, round(wait_s * 1000))
     started = time.monotonic()
     try:
-        snap = await rt.exec(
+        snap = await rt.exec_job(
             **what,
             cwd=run_cwd,
             # background: the job outlives the wait with no deadline, like the seed's

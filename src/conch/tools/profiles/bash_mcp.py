@@ -112,11 +112,11 @@ async def _job_result(rt: Engine, ctx: CallContext, job_id: str) -> dict[str, An
     cap = ctx.profile_state(_Caps).get(job_id, DEFAULT_MAX_OUTPUT_BYTES)
     job = rt.job(job_id)
     if not job.streams:  # one terminal stream: it is all stdout
-        out = await rt.read(job_id, cursor=0, max_bytes=cap, raw=True)
+        out = await rt.read_job(job_id, cursor=0, max_bytes=cap, raw=True)
         err = None
     else:
-        out = await rt.read(job_id, stream="stdout", cursor=0, max_bytes=cap, raw=True)
-        err = await rt.read(job_id, stream="stderr", cursor=0, max_bytes=cap, raw=True)
+        out = await rt.read_job(job_id, stream="stdout", cursor=0, max_bytes=cap, raw=True)
+        err = await rt.read_job(job_id, stream="stderr", cursor=0, max_bytes=cap, raw=True)
     s = err or out  # the later read has the newest state
     fmt = job.output_format
     stdout_truncated = out["next_cursor"] < out["total_bytes"]
@@ -190,7 +190,7 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
     if "command" in args and not args["command"].strip():
         raise _Fail("INVALID_ARGUMENT", "command must not be empty.")
     try:
-        s = await rt.exec(
+        s = await rt.exec_job(
             command=args.get("command"),
             argv=argv,
             cwd=args.get("cwd"),
@@ -232,12 +232,12 @@ async def _job_cancel(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dic
     if not job.terminal:
         # TERM, then KILL after the runtime's grace; answer once the tree is gone
         wait_ms = min(rt.config.kill_grace_ms + _CANCEL_EXTRA_MS, 120_000)
-        await rt.signal(job.job_id, "terminate", wait_ms=wait_ms)
+        await rt.signal_job(job.job_id, "terminate", wait_ms=wait_ms)
     return await _job_result(rt, ctx, job.job_id)
 
 
 async def _jobs(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    listing = await rt.list()
+    listing = await rt.list_jobs()
     return {"success": True, "jobs": [_summary(j) for j in listing["jobs"]]}
 
 
@@ -253,7 +253,7 @@ async def _search(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[st
     if path is not None and not os.path.exists(os.path.join(rt.config.resolved_default_cwd, path)):
         raise _Fail("INVALID_ARGUMENT", f"Path does not exist: {path}")
     try:
-        r = await rt.search(
+        r = await rt.search_files(
             pattern=args["pattern"],
             path=path,
             regex=args.get("regex", False),

@@ -19,7 +19,7 @@ def _without(args: dict[str, Any], *names: str) -> dict[str, Any]:
 
 async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     return dict(
-        await rt.exec(
+        await rt.exec_job(
             **_without(args, "purpose"),
             shell_env=ctx.shell_env(),
             caller_session_id=ctx.caller_session_id(),
@@ -30,31 +30,31 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
 
 
 async def _read(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.read(**args))
+    return dict(await rt.read_job(**args))
 
 
 async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.write(**_without(args, "purpose")))
+    return dict(await rt.write_job(**_without(args, "purpose")))
 
 
 async def _signal(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.signal(**_without(args, "purpose")))
+    return dict(await rt.signal_job(**_without(args, "purpose")))
 
 
 async def _list(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.list(**args))
+    return dict(await rt.list_jobs(**args))
 
 
 async def _shell_open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.shell_open(**args))
+    return dict(await rt.open_shell(**args))
 
 
 async def _shell_close(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.shell_close(**args))
+    return dict(await rt.close_shell(**args))
 
 
 async def _search(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.search(**args))
+    return dict(await rt.search_files(**args))
 
 
 async def _info(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:

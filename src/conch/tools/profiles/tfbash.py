@@ -441,7 +441,7 @@ async def _open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
     if len(open_shells) >= min(MAX_SHELLS, rt.config.max_shells):
         raise _Reject("resource_limit")
     try:
-        r = await rt.shell_open(
+        r = await rt.open_shell(
             cwd=cwd,
             env=args.get("env") or {},
             startup_command=args.get("startup_command"),
@@ -468,7 +468,7 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
     _shell(rt, shell_id, for_exec=True)
     capacity = args.get("max_output_bytes", OUTPUT_BUFFER_BYTES)
     try:
-        first = await rt.exec(
+        first = await rt.exec_job(
             shell_id=shell_id,
             command=args["command"],
             yield_ms=args.get("yield_ms", 10000),
@@ -528,7 +528,7 @@ async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str
     _active(rt, args)
     if text:
         try:
-            await rt.write(args["exec_id"], text=text, yield_ms=0)
+            await rt.write_job(args["exec_id"], text=text, yield_ms=0)
         except ConchError as e:
             code = "exec_not_active" if e.code != "not_found" else "exec_not_found"
             raise _Reject(code) from None
@@ -544,7 +544,7 @@ async def _signal(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[st
     _active(rt, args)
     ctx.profile_state(_State).signalled[args["exec_id"]] = args["signal"]
     try:
-        await rt.signal(args["exec_id"], args["signal"], wait_ms=0)
+        await rt.signal_job(args["exec_id"], args["signal"], wait_ms=0)
     except ConchError as e:
         raise _Reject("exec_not_active" if e.code != "not_found" else "exec_not_found") from None
     return {
@@ -611,7 +611,7 @@ async def _close(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str
     shell_id = args["shell_id"]
     gone = _shell(rt, shell_id)["last_job_id"]
     try:
-        r = await rt.shell_close(shell_id)
+        r = await rt.close_shell(shell_id)
     except ConchError:
         raise _Reject("shell_closing") from None
     if gone is not None:
