@@ -171,6 +171,7 @@ class Warm:
             with contextlib.suppress(BaseException):
                 await self._task
 
+
 def warm_bash(bash: str, cwd: str, **kw: Any) -> Warm:
     """The bash for ``command`` jobs: give it ``command + NUL``."""
     return Warm([bash, "--noprofile", "--norc", "-c", BOOTSTRAP], cwd, **kw)
