@@ -216,6 +216,17 @@ class Engine:
             self.reaper.sweep()
             self.jobs.evict()
             self._watch_cgroups()
+            await self._remove_retired_cgroups()
+
+    async def _remove_retired_cgroups(self) -> None:
+        """rmdir the empty cgroups of finished jobs, in a worker thread (never on a call's
+        path); what could not go yet is tried again next time."""
+        c = self.spawn.containment
+        cgroups = c.cgroups if c is not None else None
+        if cgroups is None or not cgroups.retired:
+            return
+        batch, cgroups.retired = cgroups.retired, []
+        cgroups.retired += await asyncio.to_thread(cgroups.remove_retired, batch)
 
     def _watch_cgroups(self) -> None:
         """Cgroup level: end jobs the kernel hit for their memory limit; remove the cgroups

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from conch.core.datadir import DataDir
 from conch.core.jobs.job import Job
 from conch.core.process.hygiene import child_signal_reset
+from conch.core.process.program import executable
 from conch.errors import ConchError
 
 BIG_COMMAND = 100_000  # above this a command goes through a file: argv strings are capped
@@ -127,7 +128,10 @@ def check_program(program: str, env: Mapping[str, str], cwd: str) -> str:
     program that a wrapper, not Popen, will exec: a cgroup-entering sh, the sandbox, the warm
     sh)."""
     path = env.get("PATH") or os.environ.get("PATH", os.defpath)
-    full = os.path.join(cwd, program) if "/" in program else shutil.which(program, path=path)
+    if "/" in program:
+        full: str | None = os.path.join(cwd, program)
+    else:  # the one lookup Popen uses too (remembered per PATH), else a full search
+        full = executable(program, path) or shutil.which(program, path=path)
     if full is not None:
         try:
             os.stat(full)

@@ -197,6 +197,7 @@ class Cgroups:
         self._v2_controllers: set[str] = set()
         self._v1: dict[str, str] = {}  # controller -> our parent in that v1 hierarchy
         self._parents: list[str] = []
+        self.retired: list[JobCgroup] = []  # empty cgroups of finished jobs, to rmdir later
         self._self_leaf: str | None = None  # where this server moved itself (pure v2 scope)
 
     # -- setup / teardown --------------------------------------------------------------------
@@ -297,6 +298,16 @@ class Cgroups:
                     break
                 time.sleep(0.01)
         self._parents.clear()
+
+    def retire(self, cg: JobCgroup) -> None:
+        """``cg`` is empty and no longer needed: it is removed by ``remove_retired`` (off the
+        loop: an rmdir of a cgroup waits for the kernel, ~0.1 ms and more under load)."""
+        self.retired.append(cg)
+
+    @staticmethod
+    def remove_retired(batch: list[JobCgroup]) -> list[JobCgroup]:
+        """rmdir each cgroup of ``batch`` (in a worker thread); those that could not go."""
+        return [cg for cg in batch if not cg.remove()]
 
     # -- per job ----------------------------------------------------------------------------
 

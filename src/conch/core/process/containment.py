@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ class SpawnFence:
     env_prog: str = "/usr/bin/env"
     root: bool = False
     tmpdir: str = ""  # macOS: the writable scratch directory of the Seatbelt profile
+    retire: Callable[[JobCgroup], None] | None = None  # takes the cgroup once it is empty
 
     @property
     def monitor(self) -> bool:
@@ -266,6 +267,7 @@ class Containment:
         if self.cgroups is not None:
             try:
                 out.cgroup = self.cgroups.new(name, limits, oom_group=not shell)
+                out.retire = self.cgroups.retire
             except (OSError, ValueError) as e:
                 raise ConchError("spawn_failed", str(e)) from None
         return out

@@ -200,8 +200,16 @@ class ProcessDriver:
             await self.cgroup.kill_and_wait(self.reaper.sweep)
 
     def release_cgroup(self) -> None:
-        """Remove the job's cgroup once nothing is left in it."""
-        if self.cgroup is not None and not self.cgroup.populated and self.cgroup.remove():
+        """Give up the job's cgroup once nothing is left in it (its owner removes it later,
+        off the loop; one made without an owner is removed now)."""
+        cg = self.cgroup
+        if cg is None or cg.populated:
+            return
+        retire = self.fence.retire if self.fence is not None else None
+        if retire is not None:
+            retire(cg)
+            self.cgroup = None
+        elif cg.remove():
             self.cgroup = None
 
     # -- shutdown (the engine's one sweep over all its drivers) ------------------------------

@@ -82,6 +82,7 @@ class _Warm:
     driver: PipeDriver
     env: dict[str, str]
     cwd: str
+    accepted: bool | None = None  # what ``take``'s ``accept`` said of env (it depends on it only)
 
 
 class Warm:
@@ -125,12 +126,12 @@ class Warm:
             self._discard(warm.job)
             self.fill_soon()
             return None
-        if (
-            len(data) > MAX_COMMAND_BYTES
-            or warm.cwd != cwd
-            or not (accept is None or accept(warm.env))
-        ):
+        if len(data) > MAX_COMMAND_BYTES or warm.cwd != cwd:
             return None  # not for this call; it stays ready for one it fits
+        if accept is not None and warm.accepted is None:
+            warm.accepted = accept(warm.env)  # (of its own cwd and env: both are checked)
+        if warm.accepted is False:
+            return None
         self._ready = None
         self.fill_soon()
         warm.driver.feed(data, close=True)
