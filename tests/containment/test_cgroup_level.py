@@ -113,7 +113,7 @@ async def test_a_fork_bomb_under_pids_max_stays_bounded_and_leaves_nothing(rt):
     dirs = list(cg.dirs)
     s = await rt.signal(r["job_id"], "kill", wait_ms=5000)
     assert s["state"] in ("cancelled", "exited")
-    assert wait_for(lambda: not any(os.path.exists(d) for d in dirs), 3.0)
+    assert await eventually(lambda: not any(os.path.exists(d) for d in dirs), 3.0)
     again = await rt.exec(command="echo alive")  # the server survived
     assert again["output"] == "alive\n"
 

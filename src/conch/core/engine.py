@@ -418,7 +418,10 @@ class Engine:
             fence = await self.spawn.fence(job_id)
             if self._closed:
                 raise RuntimeClosedError()
-            driver.start(argv, cwd=cwd, env=env, stdin=None, stdin_open=True, fence=fence)
+            own_sh = argv[:2] == [warm_start.SH, "-c"]  # the warm sh: one sh enters and waits
+            driver.start(
+                argv, cwd=cwd, env=env, stdin=None, stdin_open=True, fence=fence, merge_sh=own_sh
+            )
         except BaseException:
             log.unlink()
             if fence is not None and fence.cgroup is not None:

@@ -70,10 +70,15 @@ class PipeDriver(ProcessDriver):
         stdin: bytes | None,
         stdin_open: bool,
         fence: SpawnFence | None = None,
+        merge_sh: bool = False,
     ) -> None:
+        """``merge_sh``: see ``SpawnFence.wrap``."""
         tag = env[TAG_VAR].encode()
         self._fence(fence)
-        run, env = fence.wrap(argv, cwd=cwd, env=env) if fence is not None else (argv, env)
+        if fence is not None:
+            run, env = fence.wrap(argv, cwd=cwd, env=env, merge_sh=merge_sh)
+        else:
+            run = argv
         out_r, out_w = _pipe()
         err_r, err_w = _pipe()
         in_r: int | None = None
