@@ -56,6 +56,7 @@ class ConchHTTP:
         # --register: checked here, so a bad gateway URL fails before the socket is bound
         self.registrar = registrar or (Registrar(cfg) if cfg.register else None)
         self.runtime = Runtime(cfg, owns_process=True)
+        self.signin_throttle = signin.Throttle()  # 5 wrong tokens a minute per client
         pages = LoopbackSecretPages() if cfg.secret_prompt == "elicit" else None
         self.mcp = ConchMCP(self.runtime, transport="http", secret_pages=pages)
         self.sessions = StreamableHTTPSessionManager(
@@ -111,7 +112,7 @@ class ConchHTTP:
     async def login(self, request: Request) -> Response:
         if request.method == "GET" and self.config.auth_token:
             return signin.signin_page(status=200)
-        return await signin.login(request, self.config.auth_token)
+        return await signin.login(request, self.config.auth_token, self.signin_throttle)
 
     async def health(self, request: Request) -> Response:
         rt = self.runtime

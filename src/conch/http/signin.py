@@ -10,7 +10,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import html
+import math
 import secrets
+import time
+from collections import deque
+from collections.abc import Callable
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
@@ -52,23 +56,77 @@ def headers_for(nonce: str) -> dict[str, str]:
     }
 
 
-def signin_page(message: str = "", status: int = 401) -> Response:
-    """The sign-in form (401: the request was not authenticated)."""
+def signin_page(message: str = "", status: int = 401, retry_after: float = 0.0) -> Response:
+    """The sign-in form (401: the request was not authenticated; 429: too many tries)."""
     nonce = secrets.token_urlsafe(16)
     note = f'<p id="msg" class="bad">{html.escape(message)}</p>' if message else ""
     body = SIGNIN.replace("{{NONCE}}", nonce).replace("{{MESSAGE}}", note)
-    return HTMLResponse(body, status_code=status, headers=headers_for(nonce))
+    headers = headers_for(nonce)
+    if retry_after > 0:
+        headers["Retry-After"] = str(math.ceil(retry_after))
+    return HTMLResponse(body, status_code=status, headers=headers)
 
 
-async def login(request: Request, token: str) -> Response:
+class Throttle:
+    """Failed sign-ins per client: after ``limit`` within ``window_s`` seconds, further tries
+    (right token or not) wait until the oldest failure leaves the window. Pure state with an
+    injectable clock; the app keeps one."""
+
+    def __init__(
+        self,
+        limit: int = 5,
+        window_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        max_clients: int = 1024,
+    ) -> None:
+        self.limit, self.window_s, self._clock = limit, window_s, clock
+        self._failures: dict[str, deque[float]] = {}
+        self._max_clients = max_clients
+
+    def _recent(self, client: str) -> deque[float]:
+        now = self._clock()
+        times = self._failures.get(client)
+        if times is None:
+            return deque()
+        while times and times[0] <= now - self.window_s:
+            times.popleft()
+        if not times:
+            del self._failures[client]
+        return times
+
+    def retry_after(self, client: str) -> float:
+        """Seconds until ``client`` may try again (0: now)."""
+        times = self._recent(client)
+        if len(times) < self.limit:
+            return 0.0
+        return max(0.0, times[0] + self.window_s - self._clock())
+
+    def failed(self, client: str) -> None:
+        if client not in self._failures and len(self._failures) >= self._max_clients:
+            self._failures.pop(next(iter(self._failures)))  # the oldest client goes
+        self._failures.setdefault(client, deque()).append(self._clock())
+
+    def succeeded(self, client: str) -> None:
+        self._failures.pop(client, None)
+
+
+async def login(request: Request, token: str, throttle: Throttle) -> Response:
     """POST /login with ``token=…`` (a form): set the cookie and go to the dashboard (a server
-    without a token has nothing to sign in to)."""
+    without a token has nothing to sign in to). Guessing is throttled per client."""
     if not token or request.method != "POST":
         return RedirectResponse("/", status_code=303)
+    client = request.client.host if request.client is not None else ""
+    wait = throttle.retry_after(client)
+    if wait > 0:
+        return signin_page(
+            f"Too many wrong tokens: try again in {math.ceil(wait)} s.", 429, retry_after=wait
+        )
     body = (await request.body()).decode("utf-8", "replace")
     given = parse_qs(body, max_num_fields=4).get("token", [""])[0]
     if not hmac.compare_digest(given.strip().encode(), token.encode()):
+        throttle.failed(client)
         return signin_page("That token is not right.")
+    throttle.succeeded(client)
     response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
     response.set_cookie(
         COOKIE,
