@@ -264,6 +264,35 @@ async def test_a_node_that_joins_gets_an_executor_and_its_loss_is_node_lost(
                 cluster.remove_node(extra)
 
 
+async def test_a_dead_executor_on_a_live_node_is_replaced(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    """Its jobs are lost (node_lost, their processes gone with it); the node gets a new
+    executor under a new tag, and new work runs there again."""
+    async with fleet(cluster, tmp_path, result_detail="full") as rt:
+        before = next(n for n in (await rt.info())["nodes"] if n["labels"].get("zone") == "a")
+        job = await rt.exec(command="sleep 60", node=before["node"], yield_ms=0)
+        os.kill(before["executor_pid"], signal.SIGKILL)
+        with pytest.raises(ConchError) as e:
+            await rt.read(job_id=job["job_id"])
+        assert e.value.code == "node_lost" and "executor died" in e.value.message
+        with anyio.fail_after(60):
+            while True:
+                now = {n["node"]: n for n in (await rt.info())["nodes"]}[before["node"]]
+                if now["alive"] and now["executor_pid"] not in (0, before["executor_pid"]):
+                    break
+                await anyio.sleep(0.2)
+        assert now["tag"] != before["tag"] and now["labels"] == before["labels"]
+        again = await rt.exec(command="echo again", node=before["node"])
+        assert again["output"] == "again\n" and again["node"] == before["node"]
+        with pytest.raises(ConchError) as e:  # the old executor's ids stay lost
+            await rt.read(job_id=job["job_id"])
+        assert e.value.code == "node_lost"
+        with anyio.fail_after(10):  # its orphan guard killed what the dead executor ran
+            while _running(job["pid"]):
+                await anyio.sleep(0.1)
+
+
 def _running(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE

@@ -30,6 +30,7 @@ class Node:
     executor: Any = None  # the Ray actor handle, once started
     ready: bool = False  # the executor answered its start call
     lost_reason: str = ""
+    executor_died: bool = False  # on a node still alive: a new executor is due
 
     @property
     def load(self) -> int:
@@ -52,17 +53,37 @@ class Node:
 @dataclass
 class NodeTable:
     nodes: dict[str, Node] = field(default_factory=dict)  # by node id
+    # earlier executors of nodes still in the cluster: their ids keep answering node_lost
+    retired: list[Node] = field(default_factory=list)
     _turn: itertools.count[int] = field(default_factory=itertools.count)
 
     def by_tag(self, tag: str) -> Node | None:
-        for n in self.nodes.values():
+        for n in (*self.nodes.values(), *self.retired):
             if n.tag == tag:
                 return n
         return None
 
     @property
     def tags(self) -> set[str]:
-        return {n.tag for n in self.nodes.values()}
+        return {n.tag for n in (*self.nodes.values(), *self.retired)}
+
+    def with_dead_executors(self) -> list[Node]:
+        """Alive nodes whose executor died (its jobs and shells are lost)."""
+        return [n for n in self.nodes.values() if n.alive and n.executor_died]
+
+    def replace(self, old: Node) -> Node:
+        """A new entry for ``old``'s node, under a tag of its own, for a new executor; ``old``
+        stays known (retired), so the ids it gave out still answer node_lost."""
+        self.retired.append(old)
+        new = Node(
+            node_id=old.node_id,
+            tag=node_tag(old.node_id, self.tags),
+            alive=True,
+            labels=dict(old.labels),
+            address=old.address,
+        )
+        self.nodes[old.node_id] = new
+        return new
 
     def update(self, rows: Iterable[Mapping[str, Any]]) -> tuple[list[Node], list[Node]]:
         """Merge ``ray.nodes()`` rows; returns (nodes that need an executor, nodes just lost)."""

@@ -79,6 +79,7 @@ class FleetRuntime:
         self._start_task: asyncio.Task[None] | None = None
         self._close_task: asyncio.Task[None] | None = None
         self._watch: asyncio.Task[None] | None = None
+        self._refreshing: asyncio.Task[None] | None = None
         self._starting: dict[str, asyncio.Task[None]] = {}
         self._owns_ray = False
         self._remote: Any = None  # the NodeExecutor actor class
@@ -154,6 +155,11 @@ class FleetRuntime:
         fresh, lost = self.table.update(rows)
         for node in lost:
             log.warning("node %s left the cluster; its jobs answer node_lost", node.node_id)
+        for dead in self.table.with_dead_executors():
+            # the node is still there: new work gets a new executor (the old one's jobs died
+            # with it, its orphan guard killed what they left; their ids answer node_lost)
+            log.warning("node %s: its executor died; starting a new one", dead.node_id)
+            fresh.append(self.table.replace(dead))
         for node in fresh:
             if node.node_id not in self._starting:
                 self._starting[node.node_id] = asyncio.ensure_future(self._start_executor(node))
@@ -181,6 +187,17 @@ class FleetRuntime:
         finally:
             self._starting.pop(node.node_id, None)
 
+    def _refresh_soon(self) -> None:
+        """Look at the cluster now rather than at the next watch turn (an executor died)."""
+        if self._closed or (self._refreshing is not None and not self._refreshing.done()):
+            return
+
+        async def refresh() -> None:
+            with contextlib.suppress(Exception):
+                await self._refresh()
+
+        self._refreshing = asyncio.ensure_future(refresh())
+
     async def _watch_nodes(self) -> None:
         while True:
             await asyncio.sleep(WATCH_S)
@@ -195,10 +212,11 @@ class FleetRuntime:
         await asyncio.shield(self._close_task)
 
     async def _aclose(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+        for task in (self._watch, self._refreshing):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._start_task is not None and not self._start_task.done():
             with contextlib.suppress(BaseException):
                 await self._start_task
@@ -207,7 +225,9 @@ class FleetRuntime:
                 await t
         if self._ray is None:
             return
-        nodes = [n for n in self.table.nodes.values() if n.executor is not None]
+        nodes = [
+            n for n in (*self.table.nodes.values(), *self.table.retired) if n.executor is not None
+        ]
 
         async def close(node: Node) -> None:
             if node.alive and not node.lost_reason:
@@ -341,7 +361,10 @@ class FleetRuntime:
                 "node_unreachable", f"node {node.node_id} is unreachable right now ({e})"
             ) from None
         except ray.exceptions.RayActorError as e:
-            node.lost_reason = node.lost_reason or f"its executor died: {type(e).__name__}"
+            if not node.lost_reason:
+                node.lost_reason = f"its executor died: {type(e).__name__}"
+                node.executor_died = True
+                self._refresh_soon()
             raise ConchError(
                 "node_lost",
                 f"node {node.node_id} is gone ({node.lost_reason}); its jobs and shells are "
