@@ -243,22 +243,3 @@ async def test_warm_bash_off_turns_the_warm_sh_off_too(tmp_path):
         r = await rt.exec(argv=["true"])
         assert r["exit_code"] == 0
     assert os.path.isdir(tmp_path / "d")
-
-
-async def test_warm_processes_run_in_their_jobs_own_cgroup(rt):
-    """Moved into the cgroup after the spawn (they wait on stdin, so nothing forked before):
-    the job's program is in the job's cgroup, as a cold spawn's is."""
-    pid = await warm_sh_pid(rt)
-    r = await rt.exec(argv=["cat", "/proc/self/cgroup"])
-    assert r["pid"] == pid and r["job_id"] in r["output"], r["output"]
-    await rt.call_tool("exec", {"command": "true"})  # starts the warm bash
-    for _ in range(200):
-        if rt._warm is not None and rt._warm._ready is not None:
-            break
-        await asyncio.sleep(0.01)
-    bash_pid = rt._warm._ready.driver.pid if rt._warm and rt._warm._ready else None
-    c = await rt.exec(command="cat /proc/self/cgroup; echo $$")
-    assert c["output"].split()[-1] == str(bash_pid)
-    assert c["job_id"] in c["output"]
-    cold = await rt.exec(argv=["cat", "/proc/self/cgroup"], warm=False)
-    assert cold["job_id"] in cold["output"]

@@ -418,16 +418,9 @@ class Engine:
             fence = await self.spawn.fence(job_id)
             if self._closed:
                 raise RuntimeClosedError()
-            # it waits on its stdin (it cannot fork yet): moved into its cgroup after the spawn,
-            # with no cgroup-entering sh before it
+            own_sh = argv[:2] == [warm_start.SH, "-c"]  # the warm sh: one sh enters and waits
             driver.start(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=None,
-                stdin_open=True,
-                fence=fence,
-                place_later=fence.placed_later,
+                argv, cwd=cwd, env=env, stdin=None, stdin_open=True, fence=fence, merge_sh=own_sh
             )
         except BaseException:
             log.unlink()

@@ -26,11 +26,13 @@ from conch.errors import ConchError
 # fork it makes start inside; with `ignore`, leave the signals a bwrap monitor would die of
 # ignored (the program gets them back at their defaults from `env --default-signal`).
 # A tiny exec of sh is far cheaper than a Python pre-exec hook, which forces fork over vfork.
-ENTER = (
+ENTER_LOOP = (
     'while [ "$1" != -- ]; do case $1 in '
     'ignore) trap "" ' + " ".join(s[3:] for s in sb.FORWARDED) + ";; "
-    '*) echo 0 > "$1" || exit 125;; esac; shift; done; shift; exec "$@"'
+    '*) echo 0 > "$1" || exit 125;; esac; shift; done; shift; '
 )
+ENTER = ENTER_LOOP + 'exec "$@"'
+
 SH = "/bin/sh"
 
 
@@ -51,19 +53,6 @@ class SpawnFence:
         """A bwrap monitor process sits between the job's leader pid and the program."""
         return self.sandbox is not None and self.bwrap is not None
 
-    @property
-    def placed_later(self) -> bool:
-        """Only a cgroup, no sandbox: a process that cannot fork yet (one started ahead of
-        need, waiting on its stdin) may be spawned as it is and moved in by ``place``."""
-        return self.cgroup is not None and self.sandbox is None
-
-    def place(self, pid: int) -> None:
-        """Move ``pid`` into the cgroup(s) (OSError when it cannot be)."""
-        assert self.cgroup is not None
-        for procs in self.cgroup.procs_files():
-            with open(procs, "w") as f:
-                f.write(str(pid))
-
     def wrap(
         self,
         argv: Sequence[str],
@@ -71,9 +60,16 @@ class SpawnFence:
         cwd: str,
         env: Mapping[str, str],
         exposed: Sequence[str] = (),
+        merge_sh: bool = False,
     ) -> tuple[list[str], dict[str, str]]:
         """The argv that runs ``argv`` with ``env`` fenced in (entering the cgroup, then the
-        sandbox), and the environment to spawn it with."""
+        sandbox), and the environment to spawn it with. ``merge_sh``: ``argv`` is ``[SH, -c,
+        script]`` of Conch's own (its ``$0`` and arguments unused), which then runs in the very
+        sh that enters the cgroup: one exec fewer."""
+        if merge_sh and self.cgroup is not None and self.sandbox is None:
+            assert len(argv) == 3 and argv[0] == SH and argv[1] == "-c"
+            files = self.cgroup.procs_files()
+            return [SH, "-c", ENTER_LOOP + argv[2], "conch-enter", *files, "--"], dict(env)
         run = list(argv)
         if self.sandbox is not None:
             hidden = self.sandbox.hidden

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import signal
 from collections.abc import Callable
 
 from conch.core.jobs.job import Job
@@ -71,15 +70,13 @@ class PipeDriver(ProcessDriver):
         stdin: bytes | None,
         stdin_open: bool,
         fence: SpawnFence | None = None,
-        place_later: bool = False,
+        merge_sh: bool = False,
     ) -> None:
-        """``place_later``: the process cannot fork before it is given input (one started
-        ahead of need): it is spawned as it is and then moved into the fence's cgroup, with no
-        cgroup-entering sh before it (``SpawnFence.placed_later`` must hold)."""
+        """``merge_sh``: see ``SpawnFence.wrap``."""
         tag = env[TAG_VAR].encode()
         self._fence(fence)
-        if fence is not None and not place_later:
-            run, env = fence.wrap(argv, cwd=cwd, env=env)
+        if fence is not None:
+            run, env = fence.wrap(argv, cwd=cwd, env=env, merge_sh=merge_sh)
         else:
             run = argv
         out_r, out_w = _pipe()
@@ -112,13 +109,6 @@ class PipeDriver(ProcessDriver):
             self._out_fds[fd] = stream
             self._loop.add_reader(fd, self._on_readable, fd)
         self._watch_leader(pid, tag)
-        if place_later and fence is not None:
-            try:
-                fence.place(pid)
-            except OSError as e:
-                with contextlib.suppress(OSError):
-                    os.killpg(pid, signal.SIGKILL)  # reaped by its exit watch
-                raise ConchError("spawn_failed", f"cannot enter the job's cgroup: {e}") from None
         if self._stdin_w is not None:
             self._stdin = Feeder(self._stdin_w, on_error=self._close_stdin_now)
             if stdin:
