@@ -126,7 +126,7 @@ async def test_a_plain_argv_job_is_the_warm_sh_with_a_direct_spawns_env(rt, tmp_
     pid = await warm_sh_pid(rt)
     r = await rt.exec(argv=["env", "-0"])
     assert r["pid"] == pid and r["mode"] == "argv" and r["exit_code"] == 0
-    assert dump_env(r["log_path"]) == rt.spawn.child_env(r["job_id"], pty=False)
+    assert dump_env(r["log_path"]) == rt.spawn.child_env(r["job_id"], pty=False, cwd=rt.default_cwd)
     await warm_sh_pid(rt)
     r = await rt.exec(argv=["sh", "-c", 'echo "$0" "$@"; ls /proc/$$/fd; cat', "zero", "a b"])
     assert r["output"].splitlines() == ["zero a b", "0", "1", "2"]  # stdin /dev/null, no fd
@@ -151,22 +151,21 @@ def dump_env(output: str | bytes) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     "name, value",
-    [("IFS", ":"), ("OPTIND", "junk"), ("PPID", "1"), ("a-b", "dash drops it"), ("PWD", None)],
+    [("IFS", ":"), ("OPTIND", "junk"), ("PPID", "1"), ("a-b", "dash drops it")],
 )
 async def test_an_environment_dash_would_change_reaches_the_program_as_given(
     rt, monkeypatch, name, value
 ):
     """The warm sh is not used, and a direct spawn (through the cgroup-entering sh at the
     cgroup level) still gives the program exactly its environment."""
-    if value is None:
-        monkeypatch.delenv(name)
-    else:
-        monkeypatch.setenv(name, value)
+    monkeypatch.setenv(name, value)
     pid = await warm_sh_pid(rt)
     for warm_ok in (True, False):
         r = await rt.exec(argv=["env", "-0"], warm=warm_ok)
         assert r["pid"] != pid and r["exit_code"] == 0, r
-        assert dump_env(r["log_path"]) == rt.spawn.child_env(r["job_id"], pty=False)
+        assert dump_env(r["log_path"]) == rt.spawn.child_env(
+            r["job_id"], pty=False, cwd=rt.default_cwd
+        )
 
 
 def test_shenv_restore_gives_dash_s_program_its_environment(tmp_path):
@@ -243,3 +242,39 @@ async def test_warm_bash_off_turns_the_warm_sh_off_too(tmp_path):
         r = await rt.exec(argv=["true"])
         assert r["exit_code"] == 0
     assert os.path.isdir(tmp_path / "d")
+
+
+async def test_warm_processes_run_in_their_jobs_own_cgroup(rt):
+    """Started in a cgroup of their own, like any job: the job's program is in the job's
+    cgroup, as a cold spawn's is."""
+    pid = await warm_sh_pid(rt)
+    r = await rt.exec(argv=["cat", "/proc/self/cgroup"])
+    assert r["pid"] == pid and r["job_id"] in r["output"], r["output"]
+    await rt.call_tool("exec", {"command": "true"})  # starts the warm bash
+    for _ in range(200):
+        if rt._warm is not None and rt._warm._ready is not None:
+            break
+        await asyncio.sleep(0.01)
+    bash_pid = rt._warm._ready.driver.pid if rt._warm and rt._warm._ready else None
+    c = await rt.exec(command="cat /proc/self/cgroup; echo $$")
+    assert c["output"].split()[-1] == str(bash_pid)
+    assert c["job_id"] in c["output"]
+    cold = await rt.exec(argv=["cat", "/proc/self/cgroup"], warm=False)
+    assert cold["job_id"] in cold["output"]
+
+
+async def test_pwd_names_the_jobs_own_working_directory(rt, tmp_path, monkeypatch):
+    """As a shell sets it for what it runs (the server's PWD names the server's cwd), at every
+    containment level and whether the warm sh runs the job or not; a PWD given wins."""
+    monkeypatch.setenv("PWD", "/nonexistent/server/dir")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    for args in ({}, {"warm": False}, {"cwd": str(sub)}):
+        r = await rt.exec(argv=["printenv", "PWD"], **args)
+        assert r["output"] == f"{args.get('cwd', tmp_path)}\n", (args, r["output"])
+    given = await rt.exec(argv=["printenv", "PWD"], env={"PWD": "/given"})
+    assert given["output"] == "/given\n"
+    cfg = conch.Config(data_dir=str(tmp_path / "d"), default_cwd=str(tmp_path), cgroup="off")
+    async with conch.Runtime(cfg) as plain:
+        r = await plain.exec(argv=["printenv", "PWD"], cwd=str(sub))
+        assert r["output"] == f"{sub}\n"

@@ -411,7 +411,7 @@ class Engine:
         containment level, as every job), not in the job table."""
         job_id, log = self.new_log()
         job = Job(job_id=job_id, mode="command", cwd=cwd, log=log, on_finish=self.jobs.finished)
-        env = self.spawn.child_env(job_id, pty=False)
+        env = self.spawn.child_env(job_id, pty=False, cwd=cwd)
         driver = PipeDriver(job, self.reaper, on_output_limit=self.spawn.output_limit)
         fence: SpawnFence | None = None
         try:
@@ -475,7 +475,9 @@ class Engine:
         else:
             return None
         self.jobs.admit(check_name(req.name))
-        job = warm.take(data, cwd, lambda job_id: self.spawn.child_env(job_id, pty=False), accept)
+        job = warm.take(
+            data, cwd, lambda job_id: self.spawn.child_env(job_id, pty=False, cwd=cwd), accept
+        )
         if job is None:
             return None
         job.mode = "argv" if req.argv is not None else "command"
@@ -630,6 +632,7 @@ class Engine:
                 shell_env=req.shell_env,
                 caller_session_id=caller_session_id,
                 inherit_not=inherit_not,
+                cwd=run_cwd,
             )
             stdin = req.stdin.encode("utf-8") if req.stdin is not None else None
             driver: ProcessDriver

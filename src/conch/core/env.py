@@ -86,9 +86,13 @@ def build_env(
     caller_session_id: str = "",
     tag: tuple[str, str] | None = None,
     inherit_not: tuple[str, ...] = (),
+    pwd: str | None = None,
 ) -> dict[str, str]:
     """``inherit_not``: more server variables the child must not inherit (a profile's own
-    list, e.g. bash-mcp's ``JEST_WORKER_ID``); explicit ``env``/``shell_env`` still apply."""
+    list, e.g. bash-mcp's ``JEST_WORKER_ID``); explicit ``env``/``shell_env`` still apply.
+    ``pwd``: the child's working directory, which ``PWD`` then names (as a shell sets it for
+    what it runs; the server's own ``PWD`` names the server's) unless ``env`` or ``shell_env``
+    gives one."""
     out = _inherited(secrets) if base is None else _filtered(dict(base), secrets)
     for k in inherit_not:
         out.pop(k, None)
@@ -103,6 +107,8 @@ def build_env(
         out.update(env)
     if shell_env:
         out.update(shell_env)
+    if pwd is not None and "PWD" not in (env or {}) and "PWD" not in (shell_env or {}):
+        out["PWD"] = pwd
     out[CALLER_SESSION_VAR] = caller_session_id
     if tag:
         out[tag[0]] = tag[1]

@@ -69,9 +69,11 @@ class SpawnContext:
         shell_env: Mapping[str, str] | None = None,
         caller_session_id: str = "",
         inherit_not: tuple[str, ...] = (),
+        cwd: str | None = None,
     ) -> dict[str, str]:
         """The environment of a child tagged ``tag_id`` (a job id, a shell id, ``search``);
-        ``inherit_not``: more server variables it must not inherit (a profile's list)."""
+        ``inherit_not``: more server variables it must not inherit (a profile's list);
+        ``cwd``: a one-shot job's working directory (``PWD`` names it)."""
         cfg = self.config
         secrets = tuple(s for s in (cfg.auth_token, cfg.caller_context_token) if s)
         return build_env(
@@ -83,6 +85,7 @@ class SpawnContext:
             caller_session_id=caller_session_id,
             tag=self.tag(tag_id),
             inherit_not=inherit_not,
+            pwd=cwd,
         )
 
     def check_fence(
