@@ -8,6 +8,7 @@ import os
 from collections.abc import AsyncIterator
 
 import pytest
+from warmth import ready_pid
 
 import conch
 from conch.core.process import procfs
@@ -16,15 +17,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def warm_pid(rt: conch.Runtime) -> int:
-    """A warm bash started with the environment as it is now (pytest changes
-    PYTEST_CURRENT_TEST between a test's phases); its pid once it is ready."""
-    await rt.call_tool("exec", {"command": "true"})
-    for _ in range(200):
-        ready = rt._warm._ready if rt._warm is not None else None
-        if ready is not None and ready.driver.pid:
-            return ready.driver.pid
-        await asyncio.sleep(0.01)
-    raise AssertionError("no warm bash became ready")
+    return await ready_pid(rt, "bash")
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from warmth import ready_pid
 
 import conch
 from conch.core.process import shenv, warm
@@ -42,14 +43,7 @@ AWKWARD = [
 
 
 async def warm_sh_pid(rt: conch.Runtime) -> int:
-    """Start the warm sh (its first use only starts it) and return its pid once ready."""
-    await rt.exec(argv=["true"])
-    for _ in range(200):
-        ready = rt._warm_sh._ready if rt._warm_sh is not None else None
-        if ready is not None and ready.driver.pid:
-            return ready.driver.pid
-        await asyncio.sleep(0.01)
-    raise AssertionError("no warm sh became ready")
+    return await ready_pid(rt, "sh")
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import signal
 import socket
@@ -29,6 +30,23 @@ def wait_gone(pid: int, timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def sign_in(port: int, token: str) -> tuple[int, dict[str, str], str]:
+    """POST the dashboard's sign-in form: (status, headers with lower-case names, body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request(
+            "POST",
+            "/login",
+            body=f"token={token}",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        resp = conn.getresponse()
+        body = resp.read().decode()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body
+    finally:
+        conn.close()
 
 
 def free_port() -> int:

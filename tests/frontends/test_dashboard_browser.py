@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from browser import Browser, chromium
-from frontend_servers import HttpServer, kill_group, start_http
+from frontend_servers import HttpServer, kill_group, sign_in, start_http
 
 TOKEN = "tok-dash-9QvX-secret"
 
@@ -180,20 +180,9 @@ def test_token_dashboard_signs_in_with_a_form_and_the_api_still_needs_the_bearer
 
 
 def _session_cookie(srv: HttpServer) -> str:
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    try:
-        conn.request(
-            "POST",
-            "/login",
-            body=f"token={TOKEN}",
-            headers={"Content-Type": "application/x-www-form-urlencoded"},
-        )
-        resp = conn.getresponse()
-        resp.read()
-        assert resp.status == 303
-        cookie = resp.getheader("set-cookie", "")
-    finally:
-        conn.close()
+    status, headers, _ = sign_in(srv.port, TOKEN)
+    assert status == 303
+    cookie = headers.get("set-cookie", "")
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and TOKEN not in cookie
     return cookie.split(";")[0].split("=", 1)[1]
 

@@ -3,10 +3,9 @@ with Retry-After (the right token included) until the oldest failure leaves the 
 
 from __future__ import annotations
 
-import http.client
 from pathlib import Path
 
-from frontend_servers import kill_group, start_http
+from frontend_servers import kill_group, sign_in, start_http
 
 from conch.http.signin import Throttle
 
@@ -50,31 +49,15 @@ def test_the_throttle_forgets_the_oldest_client_beyond_its_bound():
     assert t.retry_after("b") > 0 and t.retry_after("c") > 0
 
 
-def _login(port: int, token: str) -> tuple[int, dict[str, str], str]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request(
-            "POST",
-            "/login",
-            body=f"token={token}",
-            headers={"Content-Type": "application/x-www-form-urlencoded"},
-        )
-        resp = conn.getresponse()
-        body = resp.read().decode()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body
-    finally:
-        conn.close()
-
-
 def test_a_real_server_refuses_a_sixth_try_within_the_minute(tmp_path: Path):
     srv = start_http(tmp_path, "--auth-token", TOKEN, token=TOKEN)
     try:
-        status, _, _ = _login(srv.port, TOKEN)
+        status, _, _ = sign_in(srv.port, TOKEN)
         assert status == 303  # signing in works, and a success leaves no failures behind
         for _ in range(5):
-            status, _, body = _login(srv.port, "wrong")
+            status, _, body = sign_in(srv.port, "wrong")
             assert status == 401 and "not right" in body
-        status, headers, body = _login(srv.port, TOKEN)  # even the right one waits now
+        status, headers, body = sign_in(srv.port, TOKEN)  # even the right one waits now
         assert status == 429 and "Too many wrong tokens" in body
         assert 1 <= int(headers["retry-after"]) <= 60
         assert "set-cookie" not in headers
