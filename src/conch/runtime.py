@@ -16,7 +16,7 @@ from typing import Any, Concatenate, ParamSpec
 from conch.config import Config
 from conch.core.engine import Engine
 from conch.core.results import InfoResult
-from conch.tools import lean
+from conch.tools import lean, resources
 from conch.tools.call import ToolOutcome, call_tool_full
 from conch.tools.context import CallContext
 from conch.tools.host import ToolHost
@@ -93,6 +93,15 @@ class Runtime(ToolHost):
             "profiles": list(self.config.profiles),
             "transports": list(TRANSPORTS),
         }
+
+    async def list_resources(self, *, seed_only: bool = False) -> builtins.list[dict[str, Any]]:
+        """The resources front ends publish (``seed_only``: what a seed profile served alone
+        publishes)."""
+        return resources.resource_list(self, seed_only=seed_only)
+
+    async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
+        """(mime type, text) of a resource; ``not_found`` for an unknown one."""
+        return resources.read_resource(self, uri, seed_only=seed_only)
 
     def tools(self) -> builtins.list[dict[str, Any]]:
         """Every tool of the active profiles as MCP ``tools/list`` shows it."""

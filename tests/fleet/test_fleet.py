@@ -293,6 +293,29 @@ async def test_a_dead_executor_on_a_live_node_is_replaced(
                 await anyio.sleep(0.1)
 
 
+async def test_log_resources_are_read_on_each_jobs_node(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    async with fleet(cluster, tmp_path) as rt:
+        info = await rt.info()
+        ja = await rt.exec(command="echo from-a", node=by_label(info, "zone", "a"))
+        jb = await rt.exec(command="echo from-b", node=by_label(info, "zone", "b"))
+        uris = {r["uri"] for r in await rt.list_resources()}
+        assert {"conch://jobs", f"conch://jobs/{ja['job_id']}/log"} <= uris
+        assert f"conch://jobs/{jb['job_id']}/log" in uris
+        mime, text = await rt.read_resource(f"conch://jobs/{ja['job_id']}/log")
+        assert mime == "text/plain" and "from-a" in text and "from-b" not in text
+        assert "from-b" in (await rt.read_resource(f"conch://jobs/{jb['job_id']}/log"))[1]
+        mime, overview = await rt.read_resource("conch://jobs")
+        assert mime == "text/markdown" and overview.count("# node ") == 3
+        assert ja["job_id"] in overview and jb["job_id"] in overview  # fleet ids
+        for uri in ("conch://jobs/j_0000000000/log", "conch://nothing"):
+            with pytest.raises(ConchError) as e:
+                await rt.read_resource(uri)
+            assert e.value.code == "not_found"
+        assert await rt.list_resources(seed_only=True) == []
+
+
 def _running(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -332,6 +355,11 @@ async def test_mcp_over_stdio_serves_the_fleet(cluster: LocalCluster, tmp_path: 
         page = await c.call_tool("read", {"job_id": job_id, "cursor": 0, "max_bytes": 16})
         assert page.structured_content["output"].startswith("started")
         assert page.structured_content["next_cursor"] > 0
+        log = await c.read_resource(f"conch://jobs/{job_id}/log")  # read on the job's node
+        assert log.contents[0].text.startswith("started")
+        assert f"conch://jobs/{job_id}/log" in {
+            str(r.uri) for r in (await c.list_resources()).resources
+        }
         listed = (await c.call_tool("list", {})).structured_content
         assert ids.items() <= {j["job_id"]: j["node"] for j in listed["jobs"]}.items()
         missing = await c.call_tool("read", {"job_id": "j_0000000000." + info["nodes"][0]["tag"]})

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from conch.config import Config
+from conch.errors import ConchError
 from conch.runtime import Runtime
 from conch.tools.context import CallContext
 
@@ -66,6 +67,18 @@ class NodeExecutor:
         """(result, is_error, result _meta, running jobs on this node)."""
         out = await self.rt.call_tool_full(name, args, CallContext(meta=meta, trusted=trusted))
         return out.result, out.is_error, out.meta, self.running()
+
+    async def resources(self) -> list[dict[str, Any]]:
+        """This node's resources (the fleet qualifies their job ids)."""
+        return await self.rt.list_resources()
+
+    async def resource(self, uri: str) -> tuple[bool, str, str]:
+        """(found, mime type, text), or (False, "", why) for an unknown resource or job."""
+        try:
+            mime, text = await self.rt.read_resource(uri)
+        except ConchError as e:
+            return False, "", e.message
+        return True, mime, text
 
     async def load(self) -> int:
         return self.running()

@@ -16,6 +16,7 @@ import contextlib
 import ipaddress
 import logging
 import os
+import re
 import signal
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -23,11 +24,12 @@ from typing import Any
 from conch.config import Config
 from conch.errors import ConchError, ConfigError, RuntimeClosedError
 from conch.fleet.executor import NICENESS_ENV, NodeExecutor
-from conch.fleet.ids import ID_KEYS, qualify_result, split
+from conch.fleet.ids import ID_KEYS, qualify, qualify_result, split
 from conch.fleet.nodes import Node, NodeTable
 from conch.fleet.tools import FleetRegistry, takes_node
 from conch.tools.call import ToolOutcome
 from conch.tools.context import CallContext
+from conch.tools.resources import JOBS_RESOURCE, JOBS_URI, log_uri, parse_log_uri
 from conch.tools.tool import ErrorResult, Tool
 
 log = logging.getLogger("conch.fleet")
@@ -340,16 +342,35 @@ class FleetRuntime:
                 f"node {node.node_id} is gone ({node.lost_reason or 'left the cluster'}); "
                 "its jobs and shells are lost and nothing was re-run",
             )
+        meta = dict(ctx.meta) if ctx.meta else None
+        timeout = self._timeout_s(tool.name, args)
+        reply = await self._ask(node, "call", (tool.name, args, meta, ctx.trusted), timeout)
+        result, is_error, out_meta, running = reply
+        node.running = running
+        conch_shaped = self.registry.error_result_of(tool) is None
+        result = qualify_result(result, node.tag, node.node_id, add_node=conch_shaped)
+        if conch_shaped and not is_error and tool.name == "search":
+            result["node"] = node.node_id  # where the files were searched
+        if not tool.read_only:
+            self._changed(result)
+        return ToolOutcome(result, is_error, out_meta)
+
+    async def _ask(self, node: Node, method: str, args: tuple[Any, ...], timeout: float) -> Any:
+        """``node``'s executor's ``method(*args)``, with the fleet's faults: ``node_lost`` (the
+        node or its executor is gone), ``node_unreachable`` (no answer in ``timeout`` s)."""
+        if not node.alive or node.lost_reason:
+            raise ConchError(
+                "node_lost",
+                f"node {node.node_id} is gone ({node.lost_reason or 'left the cluster'}); "
+                "its jobs and shells are lost and nothing was re-run",
+            )
         if not node.ready:
             raise ConchError("node_unreachable", f"node {node.node_id} has no executor yet")
-        timeout = self._timeout_s(tool.name, args)
-        meta = dict(ctx.meta) if ctx.meta else None
         ray = self._ray
         try:
-            ref = node.executor.call.remote(tool.name, args, meta, ctx.trusted)
+            ref = getattr(node.executor, method).remote(*args)
             # an asyncio future of the reply (no task per call), bounded by the call's deadline
-            reply = await asyncio.wait_for(asyncio.wrap_future(ref.future()), timeout)
-            result, is_error, out_meta, running = reply
+            return await asyncio.wait_for(asyncio.wrap_future(ref.future()), timeout)
         except asyncio.TimeoutError:
             raise ConchError(
                 "node_unreachable",
@@ -370,14 +391,68 @@ class FleetRuntime:
                 f"node {node.node_id} is gone ({node.lost_reason}); its jobs and shells are "
                 "lost and nothing was re-run",
             ) from None
-        node.running = running
-        conch_shaped = self.registry.error_result_of(tool) is None
-        result = qualify_result(result, node.tag, node.node_id, add_node=conch_shaped)
-        if conch_shaped and not is_error and tool.name == "search":
-            result["node"] = node.node_id  # where the files were searched
-        if not tool.read_only:
-            self._changed(result)
-        return ToolOutcome(result, is_error, out_meta)
+
+    # -- resources (each node's, merged; a job's log read on its node) -------------------------
+
+    async def list_resources(self, *, seed_only: bool = False) -> list[dict[str, Any]]:
+        """The overview, and every retained job's log on every ready node (fleet ids)."""
+        if seed_only:
+            return []  # seed resources stay with each node's runtime
+        await self._open()
+        timeout = self.config.fleet_timeout_ms / 1000
+        nodes = self.table.usable()
+        replies = await asyncio.gather(
+            *(self._ask(n, "resources", (), timeout) for n in nodes), return_exceptions=True
+        )
+        out: list[dict[str, Any]] = [dict(JOBS_RESOURCE)]
+        for node, reply in zip(nodes, replies, strict=True):
+            if isinstance(reply, BaseException):
+                continue  # an absent node lists nothing
+            for entry in reply:
+                local = parse_log_uri(str(entry.get("uri", "")))
+                if local is None:
+                    continue
+                fleet_id = qualify(local, node.tag)
+                out.append(
+                    {
+                        k: v.replace(local, fleet_id) if isinstance(v, str) else v
+                        for k, v in entry.items()
+                    }
+                )
+        return out
+
+    async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
+        """A job's log from its node; the overview with one section per ready node."""
+        if seed_only:
+            raise ConchError("not_found", f"unknown resource {uri!r}")
+        await self._open()
+        timeout = self.config.fleet_timeout_ms / 1000
+        job_id = parse_log_uri(uri)
+        if job_id is not None:
+            local, tag = split(job_id, self.table.tags)
+            node = self.table.by_tag(tag) if tag is not None else None
+            if node is None:
+                raise ConchError("not_found", f"unknown job {job_id!r} (no node has it)")
+            found, mime, text = await self._ask(node, "resource", (log_uri(local),), timeout)
+            if not found:
+                raise ConchError("not_found", text)
+            return mime, text
+        if uri != JOBS_URI:
+            raise ConchError("not_found", f"unknown resource {uri!r}")
+        nodes = self.table.usable()
+        replies = await asyncio.gather(
+            *(self._ask(n, "resource", (uri,), timeout) for n in nodes),
+            return_exceptions=True,
+        )
+        parts = []
+        for node, reply in zip(nodes, replies, strict=True):
+            head = f"# node {node.node_id}"
+            if isinstance(reply, BaseException) or not reply[0]:
+                why = reply.message if isinstance(reply, ConchError) else "no answer"
+                parts.append(f"{head}\n\n({why})")
+            else:
+                parts.append(f"{head}\n\n{_qualify_ids(reply[2], node.tag)}")
+        return "text/markdown", "\n\n".join(parts) or "(no node of the fleet is ready)"
 
     async def _call_anywhere(
         self, tool: Tool, args: dict[str, Any], ctx: CallContext
@@ -505,6 +580,14 @@ class FleetRuntime:
 
     async def info(self) -> dict[str, Any]:
         return await self._api("info", {})
+
+
+_LOCAL_ID = re.compile(r"\b([js]_[0-9a-f]{10})\b")
+
+
+def _qualify_ids(text: str, tag: str) -> str:
+    """A node's overview with its job and shell ids made fleet ids."""
+    return _LOCAL_ID.sub(lambda m: qualify(m.group(1), tag), text)
 
 
 def _error(e: ConchError, shape: ErrorResult | None, args: Mapping[str, Any]) -> ToolOutcome:

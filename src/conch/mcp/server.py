@@ -310,7 +310,7 @@ class ConchMCP:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        listed = resources.resource_list(self.rt, seed_only=self.seed is not None)
+        listed = await self.rt.list_resources(seed_only=self.seed is not None)
         return types.ListResourcesResult(
             resources=[types.Resource.model_validate(r) for r in listed]
         )
@@ -339,7 +339,7 @@ class ConchMCP:
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         try:
-            mime, text = resources.read_resource(self.rt, uri, seed_only=self.seed is not None)
+            mime, text = await self.rt.read_resource(uri, seed_only=self.seed is not None)
         except ConchError as e:
             raise self._unknown_resource(uri, e.message) from None
         return types.ReadResourceResult(
@@ -349,20 +349,20 @@ class ConchMCP:
     async def _subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
-        self._check_seed_uri(str(params.uri))
+        await self._check_seed_uri(str(params.uri))
         self.notifier.subscribe(ctx.session, str(params.uri))
         return types.EmptyResult()
 
     async def _unsubscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
-        self._check_seed_uri(str(params.uri))
+        await self._check_seed_uri(str(params.uri))
         self.notifier.unsubscribe(ctx.session, str(params.uri))
         return types.EmptyResult()
 
-    def _check_seed_uri(self, uri: str) -> None:
+    async def _check_seed_uri(self, uri: str) -> None:
         """A seed profile served alone refuses (un)subscribing to what it does not publish."""
         if self.seed is not None and not any(
-            r["uri"] == uri for r in resources.resource_list(self.rt, seed_only=True)
+            r["uri"] == uri for r in await self.rt.list_resources(seed_only=True)
         ):
             raise self._unknown_resource(uri, f"unknown resource {uri!r}")

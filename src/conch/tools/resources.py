@@ -10,10 +10,19 @@ from conch.errors import ConchError
 from conch.tools.host import ToolHost
 from conch.tools.views import LOG_URI_TEMPLATE, log_text, log_uri, overview_markdown
 
-__all__ = ["JOBS_URI", "LOG_URI_TEMPLATE", "log_text", "log_uri", "parse_log_uri"]
+__all__ = ["JOBS_RESOURCE", "JOBS_URI", "LOG_URI_TEMPLATE", "log_text", "log_uri", "parse_log_uri"]
 
 JOBS_URI = "conch://jobs"
 _LOG_URI = re.compile(r"^conch://jobs/([^/]+)/log$")
+
+
+JOBS_RESOURCE: dict[str, Any] = {
+    "uri": JOBS_URI,
+    "name": "jobs",
+    "title": "Conch jobs and shells",
+    "description": "Markdown overview of running and recent jobs and open shells.",
+    "mimeType": "text/markdown",
+}
 
 
 def parse_log_uri(uri: str) -> str | None:
@@ -27,15 +36,7 @@ def resource_list(rt: ToolHost, *, seed_only: bool = False) -> list[dict[str, An
     seed profile served alone): only what that profile's original publishes."""
     if seed_only:
         return [r.describe() for r in rt.registry.resources]
-    out = [
-        {
-            "uri": JOBS_URI,
-            "name": "jobs",
-            "title": "Conch jobs and shells",
-            "description": "Markdown overview of running and recent jobs and open shells.",
-            "mimeType": "text/markdown",
-        }
-    ]
+    out = [dict(JOBS_RESOURCE)]
     out += [r.describe() for r in rt.registry.resources]
     for job in rt.jobs:
         out.append(
