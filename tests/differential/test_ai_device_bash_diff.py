@@ -121,7 +121,9 @@ def scrub(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     def text(s: str) -> str:
         s = _SCRIPT_PATH.sub("<script>", s)
         for pid in pids:
-            s = re.sub(rf"\b{pid}\b", "<pid>", s)
+            # a pid as a word of its own, not a piece of a date or version (a pid of 2025 once
+            # turned protocolVersion "2025-11-25" into "<pid>-11-25")
+            s = re.sub(rf"(?<![\w-]){pid}(?![\w-])", "<pid>", s)
         return s
 
     def walk(v: Any, key: str = "") -> Any:
