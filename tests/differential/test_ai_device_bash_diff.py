@@ -118,8 +118,10 @@ def scrub(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if isinstance(r.get("background_pid"), int):
                 pids.add(str(r["background_pid"]))
 
-    def text(s: str) -> str:
+    def text(s: str, key: str) -> str:
         s = _SCRIPT_PATH.sub("<script>", s)
+        if key == "output":
+            return s  # what the command printed: `seq 1 2000` prints a pid below 2001 too
         for pid in pids:
             # a pid as a word of its own, not a piece of a date or version (a pid of 2025 once
             # turned protocolVersion "2025-11-25" into "<pid>-11-25")
@@ -134,7 +136,7 @@ def scrub(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if key == "output_path" and isinstance(v, str):
             return "<output_path>"
         if isinstance(v, str):
-            return text(v)
+            return text(v, key)
         return v
 
     return [walk(e) for e in entries]
