@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import os
 import re
@@ -22,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from conch.config import Config
+from conch.core.netaddr import is_loopback
 from conch.errors import ConchError, ConfigError, RuntimeClosedError
 from conch.fleet.executor import NICENESS_ENV, NodeExecutor
 from conch.fleet.ids import ID_KEYS, qualify, qualify_result, split
@@ -603,13 +603,7 @@ def _is_not_found(result: Mapping[str, Any]) -> bool:
 
 
 def _is_loopback(address: str) -> bool:
-    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback(address.split("://", 1)[-1].rsplit(":", 1)[0])
 
 
 @contextlib.contextmanager

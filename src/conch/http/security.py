@@ -14,21 +14,12 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from conch.core.netaddr import is_loopback
 from conch.http import signin
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 AUTH_SCOPE_KEY = "conch.auth"  # how the request was authenticated: "bearer", "cookie" or "none"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-
-
-def is_loopback(host: str) -> bool:
-    host = host.strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def split_host(value: str) -> str | None:
