@@ -13,11 +13,11 @@ import errno
 import subprocess
 from collections.abc import Callable
 
-from conch.core.process import program
+from conch.core.process import libc_spawn, program
 from conch.core.process.hygiene import spawning
 from conch.errors import ConchError
 
-Stdio = int  # a file descriptor, or subprocess.DEVNULL
+Stdio = int  # a file descriptor
 
 
 def spawn(
@@ -29,10 +29,28 @@ def spawn(
     stdout: Stdio,
     stderr: Stdio,
     preexec_fn: Callable[[], None] | None = None,
+    cgroup: str | None = None,
 ) -> int:
     """Start ``argv``; its pid. A failure to start is ``spawn_failed``. ``preexec_fn`` runs in
-    the child after its signals are reset (a PTY takes its controlling terminal there)."""
+    the child after its signals are reset (a PTY takes its controlling terminal there).
+    ``cgroup``: the cgroup v2 directory the child starts in (only where :func:`can_place`
+    said so for this argv and env)."""
     try:
+        path = _program(argv[0], env)
+        if preexec_fn is None and path is not None and libc_spawn.available():
+            # default signals and an empty mask are in its attributes: no swap, no preexec
+            return libc_spawn.spawn(
+                path,
+                argv,
+                env=env,
+                cwd=cwd,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                cgroup=cgroup,
+            )
+        if cgroup is not None:
+            raise ConchError("spawn_failed", "a spawn into a cgroup needs glibc's posix_spawn")
         with spawning() as reset:  # None: nothing to undo in the child, vfork stays possible
             setup = preexec_fn
             if reset is not None and preexec_fn is not None:
@@ -48,7 +66,7 @@ def spawn(
             proc = subprocess.Popen(
                 argv,
                 # found once per PATH (core/process/program.py), not by trying every directory
-                executable=program.executable(argv[0], env.get("PATH")),
+                executable=path,
                 stdin=stdin,
                 stdout=stdout,
                 stderr=stderr,
@@ -76,3 +94,15 @@ def spawn(
         ) from None
     proc.returncode = 0  # Popen must never reap this pid: its owner does
     return proc.pid
+
+
+def _program(name: str, env: dict[str, str]) -> str | None:
+    path = program.executable(name, env.get("PATH"))
+    return name if path is None and "/" in name else path
+
+
+def can_place(argv: list[str], env: dict[str, str]) -> bool:
+    """Whether :func:`spawn` can start this argv (no preexec function) inside a cgroup by
+    itself: glibc 2.39+ and a program it finds (containment.py otherwise enters the cgroup
+    with a sh)."""
+    return libc_spawn.into_cgroup_available() and _program(argv[0], env) is not None

@@ -1,0 +1,215 @@
+"""Starting a pipe child with glibc's ``posix_spawn``, called through ctypes.
+
+``subprocess.Popen`` costs about twice a bare spawn here: it builds the child's setup in
+Python, holds the GIL while the server is suspended in ``vfork``, and reads an error pipe
+afterwards. glibc's ``posix_spawn`` does the same setup in C (a new session, the three
+descriptors, the working directory, every other descriptor closed, default signal
+dispositions, an empty signal mask) and ctypes releases the GIL for the call, so a worker
+thread could spawn while the event loop runs.
+
+Used where every piece is there: Linux with glibc's ``addchdir_np`` and ``addclosefrom_np``
+(2.34+), and a program found already (core/process/program.py finds it once per PATH; the
+caller keeps Popen otherwise). What the child gets is what ``popen.spawn`` gives it: its signal
+dispositions all default (not only those Popen resets), which is what ``hygiene.spawning``
+otherwise arranges with a preexec function or a moment's swap.
+
+With glibc 2.39+ (``posix_spawnattr_setcgroup_np``) it can also start the child inside a
+cgroup v2 directory: ``clone3(CLONE_INTO_CGROUP)``, so the child is in its job's cgroup from
+its first instruction, without the ``sh`` that otherwise enters the cgroup and then execs the
+program (core/process/containment.py): one exec per job fewer.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: <spawn.h>
+_SETSIGDEF = 0x04
+_SETSIGMASK = 0x08
+_SETSID = 0x80
+_SETCGROUP = 0x100  # glibc 2.39+
+#: glibc's types are 336 / 80 / 128 bytes on x86_64 and aarch64; room to spare
+_ATTR_SIZE = 1024
+_ACTIONS_SIZE = 512
+_SIGSET_SIZE = 256
+
+_libc: Any = None
+_attr: Any = None  # one attribute set, read-only once made: every child's session and signals
+_sigsets: tuple[Any, Any] = (None, None)  # (every signal, none): for a per-call attribute set
+_into_cgroup = False
+_failed = False
+
+
+def _load() -> bool:
+    global _libc, _attr, _sigsets, _into_cgroup, _failed
+    if _libc is not None:
+        return True
+    if _failed or not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for name in (
+            "posix_spawn",
+            "posix_spawn_file_actions_init",
+            "posix_spawn_file_actions_destroy",
+            "posix_spawn_file_actions_adddup2",
+            "posix_spawn_file_actions_addchdir_np",
+            "posix_spawn_file_actions_addclosefrom_np",
+            "posix_spawnattr_init",
+            "posix_spawnattr_destroy",
+            "posix_spawnattr_setflags",
+            "posix_spawnattr_setsigdefault",
+            "posix_spawnattr_setsigmask",
+            "sigfillset",
+            "sigemptyset",
+        ):
+            getattr(libc, name)
+    except (OSError, AttributeError):
+        _failed = True
+        return False
+    vp, cp, i = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+    libc.posix_spawn.argtypes = [ctypes.POINTER(i), cp, vp, vp, vp, vp]
+    libc.posix_spawn_file_actions_init.argtypes = [vp]
+    libc.posix_spawn_file_actions_destroy.argtypes = [vp]
+    libc.posix_spawn_file_actions_adddup2.argtypes = [vp, i, i]
+    libc.posix_spawn_file_actions_addchdir_np.argtypes = [vp, cp]
+    libc.posix_spawn_file_actions_addclosefrom_np.argtypes = [vp, i]
+    libc.posix_spawnattr_init.argtypes = [vp]
+    libc.posix_spawnattr_destroy.argtypes = [vp]
+    libc.posix_spawnattr_setflags.argtypes = [vp, ctypes.c_short]
+    libc.posix_spawnattr_setsigdefault.argtypes = [vp, vp]
+    libc.posix_spawnattr_setsigmask.argtypes = [vp, vp]
+    libc.sigfillset.argtypes = [vp]
+    libc.sigemptyset.argtypes = [vp]
+    attr = ctypes.create_string_buffer(_ATTR_SIZE)
+    every, none = (
+        ctypes.create_string_buffer(_SIGSET_SIZE),
+        ctypes.create_string_buffer(_SIGSET_SIZE),
+    )
+    if libc.sigfillset(every) or libc.sigemptyset(none):
+        _failed = True
+        return False
+    # sigfillset leaves out glibc's own two signals (32, 33), and posix_spawn's child sets
+    # those to *ignored* unless they are in this set (an ignored signal stays ignored across
+    # exec): in, so the program starts with every disposition at its default
+    bits = 8 * ctypes.sizeof(ctypes.c_ulong)
+    words = (ctypes.c_ulong * 2).from_buffer(every)
+    for sig in (32, 33):
+        words[(sig - 1) // bits] |= 1 << ((sig - 1) % bits)
+    if (
+        libc.posix_spawnattr_init(attr)
+        or libc.posix_spawnattr_setsigdefault(attr, every)
+        or libc.posix_spawnattr_setsigmask(attr, none)
+        or libc.posix_spawnattr_setflags(attr, _SETSID | _SETSIGDEF | _SETSIGMASK)
+    ):
+        _failed = True
+        return False
+    setcgroup = getattr(libc, "posix_spawnattr_setcgroup_np", None)
+    if setcgroup is not None:
+        setcgroup.argtypes = [vp, i]
+    _libc, _attr, _sigsets, _into_cgroup = libc, attr, (every, none), setcgroup is not None
+    return True
+
+
+def available() -> bool:
+    """Whether :func:`spawn` can be used on this system."""
+    return _load()
+
+
+def into_cgroup_available() -> bool:
+    """Whether :func:`spawn` can start a child inside a cgroup (glibc 2.39+; the kernel's
+    support, Linux 5.7+, is for the caller to find out)."""
+    return _load() and _into_cgroup
+
+
+def _cgroup_attr(cgroup_fd: int) -> Any:
+    """The attribute set of one spawn into a cgroup (the shared one, plus its directory)."""
+    libc = _libc
+    attr = ctypes.create_string_buffer(_ATTR_SIZE)
+    every, none = _sigsets
+    err = (
+        libc.posix_spawnattr_init(attr)
+        or libc.posix_spawnattr_setsigdefault(attr, every)
+        or libc.posix_spawnattr_setsigmask(attr, none)
+        or libc.posix_spawnattr_setcgroup_np(attr, cgroup_fd)
+        or libc.posix_spawnattr_setflags(attr, _SETSID | _SETSIGDEF | _SETSIGMASK | _SETCGROUP)
+    )
+    if err:
+        raise OSError(err, os.strerror(err))
+    return attr
+
+
+def _utf8(s: str) -> bytes:
+    return s.encode("utf-8", "surrogateescape")
+
+
+#: what os.fsencode does, without its per-call checks where the encoding is UTF-8 (84 calls a
+#: spawn with a typical environment)
+_encode = _utf8 if sys.getfilesystemencoding() == "utf-8" else os.fsencode
+
+
+def _strings(items: Sequence[bytes]) -> Any:
+    array = (ctypes.c_char_p * (len(items) + 1))(*items)
+    array[len(items)] = None
+    return array
+
+
+def spawn(
+    path: str,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str,
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    cgroup: str | None = None,
+) -> int:
+    """Start ``path`` with ``argv`` and exactly ``env``, in ``cwd``, as the leader of a new
+    session with the three descriptors given (and inside the cgroup v2 directory ``cgroup``);
+    its pid. A failure (the program, the directory, the cgroup) is the ``OSError`` Popen would
+    raise. Needs :func:`available` (and :func:`into_cgroup_available` for ``cgroup``)."""
+    enc = _encode
+    args = [enc(a) for a in argv]
+    envp = [enc(k) + b"=" + enc(v) for k, v in env.items()]
+    for word in (*args, *envp, enc(cwd)):
+        if b"\0" in word:
+            raise ValueError("embedded null byte")
+    libc = _libc
+    actions = ctypes.create_string_buffer(_ACTIONS_SIZE)
+    if libc.posix_spawn_file_actions_init(actions):
+        raise OSError(ctypes.get_errno(), "posix_spawn_file_actions_init")
+    try:
+        err = (
+            libc.posix_spawn_file_actions_adddup2(actions, stdin, 0)
+            or libc.posix_spawn_file_actions_adddup2(actions, stdout, 1)
+            or libc.posix_spawn_file_actions_adddup2(actions, stderr, 2)
+            or libc.posix_spawn_file_actions_addchdir_np(actions, enc(cwd))
+            or libc.posix_spawn_file_actions_addclosefrom_np(actions, 3)
+        )
+        if err:
+            raise OSError(err, os.strerror(err))
+        pid = ctypes.c_int()
+        if cgroup is None:
+            err = libc.posix_spawn(
+                ctypes.byref(pid), enc(path), actions, _attr, _strings(args), _strings(envp)
+            )
+        else:
+            fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                attr = _cgroup_attr(fd)
+                err = libc.posix_spawn(
+                    ctypes.byref(pid), enc(path), actions, attr, _strings(args), _strings(envp)
+                )
+                libc.posix_spawnattr_destroy(attr)
+            finally:
+                os.close(fd)
+    finally:
+        libc.posix_spawn_file_actions_destroy(actions)
+    if err:
+        raise OSError(err, os.strerror(err), path)
+    return pid.value
