@@ -176,7 +176,12 @@ class Engine:
                 self._warm = warm_start.warm_bash(self.bash, self.default_cwd, **hooks)
             # an argv job at the cgroup level is a mkdir and a cgroup-entering sh before its
             # program: there a warm sh saves both; elsewhere one vfork of the program is quicker
-            if containment.level == "cgroup" and warm_start.sh_is_dash():
+            # (where the spawn starts a program in its cgroup itself, there is no sh to save)
+            if (
+                containment.level == "cgroup"
+                and not containment.places_itself
+                and warm_start.sh_is_dash()
+            ):
                 self._warm_sh = warm_start.warm_sh(self.default_cwd, **hooks)
         self._started = True
         self._refill_logs()

@@ -75,8 +75,12 @@ class PipeDriver(ProcessDriver):
         """``merge_sh``: see ``SpawnFence.wrap``."""
         tag = env[TAG_VAR].encode()
         self._fence(fence)
+        place: str | None = None
         if fence is not None:
-            run, env = fence.wrap(argv, cwd=cwd, env=env, merge_sh=merge_sh)
+            # glibc 2.39+: the spawn starts the program in its cgroup, no sh enters it first
+            if fence.place is not None and not merge_sh and popen.can_place(argv, env):
+                place = fence.place
+            run, env = fence.wrap(argv, cwd=cwd, env=env, merge_sh=merge_sh, placed=bool(place))
         else:
             run = argv
         out_r, out_w = _pipe()
@@ -94,6 +98,7 @@ class PipeDriver(ProcessDriver):
                 stderr=err_w,
                 cwd=cwd,
                 env=env,
+                cgroup=place,
             )
         except BaseException:
             for fd in (out_r, out_w, err_r, err_w, in_r, self._stdin_w):
