@@ -7,6 +7,7 @@ the same run.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import statistics
 import subprocess
@@ -26,13 +27,90 @@ def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-async def bench_exec_true(rt: conch.Runtime, n: int, rounds: int = 5) -> None:
+async def floor_once(loop: asyncio.AbstractEventLoop, null: int) -> None:
+    """The least an asyncio server does to run `true` and know its output and status: one
+    posix_spawn with two pipes, a pidfd, and a wait on the loop for all three (no job, no log,
+    no cgroup)."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    fa = [(os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, out_w, 1)]
+    fa.append((os.POSIX_SPAWN_DUP2, err_w, 2))
+    pid = os.posix_spawn("/bin/true", ["true"], os.environ, file_actions=fa, setsid=True)
+    os.close(out_w)
+    os.close(err_w)
+    pidfd = os.pidfd_open(pid)
+    done = loop.create_future()
+    left = 3
+
+    def ready(fd: int, is_pid: bool) -> None:
+        nonlocal left
+        if is_pid:
+            os.waitid(os.P_PIDFD, fd, os.WEXITED)  # type: ignore[attr-defined]
+        elif os.read(fd, 65536):
+            return
+        loop.remove_reader(fd)
+        os.close(fd)
+        left -= 1
+        if not left:
+            done.set_result(None)
+
+    for fd in (out_r, err_r):
+        os.set_blocking(fd, False)
+        loop.add_reader(fd, ready, fd, False)
+    loop.add_reader(pidfd, ready, pidfd, True)
+    await done
+
+
+async def bench_floor(n: int, rounds: int = 5) -> None:
+    """What asyncio itself costs against subprocess.run: the floor under `Runtime.exec`."""
+    if not hasattr(os, "pidfd_open") or not os.path.exists("/bin/true"):
+        print("asyncio floor: needs Linux (pidfd)")
+        return
+    loop = asyncio.get_running_loop()
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        ratios, floors, runs = [], [], []
+        for _ in range(rounds):
+            a, b = [], []
+            for _ in range(n // rounds):
+                t = time.perf_counter()
+                await floor_once(loop, null)
+                a.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                subprocess.run(["true"])
+                b.append(time.perf_counter() - t)
+            floors.append(median_ms(a))
+            runs.append(median_ms(b))
+            ratios.append(floors[-1] / runs[-1])
+    finally:
+        os.close(null)
+    print(
+        f"asyncio floor (spawn, 2 pipes, pidfd) {statistics.median(floors):7.3f} ms   "
+        f"subprocess.run {statistics.median(runs):7.3f} ms   ratio "
+        f"{statistics.median(ratios):5.2f}x  (no target: the least any asyncio server pays; "
+        f"rounds {min(ratios):.2f}-{max(ratios):.2f})"
+    )
+
+
+def level_line(rt: conch.Runtime) -> str:
+    """Which containment level (and, with cgroups, which placement) the lines below measure."""
+    c = rt.spawn.containment
+    if c is None or c.level != "cgroup":
+        return "-- containment: process-group (no cgroup per job)"
+    how = "spawned into it (clone3)" if c.places_itself else "entered by a sh"
+    return f"-- containment: a cgroup per job, {how}; {os.confstr('CS_GNU_LIBC_VERSION')}"
+
+
+async def bench_exec_true(
+    rt: conch.Runtime, n: int, rounds: int = 5, *, only_argv: bool = False
+) -> None:
     bash_true = ["bash", "--noprofile", "--norc", "-c", "true"]
-    for label, kwargs, baseline, target in (
+    cases = [
         ("argv ['true']", {"argv": ["true"]}, ["true"], 1.2),
         ("command 'true'", {"command": "true", "warm": False}, bash_true, 1.5),
         ("command (warm)", {"command": "true", "warm": True}, bash_true, 1.0),
-    ):
+    ]
+    for label, kwargs, baseline, target in cases[:1] if only_argv else cases:
         for _ in range(10):  # warm-up
             await rt.exec(**kwargs)
             subprocess.run(baseline)
@@ -102,9 +180,18 @@ async def main() -> None:
             retention_s=5,
         )
         async with conch.Runtime(cfg) as rt:
+            print(level_line(rt))
+            at_cgroup = rt.spawn.containment is not None and rt.spawn.containment.level == "cgroup"
             await bench_exec_true(rt, 50 if QUICK else 300)
             await bench_gigabyte(rt, (256 if QUICK else 1024) * 2**20)
             await bench_concurrent_sleeps(rt, 200)
+        await bench_floor(50 if QUICK else 300)
+        if at_cgroup:
+            # the same spawn without a cgroup per job, for comparison (setting cgroup=off)
+            off = dataclasses.replace(cfg, cgroup="off", data_dir=os.path.join(d, "data-off"))
+            async with conch.Runtime(off) as rt:
+                print(level_line(rt))
+                await bench_exec_true(rt, 50 if QUICK else 300, only_argv=True)
 
 
 if __name__ == "__main__":

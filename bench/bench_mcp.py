@@ -15,14 +15,16 @@ hosts speak today), side by side in one run, interleaved call by call, in rounds
 The machine may be shared: every comparison prints the median of per-round medians (each round
 alternates the two sides call by call) and the spread of the per-round ratios.
 
-    uv run python bench/bench_mcp.py [--quick] [--result-detail lean|full]
+    uv run python bench/bench_mcp.py [--quick] [--result-detail lean|full] [--conch-python CMD]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
+import shlex
 import statistics
 import sys
 import tempfile
@@ -41,15 +43,21 @@ Call = Callable[[], Awaitable[Any]]
 DETAIL = ""
 
 
+#: the command that runs the Python of Conch's server (--conch-python: e.g. this Python under
+#: another glibc's loader); the bare server always runs on this Python
+CONCH_PY = [sys.executable]
+
+
 def conch_args(data_dir: str) -> list[str]:
-    return ["-m", "conch", "serve", "--data-dir", data_dir]
+    return [*CONCH_PY[1:], "-m", "conch", "serve", "--data-dir", data_dir]
 
 
 def client(args: list[str]) -> Client:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "0"}
     if DETAIL:
         env["CONCH_RESULT_DETAIL"] = DETAIL
-    return Client(StdioServerParameters(command=sys.executable, args=args, env=env), mode="legacy")
+    command = CONCH_PY[0] if "conch" in args else sys.executable
+    return Client(StdioServerParameters(command=command, args=args, env=env), mode="legacy")
 
 
 def server_pid(args: list[str]) -> int:
@@ -104,7 +112,10 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--result-detail", default="lean", choices=("lean", "full"))
+    ap.add_argument("--conch-python", default="", help="command line of the server's Python")
     opts = ap.parse_args()
+    if opts.conch_python:
+        CONCH_PY[:] = shlex.split(opts.conch_python)
     global DETAIL
     DETAIL = opts.result_detail
     n_start, rounds, per_round, n_big, n_conc = (
@@ -200,17 +211,36 @@ async def main() -> None:
             await asyncio.gather(*(worker() for _ in range(8)))
             return total / (time.perf_counter() - t0)
 
-        # the same process on both sides: `echo hi` directly, and through bash
+        # the same process on both sides: `echo hi` directly, and through bash; at the
+        # containment level this host gives, and (with a cgroup per job) without one
         bash_echo = ["bash", "--noprofile", "--norc", "-c", "echo hi"]
-        for label, exec_args, bare_argv in (
-            ("argv echo hi ", {"argv": ["echo", "hi"]}, ["echo", "hi"]),
-            ("command echo", {"command": "echo hi"}, bash_echo),
+        info = (await c.call_tool("info", {})).structured_content or {}
+        level = str(info.get("containment"))
+        cgroup = info.get("cgroup") or {}
+        if level == "cgroup":
+            level += f", placement {cgroup.get('placement')}"
+        print(f"   (containment: {level})")
+        sides = [(c, "")]
+        if info.get("containment") == "cgroup":
+            off = await stack.enter_async_context(
+                client([*conch_args(data + "-off"), "--cgroup", "off"])
+            )
+            await off.list_tools()
+            sides.append((off, " (cgroup=off)"))
+        for (side, note), (label, exec_args, bare_argv) in itertools.product(
+            sides,
+            (
+                ("argv echo hi ", {"argv": ["echo", "hi"]}, ["echo", "hi"]),
+                ("command echo", {"command": "echo hi"}, bash_echo),
+            ),
         ):
             # alternate rounds: the box is shared and noisy, so compare medians of rounds
             rounds_c, rounds_b = [], []
             for _ in range(5):
                 rounds_c.append(
-                    await throughput(lambda a=exec_args: c.call_tool("exec", a), n_conc // 5)
+                    await throughput(
+                        lambda a=exec_args, s=side: s.call_tool("exec", a), n_conc // 5
+                    )
                 )
                 rounds_b.append(
                     await throughput(
@@ -221,7 +251,7 @@ async def main() -> None:
             ratios = [x / y for x, y in zip(rounds_c, rounds_b, strict=True)]
             print(
                 f"5. 8 callers {label}  conch {cps_c:7.1f}/s  bare spawn {cps_b:7.1f}/s  "
-                f"ratio {cps_c / cps_b:.2f}x (target >= 1.1; {spread(ratios)})"
+                f"ratio {cps_c / cps_b:.2f}x (target >= 1.1; {spread(ratios)}){note}"
             )
         print(
             f"6. idle RSS              conch {rss_c / 2**20:7.1f} MiB  bare "
