@@ -2,7 +2,9 @@
 runtime at the cgroup level runs a few jobs; prints, as JSON, what each spawn was given and
 what each job saw of itself.
 
-    python placed_jobs.py DATA_DIR DEFAULT_CWD
+    python placed_jobs.py DATA_DIR DEFAULT_CWD [--as-before-glibc-2.39]
+
+``--as-before-glibc-2.39``: as if glibc could not spawn into a cgroup (a sh enters it).
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ async def main(data_dir: str, cwd: str) -> dict[str, Any]:
             argv=["sh", "-c", "grep -E '^(0|[0-9]+:memory):' /proc/self/cgroup"],
             memory_max=256 << 20,
         )
+        # in the read-only sandbox (bwrap): its monitor, the PID namespace and the program
+        out["sandboxed"] = await job(
+            rt, argv=["sh", "-c", "grep '^0::' /proc/self/cgroup"], sandbox="read-only"
+        )
         # a job that leaves a process behind: found through its cgroup, killed with it
         out["lingering"] = await job(rt, argv=["sh", "-c", "sleep 30 & echo $!"])
         await rt.signal(out["lingering"]["job_id"], "kill")
@@ -74,4 +80,7 @@ async def main(data_dir: str, cwd: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    if "--as-before-glibc-2.39" in sys.argv:
+        libc_spawn.available()
+        libc_spawn._into_cgroup = False
     print(json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2]))))

@@ -13,7 +13,7 @@ import pytest
 from warmth import ready_pid
 
 import conch
-from conch.core.process import shenv, warm
+from conch.core.process import libc_spawn, shenv, warm
 
 pytestmark = pytest.mark.anyio
 
@@ -50,6 +50,10 @@ async def warm_sh_pid(rt: conch.Runtime) -> int:
 async def rt(tmp_path, monkeypatch) -> AsyncIterator[conch.Runtime]:
     # as when a host starts the server in its project: PWD names the default cwd
     monkeypatch.setenv("PWD", str(tmp_path))
+    # the warm sh exists where a sh must enter each job's cgroup; on glibc 2.39+ the spawn
+    # places the child itself (test_spawn_into_cgroup.py): these tests keep to the sh's path
+    libc_spawn.available()
+    monkeypatch.setattr(libc_spawn, "_into_cgroup", False)
     cfg = conch.Config(
         data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path), result_detail="full"
     )

@@ -6,8 +6,9 @@ the same way: it spawns ``fence.wrap(argv)`` instead of ``argv`` — a tiny ``sh
 the job's cgroup(s) and execs the (sandboxed) program, so the child is inside before its program
 runs and no fork escapes, while the spawn itself stays a cheap vfork. Where glibc can spawn into
 a cgroup (2.39+, ``clone3(CLONE_INTO_CGROUP)``, checked once at start) and the job has a single
-cgroup v2 directory and no sandbox, a pipe job's spawn starts its program there itself
-(``SpawnFence.place``): no sh, one exec fewer per job.
+cgroup v2 directory, a pipe job's spawn starts its child there itself (``SpawnFence.place``):
+no sh enters it (one exec fewer per job, and no cgroup migration, which after an idle spell
+waits for an RCU grace period); a sandboxed job's sh only sets the bwrap monitor's signals.
 """
 
 from __future__ import annotations
@@ -72,10 +73,9 @@ class SpawnFence:
         sandbox), and the environment to spawn it with. ``merge_sh``: ``argv`` is ``[SH, -c,
         script]`` of Conch's own (its ``$0`` and arguments unused), which then runs in the very
         sh that enters the cgroup: one exec fewer. ``placed``: the spawn starts the child in
-        ``place`` itself, so there is nothing to wrap."""
-        if placed:
-            assert self.place is not None and not merge_sh
-            return list(argv), dict(env)
+        ``place`` itself, so no sh enters the cgroup (one still sets the signals a bwrap
+        monitor must ignore)."""
+        assert not (placed and (self.place is None or merge_sh))
         if merge_sh and self.cgroup is not None and self.sandbox is None:
             assert len(argv) == 3 and argv[0] == SH and argv[1] == "-c"
             files = self.cgroup.procs_files()
@@ -102,7 +102,7 @@ class SpawnFence:
                 run = sb.bwrap_argv(self.bwrap, self.env_prog, fence, run, root=self.root)
             else:
                 run = sb.seatbelt_argv(fence, run, self.tmpdir)
-        pre = self.cgroup.procs_files() if self.cgroup is not None else []
+        pre = self.cgroup.procs_files() if self.cgroup is not None and not placed else []
         if self.monitor:
             pre.append("ignore")
         if not pre:
@@ -349,12 +349,7 @@ class Containment:
             except (OSError, ValueError) as e:
                 raise ConchError("spawn_failed", str(e)) from None
             cg = out.cgroup
-            if (
-                self.places_itself
-                and out.sandbox is None
-                and cg.kind == "v2"
-                and cg.dirs == [cg.track]
-            ):
+            if self.places_itself and cg.kind == "v2" and cg.dirs == [cg.track]:
                 out.place = cg.track
         return out
 
