@@ -69,6 +69,13 @@ async def main(data_dir: str, cwd: str) -> dict[str, Any]:
             argv=["sh", "-c", "grep -E '^(0|[0-9]+:memory):' /proc/self/cgroup"],
             memory_max=256 << 20,
         )
+        # on a terminal: a PTY job, and a persistent shell (its cgroup is the shell's)
+        out["pty"] = await job(rt, argv=["sh", "-c", SELF], pty=True)
+        spawns.clear()
+        shell = await rt.shell_open()
+        out["shell_open"] = {"shell_id": shell["shell_id"], "spawns": list(spawns)}
+        out["shell"] = await job(rt, shell_id=shell["shell_id"], command=SELF)
+        await rt.shell_close(shell["shell_id"])
         # in the read-only sandbox (bwrap): its monitor, the PID namespace and the program
         out["sandboxed"] = await job(
             rt, argv=["sh", "-c", "grep '^0::' /proc/self/cgroup"], sandbox="read-only"

@@ -91,6 +91,21 @@ def test_on_glibc_2_39_and_later_a_pipe_job_is_spawned_into_its_cgroup(tmp_path)
     )
     assert cgroup_lines(mem)[0].endswith("/" + mem["job_id"])
 
+    # on a terminal: the PTY job, and the shell (spawned into the shell's own cgroup, where
+    # its commands and their children run)
+    pty = out["pty"]
+    assert_inside_with_its_child(pty)
+    assert [s["cgroup"] for s in pty["spawns"]] == [pty["spawns"][0]["cgroup"]]
+    assert pty["spawns"][0]["cgroup"].endswith("/" + pty["job_id"])
+    assert pty["spawns"][0]["argv"][:2] == ["sh", "-c"]
+    sid = out["shell_open"]["shell_id"]
+    (spawn,) = out["shell_open"]["spawns"]
+    assert spawn["argv"][0].endswith("bash") and spawn["cgroup"].endswith("/" + sid)
+    shell = out["shell"]
+    assert shell["state"] == "exited" and shell["exit_code"] == 0, shell
+    assert cgroup_lines(shell) == [cgroup_lines(shell)[0]] * 2
+    assert cgroup_lines(shell)[0].endswith("/" + sid)
+
     # sandboxed: spawned into its cgroup too; the sh in front only sets the signals the bwrap
     # monitor ignores (it names no cgroup.procs file to enter), and the program inside the
     # sandbox is in the job's cgroup
@@ -114,6 +129,10 @@ def test_where_glibc_cannot_place_the_child_a_sh_enters_the_cgroup(tmp_path):
     for key in ("argv", "command", "cold_command"):
         assert_inside_with_its_child(out[key])
         assert all(s["cgroup"] is None for s in out[key]["spawns"]), key
+    assert_inside_with_its_child(out["pty"])
+    assert [s["cgroup"] for s in out["pty"]["spawns"]] == [None]
+    assert [s["cgroup"] for s in out["shell_open"]["spawns"]] == [None]
+    assert cgroup_lines(out["shell"])[0].endswith("/" + out["shell_open"]["shell_id"])
     box = out["sandboxed"]
     assert cgroup_lines(box)[0].endswith("/" + box["job_id"]), box
     (spawn,) = box["spawns"]

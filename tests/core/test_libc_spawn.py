@@ -148,3 +148,38 @@ def test_popen_spawn_uses_it_and_words_failures_as_before(tmp_path):
         assert e.value.code == "spawn_failed" and "program not found" in str(e.value)
     finally:
         libc_spawn.spawn = real
+
+
+def test_a_terminal_becomes_the_childs_controlling_terminal():
+    master, slave = os.openpty()
+    tty = os.ttyname(slave)
+    rdev = os.stat(tty).st_rdev  # (the node goes with the terminal)
+    try:
+        pid = libc_spawn.spawn(
+            "/bin/sh",
+            ["/bin/sh", "-c", "cut -d' ' -f5-8 /proc/$$/stat; tty"],
+            env={"PATH": "/usr/bin:/bin"},
+            cwd="/",
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            terminal=tty,
+        )
+    finally:
+        os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the terminal's last user is gone
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert os.waitpid(pid, 0)[1] == 0
+    pgrp, sid, tty_nr, tpgid = (int(x) for x in out.decode().split()[:4])
+    # its own session and process group, the terminal its controlling one, in the foreground
+    assert sid == pid and pgrp == pid and tpgid == pid
+    assert tty_nr == rdev
+    assert out.decode().split()[4] == tty

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conch.core.process import libc_spawn, procfs, shenv
+from conch.core.process import libc_spawn, procfs, program, shenv
 from conch.core.process import sandbox as sb
 from conch.core.process.cgroup import LIMITS, Cgroups, JobCgroup
 from conch.errors import ConchError
@@ -51,8 +51,26 @@ class SpawnFence:
     root: bool = False
     tmpdir: str = ""  # macOS: the writable scratch directory of the Seatbelt profile
     retire: Callable[[JobCgroup], None] | None = None  # takes the cgroup once it is empty
-    #: the cgroup v2 directory a spawn that can (popen.can_place) starts the child in itself
+    #: the cgroup v2 directory a spawn starts the child in itself, where it can (``prepare``)
     place: str | None = None
+
+    def prepare(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        env: Mapping[str, str],
+        exposed: Sequence[str] = (),
+        merge_sh: bool = False,
+    ) -> tuple[list[str], dict[str, str], str | None]:
+        """``wrap``, spawning into ``place`` where that works for the argv it gives (glibc
+        finds its program): (argv, env, the cgroup directory to spawn into or None)."""
+        if self.place is not None and not merge_sh:
+            run, start = self.wrap(argv, cwd=cwd, env=env, exposed=exposed, placed=True)
+            if program.resolved(run[0], start) is not None:
+                return run, start, self.place
+        run, start = self.wrap(argv, cwd=cwd, env=env, exposed=exposed, merge_sh=merge_sh)
+        return run, start, None
 
     @property
     def monitor(self) -> bool:

@@ -22,6 +22,7 @@ program (core/process/containment.py): one exec per job fewer.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -57,6 +58,7 @@ def _load() -> bool:
             "posix_spawn_file_actions_init",
             "posix_spawn_file_actions_destroy",
             "posix_spawn_file_actions_adddup2",
+            "posix_spawn_file_actions_addopen",
             "posix_spawn_file_actions_addchdir_np",
             "posix_spawn_file_actions_addclosefrom_np",
             "posix_spawnattr_init",
@@ -76,6 +78,7 @@ def _load() -> bool:
     libc.posix_spawn_file_actions_init.argtypes = [vp]
     libc.posix_spawn_file_actions_destroy.argtypes = [vp]
     libc.posix_spawn_file_actions_adddup2.argtypes = [vp, i, i]
+    libc.posix_spawn_file_actions_addopen.argtypes = [vp, i, cp, i, ctypes.c_uint]
     libc.posix_spawn_file_actions_addchdir_np.argtypes = [vp, cp]
     libc.posix_spawn_file_actions_addclosefrom_np.argtypes = [vp, i]
     libc.posix_spawnattr_init.argtypes = [vp]
@@ -167,27 +170,42 @@ def spawn(
     stdin: int,
     stdout: int,
     stderr: int,
+    terminal: str | None = None,
     cgroup: str | None = None,
 ) -> int:
     """Start ``path`` with ``argv`` and exactly ``env``, in ``cwd``, as the leader of a new
     session with the three descriptors given (and inside the cgroup v2 directory ``cgroup``);
-    its pid. A failure (the program, the directory, the cgroup) is the ``OSError`` Popen would
-    raise. Needs :func:`available` (and :func:`into_cgroup_available` for ``cgroup``)."""
+    its pid. ``terminal``: the PTY slave the descriptors are; the child opens it as its stdio
+    instead, after setsid, which makes it its controlling terminal. A failure (the program,
+    the directory, the cgroup) is the ``OSError`` Popen would raise. Needs :func:`available`
+    (and :func:`into_cgroup_available` for ``cgroup``)."""
     enc = _encode
     args = [enc(a) for a in argv]
     envp = [enc(k) + b"=" + enc(v) for k, v in env.items()]
-    for word in (*args, *envp, enc(cwd)):
+    for word in (*args, *envp, enc(cwd), enc(terminal or "")):
         if b"\0" in word:
             raise ValueError("embedded null byte")
+    if not _load():
+        raise OSError(errno.ENOSYS, "glibc's posix_spawn with addchdir_np/addclosefrom_np")
     libc = _libc
     actions = ctypes.create_string_buffer(_ACTIONS_SIZE)
     if libc.posix_spawn_file_actions_init(actions):
         raise OSError(ctypes.get_errno(), "posix_spawn_file_actions_init")
     try:
+        if terminal is not None:  # (glibc calls setsid before the file actions)
+            err = (
+                libc.posix_spawn_file_actions_addopen(actions, 0, enc(terminal), os.O_RDWR, 0)
+                or libc.posix_spawn_file_actions_adddup2(actions, 0, 1)
+                or libc.posix_spawn_file_actions_adddup2(actions, 0, 2)
+            )
+        else:
+            err = (
+                libc.posix_spawn_file_actions_adddup2(actions, stdin, 0)
+                or libc.posix_spawn_file_actions_adddup2(actions, stdout, 1)
+                or libc.posix_spawn_file_actions_adddup2(actions, stderr, 2)
+            )
         err = (
-            libc.posix_spawn_file_actions_adddup2(actions, stdin, 0)
-            or libc.posix_spawn_file_actions_adddup2(actions, stdout, 1)
-            or libc.posix_spawn_file_actions_adddup2(actions, stderr, 2)
+            err
             or libc.posix_spawn_file_actions_addchdir_np(actions, enc(cwd))
             or libc.posix_spawn_file_actions_addclosefrom_np(actions, 3)
         )

@@ -77,14 +77,8 @@ class PipeDriver(ProcessDriver):
         self._fence(fence)
         place: str | None = None
         if fence is not None:
-            # glibc 2.39+: the spawn starts the child in its cgroup, no sh enters it first
-            placed = fence.place is not None and not merge_sh
-            run, spawn_env = fence.wrap(argv, cwd=cwd, env=env, merge_sh=merge_sh, placed=placed)
-            if placed and not popen.can_place(run, spawn_env):
-                run, spawn_env = fence.wrap(argv, cwd=cwd, env=env, merge_sh=merge_sh)
-            elif placed:
-                place = fence.place
-            env = spawn_env
+            # (glibc 2.39+: the spawn starts the child in its cgroup, no sh enters it first)
+            run, env, place = fence.prepare(argv, cwd=cwd, env=env, merge_sh=merge_sh)
         else:
             run = argv
         out_r, out_w = _pipe()

@@ -2,22 +2,29 @@
 
 Each child leads a new session (its tree can be found and killed as one), inherits no file
 descriptor but the three it is given, starts with default signal dispositions and an empty
-signal mask (hygiene.spawning), and is reaped by its owner (an ExitWatch), never by
-``subprocess``. ripgrep and ``bash -n`` run through asyncio with the same reset and the same
-child environment (core/spawn.py).
+signal mask, and is reaped by its owner (an ExitWatch), never by ``subprocess``. With glibc
+(2.34+) the spawn is ``posix_spawn`` (core/process/libc_spawn.py); elsewhere ``Popen``, with
+``hygiene.spawning`` for the signals and a preexec function for a PTY's controlling
+terminal (which makes Popen fork the whole server). ripgrep and ``bash -n`` run through
+asyncio with the same reset and the same child environment (core/spawn.py).
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import subprocess
-from collections.abc import Callable
+import termios
 
 from conch.core.process import libc_spawn, program
 from conch.core.process.hygiene import spawning
 from conch.errors import ConchError
 
 Stdio = int  # a file descriptor
+
+
+def _take_terminal() -> None:  # runs in the child between fork and exec (Popen's path)
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
 def spawn(
@@ -28,17 +35,18 @@ def spawn(
     stdin: Stdio,
     stdout: Stdio,
     stderr: Stdio,
-    preexec_fn: Callable[[], None] | None = None,
+    terminal: str | None = None,
     cgroup: str | None = None,
 ) -> int:
-    """Start ``argv``; its pid. A failure to start is ``spawn_failed``. ``preexec_fn`` runs in
-    the child after its signals are reset (a PTY takes its controlling terminal there).
-    ``cgroup``: the cgroup v2 directory the child starts in (only where :func:`can_place`
-    said so for this argv and env)."""
+    """Start ``argv``; its pid. A failure to start is ``spawn_failed``. ``terminal``: the path
+    of the PTY slave the three descriptors are, which becomes the child's controlling terminal.
+    ``cgroup``: the cgroup v2 directory the child starts in (only where
+    ``SpawnFence.prepare`` said so for this argv and env)."""
     try:
-        path = _program(argv[0], env)
-        if preexec_fn is None and path is not None and libc_spawn.available():
-            # default signals and an empty mask are in its attributes: no swap, no preexec
+        path = program.resolved(argv[0], env)
+        if path is not None and libc_spawn.available():
+            # default signals, an empty mask, the session (and the controlling terminal,
+            # opened after setsid) are all set up by glibc: no swap, no preexec, no fork
             return libc_spawn.spawn(
                 path,
                 argv,
@@ -47,10 +55,12 @@ def spawn(
                 stdin=stdin,
                 stdout=stdout,
                 stderr=stderr,
+                terminal=terminal,
                 cgroup=cgroup,
             )
         if cgroup is not None:
             raise ConchError("spawn_failed", "a spawn into a cgroup needs glibc's posix_spawn")
+        preexec_fn = _take_terminal if terminal is not None else None
         with spawning() as reset:  # None: nothing to undo in the child, vfork stays possible
             setup = preexec_fn
             if reset is not None and preexec_fn is not None:
@@ -94,15 +104,3 @@ def spawn(
         ) from None
     proc.returncode = 0  # Popen must never reap this pid: its owner does
     return proc.pid
-
-
-def _program(name: str, env: dict[str, str]) -> str | None:
-    path = program.executable(name, env.get("PATH"))
-    return name if path is None and "/" in name else path
-
-
-def can_place(argv: list[str], env: dict[str, str]) -> bool:
-    """Whether :func:`spawn` can start this argv (no preexec function) inside a cgroup by
-    itself: glibc 2.39+ and a program it finds (containment.py otherwise enters the cgroup
-    with a sh)."""
-    return libc_spawn.into_cgroup_available() and _program(argv[0], env) is not None

@@ -37,3 +37,10 @@ def executable(name: str, path: str | None) -> str | None:
             _found[key] = candidate
             return candidate
     return None
+
+
+def resolved(name: str, env: dict[str, str]) -> str | None:
+    """The file to execute for argv[0] ``name`` with this environment's PATH: a name with a
+    slash is that path (relative to the child's cwd); None when it is not found this way."""
+    path = executable(name, env.get("PATH"))
+    return name if path is None and "/" in name else path

@@ -32,10 +32,6 @@ _TTY_WCHAN = ("n_tty_read", "wait_woken")
 _POLL_WCHAN = ("do_select", "poll_schedule_timeout", "do_sys_poll", "ep_poll")
 
 
-def _take_terminal() -> None:  # runs in the child between fork and exec
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-
 def spawn(
     argv: list[str],
     *,
@@ -53,8 +49,10 @@ def spawn(
     Returns (pid, master fd (non-blocking), slave path, the terminal's initial attributes).
     The caller owns reaping the pid.
     """
-    run, env = (
-        fence.wrap(argv, cwd=cwd, env=env, exposed=exposed) if fence is not None else (argv, env)
+    run, env, place = (
+        fence.prepare(argv, cwd=cwd, env=env, exposed=exposed)
+        if fence is not None
+        else (argv, env, None)
     )
     master, slave = os.openpty()
     try:
@@ -72,7 +70,8 @@ def spawn(
             stderr=slave,
             cwd=cwd,
             env=env,
-            preexec_fn=_take_terminal,
+            terminal=tty,
+            cgroup=place,
         )
     except BaseException:
         os.close(master)
