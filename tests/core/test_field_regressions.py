@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,8 @@ from conch.core.output.utf8 import utf8_len
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-async def rt(tmp_path) -> AsyncIterator[conch.Runtime]:
-    """Results at their default detail (lean); tests/core/conftest.py's are full."""
-    cfg = conch.Config(data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path))
-    async with conch.Runtime(cfg) as runtime:
-        yield runtime
+#: the `rt` of tests/core/conftest.py gives results at Config's default detail (lean) here
+RESULT_DETAIL = None
 
 
 GETPASS = "python3 -c \"import getpass; print('got:' + getpass.getpass('Password: '))\""

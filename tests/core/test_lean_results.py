@@ -20,12 +20,8 @@ from conch.tools.render import render
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-async def rt(tmp_path) -> AsyncIterator[conch.Runtime]:
-    """Results at their default detail (lean); tests/core/conftest.py's are full."""
-    cfg = conch.Config(data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path))
-    async with conch.Runtime(cfg) as runtime:
-        yield runtime
+#: the `rt` of tests/core/conftest.py gives results at Config's default detail (lean) here
+RESULT_DETAIL = None
 
 
 SNAPSHOT_TOOLS = ("exec", "read", "write", "signal")
