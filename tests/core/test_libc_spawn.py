@@ -183,3 +183,21 @@ def test_a_terminal_becomes_the_childs_controlling_terminal():
     assert sid == pid and pgrp == pid and tpgid == pid
     assert tty_nr == rdev
     assert out.decode().split()[4] == tty
+
+
+def test_a_cgroup_the_spawn_cannot_start_in_is_named_as_such(tmp_path):
+    # a directory that is not there (on glibc 2.39+), or no way to spawn into one (older)
+    with pytest.raises(ConchError) as e:
+        popen.spawn(
+            ["true"],
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+            stdin=0,
+            stdout=1,
+            stderr=2,
+            cgroup=str(tmp_path / "no-such-cgroup"),
+        )
+    assert e.value.code == "spawn_failed"
+    assert "cannot start the job in its cgroup" in str(e.value)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # nothing was started

@@ -187,6 +187,8 @@ def spawn(
             raise ValueError("embedded null byte")
     if not _load():
         raise OSError(errno.ENOSYS, "glibc's posix_spawn with addchdir_np/addclosefrom_np")
+    if cgroup is not None and not _into_cgroup:
+        raise OSError(errno.ENOSYS, "glibc cannot spawn into a cgroup (2.39+)", cgroup)
     libc = _libc
     actions = ctypes.create_string_buffer(_ACTIONS_SIZE)
     if libc.posix_spawn_file_actions_init(actions):

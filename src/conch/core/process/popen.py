@@ -87,20 +87,35 @@ def spawn(
                 restore_signals=True,
                 preexec_fn=setup,
             )
-    except FileNotFoundError:
+    except OSError as e:
+        raise _failed(argv[0], e, cgroup) from None
+    except subprocess.SubprocessError as e:
         raise ConchError(
-            "spawn_failed", f"program not found: {argv[0]}", field="argv", value="not found"
-        ) from None
-    except PermissionError:
-        raise ConchError(
-            "spawn_failed", f"permission denied: {argv[0]}", field="argv", value="not permitted"
-        ) from None
-    except (OSError, subprocess.SubprocessError) as e:
-        detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        code = errno.errorcode.get(e.errno or 0) if isinstance(e, OSError) else None
-        # value: the errno's name (ENOTDIR, E2BIG, ...), for profiles that word it themselves
-        raise ConchError(
-            "spawn_failed", f"could not start {argv[0]}: {detail}", field="argv", value=code
+            "spawn_failed", f"could not start {argv[0]}: {e}", field="argv", value=None
         ) from None
     proc.returncode = 0  # Popen must never reap this pid: its owner does
     return proc.pid
+
+
+def _failed(program_name: str, e: OSError, cgroup: str | None) -> ConchError:
+    """``spawn_failed`` for an OSError of a spawn, worded by what failed."""
+    if cgroup is not None and e.filename == cgroup:
+        return ConchError("spawn_failed", f"cannot start the job in its cgroup: {e.strerror}")
+    if isinstance(e, FileNotFoundError):
+        return ConchError(
+            "spawn_failed", f"program not found: {program_name}", field="argv", value="not found"
+        )
+    if isinstance(e, PermissionError):
+        return ConchError(
+            "spawn_failed",
+            f"permission denied: {program_name}",
+            field="argv",
+            value="not permitted",
+        )
+    # value: the errno's name (ENOTDIR, E2BIG, ...), for profiles that word it themselves
+    return ConchError(
+        "spawn_failed",
+        f"could not start {program_name}: {e.strerror or e}",
+        field="argv",
+        value=errno.errorcode.get(e.errno or 0),
+    )
