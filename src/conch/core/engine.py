@@ -423,9 +423,9 @@ class Engine:
             fence = await self.spawn.fence(job_id)
             if self._closed:
                 raise RuntimeClosedError()
-            own_sh = argv[:2] == [warm_start.SH, "-c"]  # the warm sh: one sh enters and waits
+            # a bootstrap of Conch's own: the very shell that runs it enters the cgroup
             driver.start(
-                argv, cwd=cwd, env=env, stdin=None, stdin_open=True, fence=fence, merge_sh=own_sh
+                argv, cwd=cwd, env=env, stdin=None, stdin_open=True, fence=fence, merge_sh=True
             )
         except BaseException:
             log.unlink()
@@ -435,6 +435,33 @@ class Engine:
         job.driver = driver
         self._drivers[job_id] = driver
         return job, driver, env
+
+    def _bootstrap_pays(self, command: str) -> bool:
+        """Whether a plain `command` the warm bash could not take is better run the way the
+        warm bash runs one (a bash that reads it from stdin, started now): where a sh would
+        otherwise enter the job's cgroup and exec bash, that bash enters it itself."""
+        c = self.spawn.containment
+        return (
+            self._warm is not None
+            and c is not None
+            and c.level == "cgroup"
+            and not c.places_itself
+            and len(command.encode("utf-8", "surrogateescape")) < warm_start.MAX_COMMAND_BYTES
+        )
+
+    async def _start_bootstrapped(self, req: ExecRequest, cwd: str) -> Job:
+        """A plain `command` in a bash started for it as the warm bash is, fed at once: the
+        same semantics as a warm job (core/process/warm.py), one exec fewer than a cold one at
+        the cgroup level."""
+        assert req.command is not None and self._warm is not None
+        self.jobs.admit(check_name(req.name))
+        job, driver, _ = await self._spawn_warm(self._warm.argv, cwd)
+        driver.feed(req.command.encode("utf-8", "surrogateescape") + b"\0", close=True)
+        job.name = req.name
+        job.output_format = req.output_format
+        job.begin(self._changed)
+        self.jobs.add(job)
+        return job
 
     def _discard_warm(self, job: Job) -> None:
         """A warm bash that will not be used: EOF on its stdin ends it; then its log goes."""
@@ -611,6 +638,8 @@ class Engine:
             taken = self._take_warm(req, run_cwd, args, program)
             if taken is not None:
                 return taken
+            if req.command is not None and self._bootstrap_pays(req.command):
+                return await self._start_bootstrapped(req, run_cwd)
         job = self.new_job(
             mode="pty" if req.pty else mode,
             cwd=run_cwd,

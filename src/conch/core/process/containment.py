@@ -65,7 +65,7 @@ class SpawnFence:
     ) -> tuple[list[str], dict[str, str], str | None]:
         """``wrap``, spawning into ``place`` where that works for the argv it gives (glibc
         finds its program): (argv, env, the cgroup directory to spawn into or None)."""
-        if self.place is not None and not merge_sh:
+        if self.place is not None:  # (then there is nothing to enter, merged or not)
             run, start = self.wrap(argv, cwd=cwd, env=env, exposed=exposed, placed=True)
             if program.resolved(run[0], start) is not None:
                 return run, start, self.place
@@ -88,16 +88,18 @@ class SpawnFence:
         placed: bool = False,
     ) -> tuple[list[str], dict[str, str]]:
         """The argv that runs ``argv`` with ``env`` fenced in (entering the cgroup, then the
-        sandbox), and the environment to spawn it with. ``merge_sh``: ``argv`` is ``[SH, -c,
-        script]`` of Conch's own (its ``$0`` and arguments unused), which then runs in the very
-        sh that enters the cgroup: one exec fewer. ``placed``: the spawn starts the child in
-        ``place`` itself, so no sh enters the cgroup (one still sets the signals a bwrap
-        monitor must ignore)."""
+        sandbox), and the environment to spawn it with. ``merge_sh``: ``argv`` is ``[sh or
+        bash, ..., -c, script]`` with a script of Conch's own (no arguments), which then runs in
+        the very shell that enters the cgroup: one exec fewer. ``placed``: the spawn starts the
+        child in ``place`` itself, so no sh enters the cgroup (one still sets the signals a
+        bwrap monitor must ignore)."""
         assert not (placed and (self.place is None or merge_sh))
         if merge_sh and self.cgroup is not None and self.sandbox is None:
-            assert len(argv) == 3 and argv[0] == SH and argv[1] == "-c"
+            # [sh or bash, ..., -c, script]: the script runs after the loop that enters, with
+            # the same $0 and no positional parameters, as it would have alone
+            assert argv[-2] == "-c"
             files = self.cgroup.procs_files()
-            return [SH, "-c", ENTER_LOOP + argv[2], "conch-enter", *files, "--"], dict(env)
+            return [*argv[:-1], ENTER_LOOP + argv[-1], argv[0], *files, "--"], dict(env)
         run = list(argv)
         if self.sandbox is not None:
             hidden = self.sandbox.hidden
