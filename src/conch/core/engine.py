@@ -436,33 +436,6 @@ class Engine:
         self._drivers[job_id] = driver
         return job, driver, env
 
-    def _bootstrap_pays(self, command: str) -> bool:
-        """Whether a plain `command` the warm bash could not take is better run the way the
-        warm bash runs one (a bash that reads it from stdin, started now): where a sh would
-        otherwise enter the job's cgroup and exec bash, that bash enters it itself."""
-        c = self.spawn.containment
-        return (
-            self._warm is not None
-            and c is not None
-            and c.level == "cgroup"
-            and not c.places_itself
-            and len(command.encode("utf-8", "surrogateescape")) < warm_start.MAX_COMMAND_BYTES
-        )
-
-    async def _start_bootstrapped(self, req: ExecRequest, cwd: str) -> Job:
-        """A plain `command` in a bash started for it as the warm bash is, fed at once: the
-        same semantics as a warm job (core/process/warm.py), one exec fewer than a cold one at
-        the cgroup level."""
-        assert req.command is not None and self._warm is not None
-        self.jobs.admit(check_name(req.name))
-        job, driver, _ = await self._spawn_warm(self._warm.argv, cwd)
-        driver.feed(req.command.encode("utf-8", "surrogateescape") + b"\0", close=True)
-        job.name = req.name
-        job.output_format = req.output_format
-        job.begin(self._changed)
-        self.jobs.add(job)
-        return job
-
     def _discard_warm(self, job: Job) -> None:
         """A warm bash that will not be used: EOF on its stdin ends it; then its log goes."""
 
@@ -638,8 +611,6 @@ class Engine:
             taken = self._take_warm(req, run_cwd, args, program)
             if taken is not None:
                 return taken
-            if req.command is not None and self._bootstrap_pays(req.command):
-                return await self._start_bootstrapped(req, run_cwd)
         job = self.new_job(
             mode="pty" if req.pty else mode,
             cwd=run_cwd,

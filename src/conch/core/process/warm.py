@@ -8,9 +8,7 @@ does not beat: it is not used there). One process of each kind per runtime waits
 started, with the environment, session, pipes, log (and cgroup) of the job it will become; it
 reads what to run from its stdin, points stdin at /dev/null and runs it, so the job costs a
 pipe write instead of a spawn. A replacement is started on the next loop turn. At the cgroup
-level the bootstrap itself enters the job's cgroup (no sh before it), which is why a plain
-command the warm bash cannot take (it is busy) is also run this way there, in a bash started
-for it (``Engine._start_bootstrapped``): one exec fewer than a sh that enters and execs bash.
+level the bootstrap itself enters the job's cgroup (no sh before it).
 
 They serve only the plain case, and only when it behaves like a fresh spawn: the default
 working directory, no stdin, no sandbox or limits, and exactly the environment a fresh child
@@ -108,11 +106,6 @@ class Warm:
         self._filling = False
         self._closed = False
         self._task: asyncio.Task[None] | None = None
-
-    @property
-    def argv(self) -> list[str]:
-        """What starts a process of this kind (a bootstrap reading what to run from stdin)."""
-        return list(self._argv)
 
     def take(
         self,
