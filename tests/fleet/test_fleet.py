@@ -461,7 +461,11 @@ def _start_jobs_over_stdio(proc: subprocess.Popen[str]) -> list[int]:
             proc,
             10 + i,
             "tools/call",
-            {"name": "exec", "arguments": {"command": "sleep 60", "node": zone, "yield_ms": 0}},
+            # bash stays the leader with sleep its child: what the job started must go too
+            {
+                "name": "exec",
+                "arguments": {"command": "sleep 60; true", "node": zone, "yield_ms": 0},
+            },
         )
         assert r["structuredContent"]["state"] == "running", r
         pids.append(r["structuredContent"]["pid"])

@@ -20,14 +20,25 @@ from typing import Any
 
 from conch.config import Config
 from conch.errors import ConchError
+from conch.fleet.guard import STOP
 from conch.runtime import Runtime
 from conch.tools.context import CallContext
 
 NODE_ENV = "CONCH_NODE_ID"
 NICENESS_ENV = "RAY_worker_niceness"  # read by the raylet when it starts the worker
+#: Ray's worker kills its direct children when it exits (default true): the job leaders and
+#: the orphan guard, which then cannot kill what the jobs started. Off for the executor's
+#: worker; the guard kills every job process once the executor is gone.
+KILL_CHILDREN_ENV = "RAY_kill_child_processes_on_worker_exit"
 # Ray's internal per-worker flags (ray_constants.RAY_INTERNAL_FLAGS, which Ray strips from
 # submitted jobs too): a job that runs Ray itself must not inherit the executor's
-WORKER_ONLY_ENV = ("RAY_JOB_ID", "RAY_RAYLET_PID", "RAY_OVERRIDE_NODE_ID_FOR_TESTING", NICENESS_ENV)
+WORKER_ONLY_ENV = (
+    "RAY_JOB_ID",
+    "RAY_RAYLET_PID",
+    "RAY_OVERRIDE_NODE_ID_FOR_TESTING",
+    NICENESS_ENV,
+    KILL_CHILDREN_ENV,
+)
 
 
 class NodeExecutor:
@@ -49,7 +60,7 @@ class NodeExecutor:
         if blocked:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)
         self._guard = subprocess.Popen(
-            [sys.executable, "-m", "conch.fleet.guard"],
+            [sys.executable, "-m", "conch.fleet.guard", str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             start_new_session=True,
@@ -89,7 +100,11 @@ class NodeExecutor:
         guard, self._guard = self._guard, None
         if guard is not None:
             if guard.stdin is not None:
-                guard.stdin.close()
+                with contextlib.suppress(OSError):
+                    guard.stdin.write(STOP)  # the jobs are stopped: nothing for it to kill
+                    guard.stdin.flush()
+                with contextlib.suppress(OSError):
+                    guard.stdin.close()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 await asyncio.to_thread(guard.wait, 5)
             if guard.poll() is None:

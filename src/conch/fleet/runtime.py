@@ -23,7 +23,7 @@ from typing import Any
 from conch.config import Config
 from conch.core.netaddr import is_loopback
 from conch.errors import ConchError, ConfigError, RuntimeClosedError
-from conch.fleet.executor import NICENESS_ENV, NodeExecutor
+from conch.fleet.executor import KILL_CHILDREN_ENV, NICENESS_ENV, NodeExecutor
 from conch.fleet.ids import ID_KEYS, qualify, qualify_result, split
 from conch.fleet.nodes import Node, NodeTable
 from conch.fleet.tools import FleetRegistry, takes_node
@@ -175,7 +175,7 @@ class FleetRuntime:
                 max_restarts=0,
                 max_task_retries=0,
                 # Ray starts workers at nice 15; jobs are the user's work, not background chores
-                runtime_env={"env_vars": {NICENESS_ENV: "0"}},
+                runtime_env={"env_vars": {NICENESS_ENV: "0", KILL_CHILDREN_ENV: "false"}},
             ).remote(self.config, node.node_id)
             node.executor = actor
             started = await asyncio.wait_for(actor.start.remote(), _START_TIMEOUT_S)

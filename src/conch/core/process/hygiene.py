@@ -352,7 +352,8 @@ def _is_our_zombie(pid: int) -> bool:
 
 
 def kill_orphans_of_dead_servers() -> list[int]:
-    """Kill processes tagged by a Conch server that no longer exists (it died by SIGKILL)."""
+    """Kill processes tagged by a Conch server that no longer exists (it died by SIGKILL; a
+    zombie server is dead too)."""
     victims: list[int] = []
     for pid, value in procfs.scan_environ(_TAG_KEY, b"").items():
         inst = value.decode("ascii", "replace").split("/", 1)[0]
@@ -362,7 +363,7 @@ def kill_orphans_of_dead_servers() -> list[int]:
             owner_pid = int(owner_pid_text)
         except ValueError:
             continue
-        if procfs.start_time(owner_pid) == owner_start:
+        if procfs.start_time(owner_pid) == owner_start and procfs.is_alive(owner_pid):
             continue  # that server (maybe this very process) is alive: not ours to touch
         victims.append(pid)
     signal_pids(victims, signal.SIGCONT)
