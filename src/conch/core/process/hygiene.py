@@ -363,7 +363,7 @@ def kill_orphans_of_dead_servers() -> list[int]:
             owner_pid = int(owner_pid_text)
         except ValueError:
             continue
-        if procfs.start_time(owner_pid) == owner_start and procfs.is_alive(owner_pid):
+        if procfs.live_start_time(owner_pid) == owner_start:
             continue  # that server (maybe this very process) is alive: not ours to touch
         victims.append(pid)
     signal_pids(victims, signal.SIGCONT)

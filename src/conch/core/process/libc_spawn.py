@@ -88,7 +88,6 @@ def _load() -> bool:
     libc.posix_spawnattr_setsigmask.argtypes = [vp, vp]
     libc.sigfillset.argtypes = [vp]
     libc.sigemptyset.argtypes = [vp]
-    attr = ctypes.create_string_buffer(_ATTR_SIZE)
     every, none = (
         ctypes.create_string_buffer(_SIGSET_SIZE),
         ctypes.create_string_buffer(_SIGSET_SIZE),
@@ -103,18 +102,17 @@ def _load() -> bool:
     words = (ctypes.c_ulong * 2).from_buffer(every)
     for sig in (32, 33):
         words[(sig - 1) // bits] |= 1 << ((sig - 1) % bits)
-    if (
-        libc.posix_spawnattr_init(attr)
-        or libc.posix_spawnattr_setsigdefault(attr, every)
-        or libc.posix_spawnattr_setsigmask(attr, none)
-        or libc.posix_spawnattr_setflags(attr, _SETSID | _SETSIGDEF | _SETSIGMASK)
-    ):
+    _sigsets = (every, none)
+    try:
+        attr = _new_attr(libc)
+    except OSError:
         _failed = True
         return False
     setcgroup = getattr(libc, "posix_spawnattr_setcgroup_np", None)
     if setcgroup is not None:
         setcgroup.argtypes = [vp, i]
-    _libc, _attr, _sigsets, _into_cgroup = libc, attr, (every, none), setcgroup is not None
+    _attr, _into_cgroup = attr, setcgroup is not None
+    _libc = libc  # last: a loaded module has every piece
     return True
 
 
@@ -129,18 +127,22 @@ def into_cgroup_available() -> bool:
     return _load() and _into_cgroup
 
 
-def _cgroup_attr(cgroup_fd: int) -> Any:
-    """The attribute set of one spawn into a cgroup (the shared one, plus its directory)."""
-    libc = _libc
+def _new_attr(libc: Any, cgroup_fd: int | None = None) -> Any:
+    """An attribute set: a new session, every signal at its default, an empty mask (and the
+    cgroup directory ``cgroup_fd`` to start in). The one without a cgroup is made once and
+    shared; one with a cgroup is made per spawn."""
     attr = ctypes.create_string_buffer(_ATTR_SIZE)
     every, none = _sigsets
+    flags = _SETSID | _SETSIGDEF | _SETSIGMASK
     err = (
         libc.posix_spawnattr_init(attr)
         or libc.posix_spawnattr_setsigdefault(attr, every)
         or libc.posix_spawnattr_setsigmask(attr, none)
-        or libc.posix_spawnattr_setcgroup_np(attr, cgroup_fd)
-        or libc.posix_spawnattr_setflags(attr, _SETSID | _SETSIGDEF | _SETSIGMASK | _SETCGROUP)
     )
+    if not err and cgroup_fd is not None:
+        flags |= _SETCGROUP
+        err = libc.posix_spawnattr_setcgroup_np(attr, cgroup_fd)
+    err = err or libc.posix_spawnattr_setflags(attr, flags)
     if err:
         raise OSError(err, os.strerror(err))
     return attr
@@ -182,7 +184,8 @@ def spawn(
     enc = _encode
     args = [enc(a) for a in argv]
     envp = [enc(k) + b"=" + enc(v) for k, v in env.items()]
-    for word in (*args, *envp, enc(cwd), enc(terminal or "")):
+    where, tty = enc(cwd), enc(terminal) if terminal is not None else b""
+    for word in (*args, *envp, where, tty):
         if b"\0" in word:
             raise ValueError("embedded null byte")
     if not _load():
@@ -193,10 +196,12 @@ def spawn(
     actions = ctypes.create_string_buffer(_ACTIONS_SIZE)
     if libc.posix_spawn_file_actions_init(actions):
         raise OSError(ctypes.get_errno(), "posix_spawn_file_actions_init")
+    fd = -1
+    attr = _attr
     try:
         if terminal is not None:  # (glibc calls setsid before the file actions)
             err = (
-                libc.posix_spawn_file_actions_addopen(actions, 0, enc(terminal), os.O_RDWR, 0)
+                libc.posix_spawn_file_actions_addopen(actions, 0, tty, os.O_RDWR, 0)
                 or libc.posix_spawn_file_actions_adddup2(actions, 0, 1)
                 or libc.posix_spawn_file_actions_adddup2(actions, 0, 2)
             )
@@ -208,28 +213,24 @@ def spawn(
             )
         err = (
             err
-            or libc.posix_spawn_file_actions_addchdir_np(actions, enc(cwd))
+            or libc.posix_spawn_file_actions_addchdir_np(actions, where)
             or libc.posix_spawn_file_actions_addclosefrom_np(actions, 3)
         )
         if err:
             raise OSError(err, os.strerror(err))
-        pid = ctypes.c_int()
-        if cgroup is None:
-            err = libc.posix_spawn(
-                ctypes.byref(pid), enc(path), actions, _attr, _strings(args), _strings(envp)
-            )
-        else:
+        if cgroup is not None:
             fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                attr = _cgroup_attr(fd)
-                err = libc.posix_spawn(
-                    ctypes.byref(pid), enc(path), actions, attr, _strings(args), _strings(envp)
-                )
-                libc.posix_spawnattr_destroy(attr)
-            finally:
-                os.close(fd)
+            attr = _new_attr(libc, fd)
+        pid = ctypes.c_int()
+        err = libc.posix_spawn(
+            ctypes.byref(pid), enc(path), actions, attr, _strings(args), _strings(envp)
+        )
     finally:
         libc.posix_spawn_file_actions_destroy(actions)
+        if fd >= 0:
+            if attr is not _attr:
+                libc.posix_spawnattr_destroy(attr)
+            os.close(fd)
     if err:
         raise OSError(err, os.strerror(err), path)
     return pid.value

@@ -33,6 +33,14 @@ def is_alive(pid: int) -> bool:
         return False
 
 
+def live_start_time(pid: int) -> str | None:
+    """``start_time`` of a process that runs (not a zombie), else None; one read of its stat."""
+    if LINUX:
+        fields = stat_fields(pid)
+        return fields[19] if fields and fields[0] not in ("Z", "X") else None
+    return start_time(pid) if is_alive(pid) else None
+
+
 def start_time(pid: int) -> str | None:
     """An opaque start-time token, so a reused pid is not mistaken for the original."""
     if LINUX:
