@@ -7,6 +7,7 @@ import time
 
 import psutil
 import pytest
+import system_tools
 
 
 @pytest.fixture
@@ -48,3 +49,31 @@ def no_process_left_behind():
             except ChildProcessError:
                 pass
         pytest.fail("processes left behind by this test:\n" + "\n".join(desc))
+
+
+# the reasons of tests skipped for a missing prerequisite, for the run's last line
+_skipped: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "needs(*commands): system tools the test drives (tests/support/system-tools.txt)"
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs"):
+        system_tools.require(*mark.args)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # (runs in the controller under xdist too: the reports come back from the workers)
+    if report.skipped and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        if reason.startswith(system_tools.PREFIX):
+            _skipped.append(reason)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _skipped:
+        terminalreporter.write_line(system_tools.summary_line(_skipped), yellow=True, bold=True)

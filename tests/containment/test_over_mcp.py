@@ -23,6 +23,7 @@ def client(tmp_path: Path, *flags: str) -> Client:
     return Client(StdioServerParameters(command=sys.executable, args=args, env={**os.environ}))
 
 
+@pytest.mark.needs("bwrap")
 async def test_a_sandboxed_server_refuses_loosening_and_reports_limit_over_mcp(tmp_path):
     async with client(tmp_path, "--sandbox", "workspace-write", "--network", "off") as c:
         info = (await c.call_tool("info", {})).structured_content

@@ -17,7 +17,7 @@ from procs import gone, read_bytes, read_pid, wait_for
 import conch
 from conch import ConchError
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap")]
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from newer_glibc import python_on_newer_glibc
 
 SCRIPT = Path(__file__).with_name("placed_jobs.py")
@@ -52,6 +53,7 @@ def assert_inside_with_its_child(job: dict[str, Any]) -> None:
     assert "SigIgn:\t0000000000000000" in job["output"]
 
 
+@pytest.mark.needs("bwrap")
 def test_on_glibc_2_39_and_later_a_pipe_job_is_spawned_into_its_cgroup(tmp_path):
     out = run_jobs(python_on_newer_glibc(), tmp_path)
     assert out["glibc"].startswith("glibc 2.4"), out["glibc"]
@@ -121,6 +123,7 @@ def test_on_glibc_2_39_and_later_a_pipe_job_is_spawned_into_its_cgroup(tmp_path)
     assert out["lingering"]["lingering_pids"] == [int(out["lingering"]["output"])]
 
 
+@pytest.mark.needs("bwrap")
 def test_where_glibc_cannot_place_the_child_a_sh_enters_the_cgroup(tmp_path):
     # this host's glibc 2.36 cannot; on a newer host the script pretends it could not
     out = run_jobs([sys.executable], tmp_path, "--as-before-glibc-2.39")

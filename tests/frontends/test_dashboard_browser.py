@@ -16,6 +16,8 @@ import pytest
 from browser import Browser, chromium
 from frontend_servers import HttpServer, kill_group, sign_in, start_http
 
+pytestmark = pytest.mark.needs("chromium", "chromedriver")
+
 TOKEN = "tok-dash-9QvX-secret"
 
 

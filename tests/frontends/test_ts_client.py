@@ -15,7 +15,7 @@ TS_DIR = Path(__file__).resolve().parents[1] / "ts"
 SCRIPT = TS_DIR / "conch_client.mjs"
 NODE = shutil.which("node")
 
-pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed (CI installs it)")
+pytestmark = pytest.mark.needs("node", "npm")
 
 
 @pytest.fixture(scope="module")

@@ -372,7 +372,7 @@ def test_non_utf8_file_name(tmp_path: Path) -> None:
 # -- rg's filters ------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+@pytest.mark.needs("git")
 def test_gitignore_respected(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / ".gitignore").write_text("ignored.txt\nbuild/\n")

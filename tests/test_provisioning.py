@@ -1,0 +1,84 @@
+"""A newcomer's machine: the tests that drive a missing system tool skip naming its package and
+how to install it, the run's last lines list them, and under CI=true each such skip fails.
+
+Run for real: pytest in a subprocess over a few tests of each tool, on a PATH that hides the
+tools (a directory of links to everything else on PATH), then on the full PATH."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from system_tools import tools
+
+ROOT = Path(__file__).resolve().parents[1]
+SELECTION = [
+    "tests/shell/test_shell_session.py::test_cwd_env_and_functions_persist",
+    "tests/containment/test_sandbox.py::test_a_workspace_under_tmp_stays_visible_through_the_private_tmp",
+    "tests/frontends/test_dashboard_browser.py::test_dashboard_shows_what_each_job_runs_its_purpose_and_colours",
+    "tests/frontends/test_ts_client.py::test_typescript_sdk_over_stdio",
+    "tests/search/test_search.py::test_gitignore_respected",
+]
+HIDDEN = sorted(tools())  # every command of system-tools.txt
+
+
+def shadow_path(tmp: Path) -> str:
+    """A PATH of one directory linking every program on PATH but the hidden ones."""
+    shadow = tmp / "bin"
+    shadow.mkdir()
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            target = os.path.join(d, name)
+            if name in HIDDEN or (shadow / name).exists() or not os.access(target, os.X_OK):
+                continue
+            (shadow / name).symlink_to(target)
+    return str(shadow)
+
+
+def pytest_run(path: str, ci: bool) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": path}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    env["CI"] = "true" if ci else ""
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *SELECTION]
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.needs(*HIDDEN)  # the last run needs them all
+def test_missing_tools_skip_with_reasons_and_fail_under_ci(tmp_path: Path) -> None:
+    hidden = shadow_path(tmp_path)
+
+    laptop = pytest_run(hidden, ci=False)
+    out = laptop.stdout
+    assert laptop.returncode == 0, out[-3000:]
+    # (the shell test runs on bash as well: that one passes)
+    assert re.search(r"\b1 passed, 5 skipped\b", out), out[-3000:]
+    assert "install with: sudo apt-get install chromium chromium-driver" in out
+    (last,) = [ln for ln in out.splitlines() if ln.startswith("skipped for missing prereq")]
+    for tool in tools().values():  # each named in the one closing line, with its package
+        assert f"{tool.command} (Debian package {tool.package})" in last, (tool, last)
+
+    ci = pytest_run(hidden, ci=True)
+    assert ci.returncode == 1, ci.stdout[-3000:]
+    assert re.search(r"\b1 passed, 5 errors\b", ci.stdout), ci.stdout[-3000:]
+    assert "CI=true makes a missing prerequisite a failure" in ci.stdout
+
+    installed = pytest_run(os.environ["PATH"], ci=True)
+    assert installed.returncode == 0, installed.stdout[-3000:]
+    assert re.search(r"\b6 passed in\b", installed.stdout), installed.stdout[-3000:]
+
+
+def test_bin_test_names_what_it_cannot_install(tmp_path: Path) -> None:
+    """Where bin/test cannot install (here: told not to, as without root or apt), it says
+    which packages are missing and the command that installs them."""
+    script = f"conch_root={ROOT}; source {ROOT}/bin/_provision.sh"
+    env = {**os.environ, "PATH": shadow_path(tmp_path), "CONCH_TEST_NO_PROVISION": "1"}
+    r = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    packages = " ".join(t.package for t in tools().values())
+    assert f"install with: sudo apt-get install {packages}" in r.stderr, r.stderr
