@@ -51,7 +51,10 @@ async def test_orphans_of_a_sigkilled_server_are_killed_at_next_start(tmp_path):
         async with conch.Runtime(
             conch.Config(result_detail="full", data_dir=str(tmp_path / "b"))
         ) as rt:
-            assert daemon in rt.orphans_killed and leader in rt.orphans_killed
+            if not {daemon, leader} <= set(rt.orphans_killed):
+                # the sweep is machine-wide: under xdist another worker's server may have
+                # started first and killed them (they must be gone all the same, below)
+                assert os.environ.get("PYTEST_XDIST_WORKER"), rt.orphans_killed
             deadline = time.monotonic() + 3
             while (alive(daemon) or alive(leader)) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
