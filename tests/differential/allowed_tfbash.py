@@ -85,23 +85,18 @@ def same_syntax_error(original: Any, ours: Any) -> bool:
 
 
 def only_noise(original: Any, ours: Any) -> bool:
-    """Nothing but line breaks on either side once the seed's prompt and noise are gone."""
-    return (
-        isinstance(original, str)
-        and isinstance(ours, str)
-        and not seed_text(original).strip()
-        and not ours.strip()
-    )
+    """The original's output is nothing but line breaks once its prompt and noise are gone;
+    ours is empty (bash's own line break for the interrupted command line is noise too)."""
+    return isinstance(original, str) and not seed_text(original).strip() and ours == ""
 
 
 def signal_notice(original: Any, ours: Any) -> bool:
     """The original's bash notice for a foreground command killed by the signal; ours ends
-    the command line as Ctrl-C does (bash's line break)."""
+    the command line as Ctrl-C does, and prints nothing (bash's line break is noise)."""
     return (
         isinstance(original, str)
-        and isinstance(ours, str)
         and seed_text(original).strip() in ("Terminated", "Killed")
-        and not ours.strip()
+        and ours == ""
     )
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 
 import conch
 
-ZSH = pytest.param("zsh", marks=pytest.mark.skipif(not shutil.which("zsh"), reason="no zsh"))
+ZSH = pytest.param("zsh", marks=pytest.mark.needs("zsh"))
 KINDS = ["bash", ZSH]
 
 
@@ -421,3 +420,32 @@ async def test_list_shows_when_a_shell_opened_and_its_latest_command(rt: conch.R
     await rt.signal(now["job_id"], "kill")
     done = listed((await rt.call_tool("list", {}))["shells"])
     assert done["job_id"] is None and done["last_job_id"] == now["job_id"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("how", ["interrupt", "terminate", "kill", "deadline"])
+async def test_a_stopped_command_line_adds_no_line_break_of_the_shell(
+    rt: conch.Runtime, kind: str, how: str
+) -> None:
+    """SPEC §4: output is exactly what the command printed. Interactive bash prints a line
+    break of its own as Ctrl-C ends a command line; it is terminal noise, not output."""
+    sid = await open_shell(rt, kind)
+    for prefix, want in (("", ""), ("printf 'a\\nb'; ", "a\nb"), ("echo a; ", "a\n")):
+        if how == "deadline":
+            r = await run(rt, sid, prefix + "sleep 30", timeout_ms=400, yield_ms=5000)
+            assert r["state"] == "timed_out"
+        else:
+            r = await run(rt, sid, prefix + "sleep 30", yield_ms=300)
+            assert r["state"] == "running"
+            await rt.call_tool("signal", {"job_id": r["job_id"], "signal": how})
+        r = await rt.call_tool("read", {"job_id": r["job_id"], "cursor": 0, "until": "exit"})
+        assert r["output"] == want, (how, prefix, r)
+    # output printed after the interrupt is the command's own, line breaks included (the
+    # trap handles the interrupt, so the command line goes on)
+    r = await run(rt, sid, "trap 'echo; echo bye' INT; sleep 30; echo after", yield_ms=300)
+    await rt.call_tool("signal", {"job_id": r["job_id"], "signal": "interrupt"})
+    r = await rt.call_tool("read", {"job_id": r["job_id"], "cursor": 0, "until": "exit"})
+    assert r["output"].endswith("\nbye\nafter\n"), r
+    await run(rt, sid, "trap - INT")
+    r = await run(rt, sid, "echo fine")
+    assert r["output"] == "fine\n"

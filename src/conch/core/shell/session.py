@@ -50,6 +50,7 @@ _PENDING_CAP = 16 * 1024 * 1024
 _PAD_LIMIT = 64 * 1024
 _SIGINT_BIT = 1 << (signal.SIGINT - 1)
 _SIGQUIT_BIT = 1 << (signal.SIGQUIT - 1)
+_INT_BREAKS = (b"\r\n", b"\n")  # what bash and zsh print as Ctrl-C ends a command line
 
 
 class Shell:
@@ -110,6 +111,9 @@ class Shell:
         self._stop_task: asyncio.Task[None] | None = None
         self._reaped: asyncio.Event = asyncio.Event()
         self._cleanup: asyncio.Task[Any] | None = None
+        # after Ctrl-C: what the terminal showed since, held while it may be bash's own line
+        # break for the interrupted command line (terminal noise, SPEC §4), else None
+        self._since_int: bytearray | None = None
 
     # -- state -------------------------------------------------------------------------------
 
@@ -337,11 +341,28 @@ class Shell:
     def _handle(self, events: list[Output | Done]) -> None:
         for ev in events:
             if isinstance(ev, Output):
-                self._append(self._scrub.feed(ev.data) if self._scrub else ev.data)
+                self._output(self._scrub.feed(ev.data) if self._scrub else ev.data)
             else:
                 if self._scrub:
-                    self._append(self._scrub.flush())
+                    self._output(self._scrub.flush())
+                held, self._since_int = self._since_int, None
+                if held and held not in _INT_BREAKS:
+                    self._append(bytes(held))
                 self._done(ev.status)
+
+    def _output(self, data: bytes) -> None:
+        """The command's output, less the lone line break an interactive shell (bash, zsh)
+        prints when Ctrl-C ends the command line: after an interrupt, output that is still
+        nothing but (a prefix of) one line break is held; more output releases it, the end
+        marker drops it."""
+        held = self._since_int
+        if held is None:
+            self._append(data)
+            return
+        held += data
+        if not any(b.startswith(held) for b in _INT_BREAKS):
+            self._since_int = None
+            self._append(bytes(held))
 
     def _append(self, data: bytes) -> None:
         job = self.job
@@ -401,6 +422,9 @@ class Shell:
         self._reaped.set()
         self._drain()
         self._handle(self._parser.flush())
+        held, self._since_int = self._since_int, None
+        if held:  # no end marker came: the shell died, and what it printed is output
+            self._append(bytes(held))
         code, signum = decode_status(status)
         if self._internal is not None and not self._internal.done():
             self._internal.set_exception(
@@ -478,6 +502,8 @@ class Shell:
         """What Ctrl-C does: SIGINT to the terminal's foreground group (the shell included)."""
         if self.pid is None:
             return
+        if self.job is not None and self._since_int is None:
+            self._since_int = bytearray()
         groups = {self.pid}
         if self._master is not None:
             with contextlib.suppress(OSError):
