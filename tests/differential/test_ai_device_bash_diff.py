@@ -56,6 +56,7 @@ def original_env_dir() -> Path:
 @pytest.fixture
 def servers(original_env_dir: Path, diff_cwd: Path, diff_env: dict[str, str]) -> list[Server]:
     (diff_cwd / "sub").mkdir()
+    (diff_cwd / "link").symlink_to("sub")  # a cwd that is a symlink: `pwd` is the real path
     original = Server(
         "ai-device-bash 0.2.0",
         venv_script(original_env_dir, "mcp-server-bash"),
@@ -236,7 +237,7 @@ async def test_announced_prompts_and_logging_answer_as_the_original(servers):
     assert ours[1]["result"]["prompts"] == []
 
 
-async def test_bash_results_checks_and_previews_match(servers):
+async def test_bash_results_checks_and_previews_match(servers, diff_cwd):
     await differential(
         servers,
         [
@@ -253,6 +254,8 @@ async def test_bash_results_checks_and_previews_match(servers):
             bash("cwd_missing", command="pwd", cwd="/no/such/dir"),
             bash("cwd_empty", command="pwd", cwd=""),
             bash("cwd_relative", command="pwd", cwd="sub"),
+            bash("cwd_symlink", command="pwd; echo $PWD", cwd="link"),
+            bash("cwd_symlink_absolute", command="pwd", cwd=str(diff_cwd / "link")),
             bash("cwd_nul", command="pwd", cwd="a\x00b"),
             bash("cwd_file", command="pwd", cwd="/etc/passwd"),
             bash("purpose_trimmed", command="true", purpose="  check it  "),
@@ -367,6 +370,8 @@ async def test_run_and_script_match(servers):
             run("literal", argv=["printf", "%s|", "$(echo no)", "", "*"]),
             run("stdin_text", argv=["od", "-An", "-c"], stdin="a\nb"),
             run("stdin_empty", argv=["wc", "-c"], stdin=""),
+            run("cwd_symlink", argv=["sh", "-c", "pwd; pwd -L"], cwd="link"),
+            script("cwd_symlink", script="pwd\necho $PWD", cwd="link"),
             run("stdin_none", argv=["wc", "-c"]),
             run("stdin_utf8", argv=["cat"], stdin="héllo ☃\n"),
             run("argv_empty", argv=[]),

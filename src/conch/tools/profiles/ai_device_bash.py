@@ -504,6 +504,13 @@ async def _wait_end(rt: Engine, job: Job, limit_s: float | None) -> None:
         raise
 
 
+def _physical_pwd(cwd: str) -> dict[str, str] | None:
+    """``PWD`` for a job in ``cwd`` as the seed's programs see it: the resolved directory,
+    where it differs from ``cwd`` (None: the runtime's default, which names ``cwd``)."""
+    real = os.path.realpath(cwd)
+    return {"PWD": real} if real != os.path.abspath(cwd) else None
+
+
 def _resolve_cwd(rt: Engine, cwd: str | None) -> tuple[str, str]:
     """(directory to run in, the name the seed would print): ``~`` is not expanded, relative
     paths start at the default cwd, "" means the default."""
@@ -562,6 +569,9 @@ async def _run(rt: Engine, args: dict[str, Any], ctx: CallContext, tool_mode: st
         snap = await rt.exec_job(
             **what,
             cwd=run_cwd,
+            # the seed's bash inherits the server's PWD, which never names the job's directory,
+            # so it starts from the physical path: a symlinked cwd prints resolved (`pwd`)
+            env=_physical_pwd(run_cwd),
             # background: the job outlives the wait with no deadline, like the seed's
             timeout_ms=wait_ms if kill and wait_ms else 0,
             yield_ms=_MAX_YIELD_MS if wait_ms is None else min(wait_ms, _MAX_YIELD_MS),
