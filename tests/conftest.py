@@ -61,6 +61,50 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+# the tests that start a Ray cluster: under xdist (bin/test) one worker runs them all, so one
+# cluster runs at a time on the 2-core box and a module's cluster is started once
+RAY_TESTS = ("tests/fleet/test_fleet.py::", "tests/test_bench_smoke.py::")
+
+
+# what `bin/test -m "not slow"` (the quick loop) leaves out: the Ray cluster, the published
+# originals, the browser, Node, the nested pytest runs, and single tests of 5 s or more
+SLOW_TESTS = (
+    *RAY_TESTS,
+    "tests/differential/",
+    "tests/test_provisioning.py::",
+    "tests/frontends/test_dashboard_browser.py::",
+    "tests/frontends/test_ts_client.py::",
+    "tests/frontends/test_mcp_tasks.py::test_a_five_second_exec",
+    "tests/frontends/test_mcp_tasks.py::test_a_waiting_read_runs_as_a_task",
+    "tests/frontends/test_mcp_tasks.py::test_listening_for_task_ids",
+    "tests/frontends/test_secret_prompt.py::test_without_url_elicitation",
+    "tests/frontends/test_mcp_stdio.py::test_progress_notifications_carry",
+    "tests/core/test_field_regressions.py::test_descriptors_stay_flat",
+    "tests/core/test_base_install.py::",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(SLOW_TESTS):
+            item.add_marker(pytest.mark.slow)
+    # the longest serial chain first, so it starts at once while the other workers share
+    # everything else
+    items.sort(key=lambda item: not item.nodeid.startswith(RAY_TESTS))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Each test a unit of work of its own, but the Ray tests one unit together. (xdist's
+    ``xdist_group`` marks do not group under pytest 9: its loadgroup renames item ids.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneRayWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "ray" if nodeid.startswith(RAY_TESTS) else nodeid
+
+    return OneRayWorker(config, log)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     for mark in item.iter_markers("needs"):
         system_tools.require(*mark.args)

@@ -6,12 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.xdist_group("ray")  # bench_fleet starts a Ray cluster: one at a time (bin/test)
 def test_every_benchmark_runs_in_quick_mode():
     out = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run_all.py"), "--quick"],

@@ -47,7 +47,9 @@ async def test_orphans_of_a_sigkilled_server_are_killed_at_next_start(tmp_path):
         assert alive(daemon) and alive(leader)
         server.send_signal(signal.SIGKILL)
         server.wait()
-        assert alive(daemon)  # the server died without cleaning up
+        # the server died without cleaning up (under xdist another worker's server may start
+        # and sweep them at any moment: the sweep is machine-wide)
+        assert alive(daemon) or os.environ.get("PYTEST_XDIST_WORKER")
         async with conch.Runtime(
             conch.Config(result_detail="full", data_dir=str(tmp_path / "b"))
         ) as rt:

@@ -10,16 +10,6 @@ import pytest
 from fleet_cluster import LocalCluster, leftovers, start_cluster, stop_cluster
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the group marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # under xdist (bin/test) every fleet test runs on one worker: one Ray cluster at a time
-    # on the 2-core box, started once per module as without xdist
-    here = str(__file__).rsplit("/", 1)[0] + "/"
-    for item in items:
-        if str(item.path).startswith(here):
-            item.add_marker(pytest.mark.xdist_group("ray"))
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     c = start_cluster()
