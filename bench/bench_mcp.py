@@ -3,6 +3,10 @@
 hosts speak today), side by side in one run, interleaved call by call, in rounds:
 
 1. spawn -> first `tools/list` answer                     (target: conch <= 1.1x bare)
+1b. the first `tools/call` of a new server, right after its `tools/list`: `exec echo hi` vs the
+   bare server spawning `bash -c 'echo hi'`, over raw JSON-RPC lines (the server's latency: the
+   SDK client's own first-call cost, importing jsonschema and compiling each tool's output
+   schema, is the client's, not the server's)          (target: conch <= 1.2x bare)
 2. `exec echo hi` vs the bare server spawning `bash -c 'echo hi'` per call
                                                           (target: conch <= 0.8x bare)
 3. `exec true` in a warm persistent shell vs the bare server's no-op tool
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import os
 import shlex
 import statistics
@@ -83,6 +88,51 @@ async def startup(args: list[str]) -> float:
         return time.perf_counter() - t0
 
 
+async def first_call(args: list[str], tool: str, arguments: dict[str, Any]) -> float:
+    """Spawn a server, initialize, list its tools, then time its first tools/call answer."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "0"}
+    if DETAIL:
+        env["CONCH_RESULT_DETAIL"] = DETAIL
+    command = CONCH_PY[0] if "conch" in args else sys.executable
+    proc = await asyncio.create_subprocess_exec(
+        command, *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
+
+    async def ask(n: int, method: str, params: dict[str, Any]) -> None:
+        stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": n, "method": method, "params": params}).encode()
+            + b"\n"
+        )
+        await stdin.drain()
+        while True:
+            msg = json.loads(await stdout.readline())
+            if msg.get("id") == n:
+                assert "result" in msg, msg
+                return
+
+    try:
+        hello = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"},
+        }
+        await ask(1, "initialize", hello)
+        stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        await ask(2, "tools/list", {})
+        t0 = time.perf_counter()
+        await ask(3, "tools/call", {"name": tool, "arguments": arguments})
+        return time.perf_counter() - t0
+    finally:
+        stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), 10)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
 med = statistics.median
 
 
@@ -140,6 +190,17 @@ async def main() -> None:
     print(
         f"1. spawn -> tools/list   conch {ms(med(s_conch))}  bare {ms(med(s_bare))}  "
         f"ratio {r1:.2f}x (target <= 1.1)"
+    )
+
+    # 1b. the first call of a new server, interleaved
+    f_conch, f_bare = [], []
+    for _ in range(n_start):
+        f_conch.append(await first_call(conch, "exec", {"command": "echo hi"}))
+        f_bare.append(await first_call(BARE, "spawn", {"argv": ["bash", "-c", "echo hi"]}))
+    r1b = med(f_conch) / med(f_bare)
+    print(
+        f"1b. first tools/call     conch {ms(med(f_conch))}  bare {ms(med(f_bare))}  "
+        f"ratio {r1b:.2f}x (target <= 1.2)"
     )
 
     async with AsyncExitStack() as stack:

@@ -92,6 +92,9 @@ class Engine:
         self.data = DataDir(self.config.resolved_data_dir)
         self.log_pool = LogPool(self.data, lambda: new_id("j"))
         self.reaper = hygiene.Reaper(reap_all=owns_process)
+        # a server process (its environment no longer changes) starts its warm processes as it
+        # starts, so its first command finds them ready; an embedding runtime on first use
+        self._warm_at_start = owns_process
         self.spawn = SpawnContext(self.config, self.data, self.reaper, on_change=self._changed)
         self.jobs = JobTable(
             max_running=self.config.max_running,
@@ -185,6 +188,10 @@ class Engine:
                 self._warm_sh = warm_start.warm_sh(self.default_cwd, **hooks)
         self._started = True
         self._refill_logs()
+        if self._warm_at_start:
+            for w in (self._warm, self._warm_sh):
+                if w is not None:
+                    w.fill_soon()
 
     def _search_env(self) -> dict[str, str]:
         return self.spawn.child_env("search", pty=False)
@@ -266,6 +273,11 @@ class Engine:
         instance's tag for whatever escaped both (a search's rg, a shell's runaway)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _SHUTDOWN_LIMIT_S
+        if self._start_task is not None and not self._start_task.done():
+            # a start still under way (a server answers its handshake meanwhile) ends first,
+            # so nothing it starts outlives the close
+            with contextlib.suppress(BaseException):
+                await _within(asyncio.shield(self._start_task), deadline)
         for warm in (self._warm, self._warm_sh):
             if warm is not None:
                 await _within(warm.aclose(), deadline)
