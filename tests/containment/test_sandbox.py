@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import stat
+import sys
 import tempfile
 
 import pytest
@@ -381,3 +382,55 @@ async def test_a_data_dir_below_a_symlink_is_hidden_and_scripts_still_run(tmp_pa
         r = await rt.exec(shell_id=sh["shell_id"], command="echo in-shell")
         assert r["output"] == "in-shell\n"
         await rt.shell_close(sh["shell_id"])
+
+
+# Every regular file of procfs (less the per-process directories) and of sysfs that the job
+# may open for writing, found by walking them from inside: a root server's job is root with
+# its capabilities dropped, and sysctl files trust the file mode, not a capability.
+_WRITABLE_HOST_FILES = r"""
+import os, stat, sys
+found = []
+def walk(top, depth):
+    try:
+        names = os.listdir(top)
+    except OSError:
+        return
+    for name in names:
+        p = os.path.join(top, name)
+        if top == "/proc" and (name.isdigit() or name in ("self", "thread-self")):
+            continue
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and depth < 12:
+            walk(p, depth + 1)
+        elif stat.S_ISREG(st.st_mode) and os.access(p, os.W_OK):
+            found.append(p)
+walk("/proc", 0)
+walk("/sys", 0)
+print(len(found), *found[:20])
+try:  # the escape of the report: writing it back unchanged must fail
+    old = open("/proc/sys/kernel/core_pattern").read()
+    with open("/proc/sys/kernel/core_pattern", "w") as f:
+        f.write(old)
+    print("core_pattern: written")
+except OSError as e:
+    print("core_pattern:", e.strerror)
+"""
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "network"), [("read-only", "off"), ("workspace-write", "on"), ("off", "off")]
+)
+async def test_no_host_kernel_setting_is_writable_from_inside(config, sandbox, network):
+    """Issue 18.1: no sandboxed job (of a root server too) can change a host kernel setting
+    (/proc/sys, /proc/sysrq-trigger, /sys, and the rest of procfs outside its processes)."""
+    async with conch.Runtime(config(sandbox=sandbox, network=network)) as rt:
+        r = await rt.exec(
+            argv=[sys.executable, "-c", _WRITABLE_HOST_FILES], yield_ms=60_000, timeout_ms=60_000
+        )
+    assert r["state"] == "exited" and r["exit_code"] == 0, r
+    count, *paths = r["output"].splitlines()[0].split()
+    assert count == "0", paths
+    assert "core_pattern: written" not in r["output"]

@@ -75,6 +75,25 @@ class Fence:
     cwd: str = "/"
 
 
+# The host's kernel settings and the other host-wide files of procfs and sysfs. The PID
+# namespace's own /proc still shows them, and a root server's job (root, capabilities dropped)
+# may write every one whose mode lets root write (sysctl files check the file mode, not a
+# capability: kernel.core_pattern runs a program as root outside every namespace). So they
+# are bound read-only over the sandbox's /proc (the list Docker and runc also keep read-only,
+# plus what a walk of this kernel's procfs found writable: tests/containment/test_sandbox.py).
+HOST_PROC_READ_ONLY = (
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/mtrr",
+    "/proc/pressure",
+    "/proc/acpi",
+    "/proc/scsi",
+)
+
+
 def bwrap_argv(
     bwrap: str, env_prog: str, fence: Fence, argv: Sequence[str], *, root: bool
 ) -> list[str]:
@@ -82,8 +101,12 @@ def bwrap_argv(
     p, ws = fence.policy, fence.workspace
     if p.sandbox == "off":  # network off only: the filesystem stays as it is
         out = [bwrap, "--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+        out += ["--ro-bind", "/sys", "/sys"]  # no host kernel setting, whatever the level
     else:
         out = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for path in HOST_PROC_READ_ONLY:
+        out += ["--ro-bind-try", path, path]
+    if p.sandbox != "off":
         out += ["--tmpfs", "/tmp"]
         # the entries of /tmp that hold the workspace, the cwd or the data dir stay visible,
         # read-only (so their neighbours fail with EROFS, as everywhere else)
