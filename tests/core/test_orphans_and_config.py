@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 
+import psutil
 import pytest
+import system_tools
 
 import conch
 from conch.config import Config, parse_setting
@@ -65,6 +69,86 @@ async def test_orphans_of_a_sigkilled_server_are_killed_at_next_start(tmp_path):
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+NS_SERVER = r"""
+import asyncio, sys, conch
+async def main():
+    rt = conch.Runtime(conch.Config(result_detail="full", data_dir=sys.argv[1]))
+    await rt.start()
+    r = await rt.exec(argv=["sleep", "86.125"], yield_ms=0)
+    print(rt.spawn.containment.level, r["state"], flush=True)
+    await asyncio.sleep(60)
+asyncio.run(main())
+"""
+
+
+def _host_pids_of(argv: list[str]) -> list[int]:
+    return [p.pid for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == argv]
+
+
+@pytest.mark.anyio
+async def test_jobs_of_a_server_in_another_pid_namespace_are_left_alone(tmp_path):
+    """Issue 18.4: a server in another PID namespace (a container, a Conch sandbox) tags its
+    jobs with pids of its own namespace; starting Conch here must neither kill those jobs
+    nor remove that server's cgroups (it once looked the owner up in its own /proc)."""
+    unshare = shutil.which("unshare")
+    if os.geteuid() != 0 or unshare is None:
+        system_tools.unavailable("a PID namespace of its own", "needs root and unshare")
+    inner = subprocess.Popen(
+        [
+            unshare,
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            sys.executable,
+            "-c",
+            NS_SERVER,
+            str(tmp_path / "inner"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        level, state = inner.stdout.readline().split()
+        assert state == "running"
+        for _ in range(100):  # (at the cgroup level a sh enters the cgroup, then execs it)
+            jobs = _host_pids_of(["sleep", "86.125"])
+            if jobs:
+                break
+            time.sleep(0.05)
+        (job,) = jobs
+        async with conch.Runtime(
+            conch.Config(result_detail="full", data_dir=str(tmp_path / "host"))
+        ) as rt:
+            assert job not in rt.orphans_killed
+            await asyncio.sleep(0.3)
+            assert alive(job), f"the inner server's job (level {level}) was killed"
+    finally:
+        os.killpg(inner.pid, signal.SIGKILL)
+        inner.wait()
+        for pid in _host_pids_of(["sleep", "86.125"]):
+            os.kill(pid, signal.SIGKILL)
+        # the namespace's first process was unshare's child: ours to reap (a subreaper)
+        deadline = time.monotonic() + 3
+        while psutil.Process().children() and time.monotonic() < deadline:
+            for child in psutil.Process().children():
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(child.pid, os.WNOHANG)
+            time.sleep(0.02)
+
+
+def test_an_instance_id_names_its_pid_namespace_and_foreign_ones_are_never_judged():
+    from conch.core.process.hygiene import instance_id
+
+    inst = instance_id()
+    pid, start, ns, _ = inst.split(".")
+    assert int(pid) == os.getpid() and ns == os.readlink("/proc/self/ns/pid")[5:-1]
+    assert procfs.owner_in_this_namespace(inst) == (os.getpid(), start)
+    for foreign in (f"{pid}.{start}.1.ab", f"{pid}.{start}.ab", "x.1.2.3", f"1.2.{ns}"):
+        assert procfs.owner_in_this_namespace(foreign) is None, foreign
 
 
 @pytest.mark.anyio

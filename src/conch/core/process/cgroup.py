@@ -555,10 +555,9 @@ def sweep_dead_parents(layout: Layout, keep: str = "") -> list[str]:
 
 
 def _owner_alive(instance: str) -> bool:
-    """Instance ids are ``<pid>.<start time>.<random>`` (see hygiene.instance_id)."""
-    pid_text, _, rest = instance.partition(".")
-    try:
-        pid = int(pid_text)
-    except ValueError:
-        return True  # not ours to judge
-    return procfs.start_time(pid) == rest.split(".", 1)[0]
+    """False only for a server of this PID namespace that provably no longer runs (see
+    procfs.owner_in_this_namespace): another namespace's parents are not ours to judge."""
+    owner = procfs.owner_in_this_namespace(instance)
+    if owner is None:
+        return True
+    return procfs.start_time(owner[0]) == owner[1]

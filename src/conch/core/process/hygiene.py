@@ -29,9 +29,11 @@ _subreaper_enabled = False
 
 
 def instance_id() -> str:
-    """Identifies one runtime: ``<pid>.<start time>.<random>`` — the process survives pid
-    reuse checks, and two runtimes in one process stay apart."""
-    return f"{os.getpid()}.{procfs.start_time(os.getpid())}.{secrets.token_hex(4)}"
+    """Identifies one runtime: ``<pid>.<start time>.<PID namespace>.<random>`` — the process
+    survives pid reuse checks, a server in another PID namespace (a container, a Conch
+    sandbox) is never judged by a pid of ours, and two runtimes in one process stay apart."""
+    pid = os.getpid()
+    return f"{pid}.{procfs.start_time(pid)}.{procfs.pid_namespace()}.{secrets.token_hex(4)}"
 
 
 # Popen's restore_signals already resets these (Python itself ignores SIGPIPE and SIGXFSZ)
@@ -357,12 +359,10 @@ def kill_orphans_of_dead_servers() -> list[int]:
     victims: list[int] = []
     for pid, value in procfs.scan_environ(_TAG_KEY, b"").items():
         inst = value.decode("ascii", "replace").split("/", 1)[0]
-        owner_pid_text, _, rest = inst.partition(".")
-        owner_start = rest.split(".", 1)[0]
-        try:
-            owner_pid = int(owner_pid_text)
-        except ValueError:
-            continue
+        owner = procfs.owner_in_this_namespace(inst)
+        if owner is None:
+            continue  # another PID namespace's server (or not provably ours): left alone
+        owner_pid, owner_start = owner
         if procfs.live_start_time(owner_pid) == owner_start:
             continue  # that server (maybe this very process) is alive: not ours to touch
         victims.append(pid)

@@ -41,6 +41,42 @@ def live_start_time(pid: int) -> str | None:
     return start_time(pid) if is_alive(pid) else None
 
 
+_PID_NS: str | None = None
+
+
+def pid_namespace() -> str:
+    """This process's PID namespace, as its inode number (``"0"`` where the OS has none;
+    ``"unknown"`` where Linux does not say: then no other server's processes are judged)."""
+    global _PID_NS
+    if _PID_NS is None:
+        if not LINUX:
+            _PID_NS = "0"
+        else:
+            try:
+                link = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+                _PID_NS = link.split("[", 1)[1].rstrip("]") if "[" in link else "unknown"
+            except OSError:
+                _PID_NS = "unknown"
+            if not _PID_NS.isdigit():
+                _PID_NS = "unknown"
+    return _PID_NS
+
+
+def owner_in_this_namespace(instance: str) -> tuple[int, str] | None:
+    """(pid, start time) of the server that made ``instance`` (``<pid>.<start time>.<PID
+    namespace>.<random>``, see hygiene.instance_id), when it ran in this process's PID
+    namespace; None for anything else (another namespace's server, an older id without its
+    namespace, a malformed one): such an owner's pid means nothing here, so it is never
+    judged dead."""
+    parts = instance.split(".")
+    if len(parts) != 4 or not parts[0].isdigit():
+        return None
+    ns = pid_namespace()
+    if ns == "unknown" or parts[2] != ns:
+        return None
+    return int(parts[0]), parts[1]
+
+
 def start_time(pid: int) -> str | None:
     """An opaque start-time token, so a reused pid is not mistaken for the original."""
     if LINUX:
