@@ -434,3 +434,42 @@ async def test_no_host_kernel_setting_is_writable_from_inside(config, sandbox, n
     count, *paths = r["output"].splitlines()[0].split()
     assert count == "0", paths
     assert "core_pattern: written" not in r["output"]
+
+
+async def test_workspace_write_refuses_the_root_directory_as_its_workspace(tmp_path):
+    """Issue 18.12: '/' as the writable root fences nothing: refused at start and per call."""
+    cfg = conch.Config(data_dir=str(tmp_path / "d"), default_cwd="/", sandbox="workspace-write")
+    with pytest.raises(conch.ConfigError, match="workspace '/'"):
+        async with conch.Runtime(cfg):
+            pass
+    cfg = conch.Config(data_dir=str(tmp_path / "e"), default_cwd="/")
+    async with conch.Runtime(cfg) as rt:
+        with pytest.raises(ConchError) as e:
+            await rt.exec(command="touch /etc/conch-x", sandbox="workspace-write")
+        assert e.value.code == "invalid_argument" and "workspace '/'" in e.value.message
+    assert not os.path.exists("/etc/conch-x")
+
+
+async def test_workspace_write_keeps_the_repository_metadata_read_only(config, workspace):
+    """Issue 18.12: a hook or config written into .git would run later, outside the sandbox
+    (Codex's sandbox keeps it read-only too); the rest of the workspace stays writable."""
+    hooks = os.path.join(workspace, ".git", "hooks")
+    os.makedirs(hooks)
+    with open(os.path.join(workspace, ".git", "config"), "w") as f:
+        f.write("[core]\n")
+    attacks = [
+        "echo evil > .git/hooks/pre-commit",
+        "echo '[core] fsmonitor = evil' >> .git/config",
+        "mv .git .git-old",
+        "rm -rf .git",
+        "ln -s /tmp .git/hooks/x",
+    ]
+    async with conch.Runtime(config(sandbox="workspace-write")) as rt:
+        for attack in attacks:
+            r = await rt.exec(command=attack)
+            assert r["exit_code"] != 0, (attack, r["output"])
+        r = await rt.exec(command="echo fine > notes && cat notes")
+        assert r["output"] == "fine\n"
+    assert os.listdir(hooks) == []
+    with open(os.path.join(workspace, ".git", "config")) as f:
+        assert f.read() == "[core]\n"

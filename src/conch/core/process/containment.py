@@ -13,6 +13,7 @@ waits for an RCU grace period); a sandboxed job's sh only sets the bwrap monitor
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -23,7 +24,9 @@ from typing import Any
 from conch.core.process import libc_spawn, procfs, program, shenv
 from conch.core.process import sandbox as sb
 from conch.core.process.cgroup import LIMITS, Cgroups, JobCgroup
-from conch.errors import ConchError
+from conch.errors import ConchError, ConfigError
+
+log = logging.getLogger("conch.containment")
 
 # Run by /bin/sh before the program (same pid, replaced by exec): move this very process into
 # each cgroup given (writing 0 to cgroup.procs means "the writer"), so the program and every
@@ -38,6 +41,12 @@ ENTER_LOOP = (
 ENTER = ENTER_LOOP + 'exec "$@"'
 
 SH = "/bin/sh"
+
+
+_ROOT_WORKSPACE = (
+    "sandbox workspace-write with the workspace '/' would leave the whole filesystem "
+    "writable: set default_cwd to a project directory"
+)
 
 
 @dataclass
@@ -246,6 +255,16 @@ class Containment:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        if self.policy.sandbox == "workspace-write":
+            if self.workspace == "/":
+                raise ConfigError(_ROOT_WORKSPACE)
+            if self.workspace == os.path.realpath(os.path.expanduser("~")):
+                log.warning(
+                    "sandbox workspace-write with the workspace %s, the home directory: "
+                    "jobs can write its rc files (.bashrc, .profile, .ssh/): set default_cwd "
+                    "to a project directory",
+                    self.workspace,
+                )
         if not self._use_cgroups:
             return
         cg = Cgroups(self._instance)
@@ -352,6 +371,8 @@ class Containment:
         policy = self.resolve_policy(sandbox, network)
         out = SpawnFence(root=self.root, env_prog=self.env_prog)
         if policy.active:
+            if policy.sandbox == "workspace-write" and self.workspace == "/":
+                raise ConchError("invalid_argument", _ROOT_WORKSPACE)
             out.sandbox = sb.Fence(policy, self.workspace, (self.data_dir,))
             kind = sb.backend()
             if kind == "bwrap":

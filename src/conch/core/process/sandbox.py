@@ -114,6 +114,8 @@ def bwrap_argv(
             out += ["--ro-bind", top, top]
         if p.sandbox == "workspace-write":
             out += ["--bind", ws, ws]
+            # the repository's hooks and config stay read-only (a hook runs later, outside)
+            out += ["--ro-bind-try", f"{ws}/.git", f"{ws}/.git"]
     for d in fence.hidden:
         out += ["--tmpfs", d]
     for f in fence.exposed:
