@@ -25,6 +25,7 @@ from conch.core.output.utf8 import boundary_at_or_after
 from conch.errors import ConchError
 from conch.http import ansi
 from conch.http.security import AUTH_SCOPE_KEY
+from conch.tools.context import invisible
 from conch.tools.views import jobs_newest_first
 
 if TYPE_CHECKING:
@@ -42,8 +43,12 @@ _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _visible(text: str) -> str:
-    """Control characters (an ESC in a command string) shown as ``\\xNN``, never raw."""
-    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """What a person reads of a command: control characters (an ESC) shown as ``\\xNN``, and
+    the invisible ones that change how the rest reads (bidi overrides and isolates, zero-width
+    characters, BOM: Unicode category Cf; line and paragraph separators) as ``\\uNNNN``: a
+    ``rm -rf`` never reads like a comment."""
+    text = _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return "".join(f"\\u{ord(c):04x}" if invisible(c) else c for c in text)
 
 
 def what_it_runs(job: Job) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import re
+import unicodedata
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -83,7 +84,22 @@ def check_purpose(purpose: Any) -> str | None:
         raise ConchError("invalid_argument", "purpose must be 1-200 characters after trimming")
     if any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in text):
         raise ConchError("invalid_argument", "purpose must not contain control characters")
+    hidden = sorted({f"U+{ord(c):04X}" for c in text if invisible(c)})
+    if hidden:
+        raise ConchError(
+            "invalid_argument",
+            "purpose must not contain invisible or bidi format characters ("
+            + ", ".join(hidden)
+            + "): a person reads it beside the command",
+        )
     return text
+
+
+def invisible(c: str) -> bool:
+    """A character that is not seen but changes how the text around it reads: Unicode format
+    characters (Cf: bidi embeddings, overrides and isolates, zero-width joiners and spaces, the
+    BOM) and the line and paragraph separators."""
+    return unicodedata.category(c) == "Cf" or c in "\u2028\u2029"
 
 
 def caller_context_trusted(cfg: Config, headers: Mapping[str, str]) -> bool:
