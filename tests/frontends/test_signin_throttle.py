@@ -3,6 +3,7 @@ with Retry-After (the right token included) until the oldest failure leaves the 
 
 from __future__ import annotations
 
+import http.client
 from pathlib import Path
 
 from frontend_servers import kill_group, sign_in, start_http
@@ -64,3 +65,45 @@ def test_a_real_server_refuses_a_sixth_try_within_the_minute(tmp_path: Path):
     finally:
         kill_group(srv.proc)
     assert TOKEN not in srv.stderr()
+
+
+def _request(port: int, method: str, path: str, headers: dict[str, str], body: str = ""):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request(method, path, body=body or None, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read().decode()
+    finally:
+        conn.close()
+
+
+def test_forwarded_headers_do_not_make_a_new_client_and_bearer_guesses_count_too(tmp_path: Path):
+    """Issue 18.8: the client is the socket's peer (no X-Forwarded-For, Forwarded or
+    X-Real-IP makes another one), and wrong bearer tokens on any route count as wrong sign-ins:
+    after five, every route answers 429 to that client, the right token included."""
+    srv = start_http(tmp_path, "--auth-token", TOKEN, token=TOKEN)
+    invoke = ("POST", "/invoke", '{"method": "info", "params": {}}')
+    try:
+        for i, route in enumerate([invoke, ("GET", "/api/jobs", ""), invoke, invoke, invoke]):
+            method, path, body = route
+            headers = {
+                "Authorization": "Bearer wrong",
+                "Content-Type": "application/json",
+                "X-Forwarded-For": f"10.9.8.{i}",
+                "Forwarded": f"for=10.9.7.{i}",
+                "X-Real-IP": f"10.9.6.{i}",
+            }
+            status, _, _ = _request(srv.port, method, path, headers, body)
+            assert status == 401, (route, status)
+        for spoof in ("10.1.1.1", "127.0.0.2"):
+            status, _, _ = sign_in(srv.port, "wrong")
+            assert status == 429
+            headers = {
+                "Authorization": f"Bearer {TOKEN}",
+                "X-Forwarded-For": spoof,
+                "Content-Type": "application/json",
+            }
+            status, got, body = _request(srv.port, *invoke[:2], headers, invoke[2])
+            assert status == 429 and 1 <= int(got["retry-after"]) <= 60, (status, body)
+    finally:
+        kill_group(srv.proc)

@@ -105,7 +105,12 @@ class ConchHTTP:
         )
         starlette.state.runtime = self.runtime
         starlette.state.config = self.config
-        return Guard(starlette, bind_host=self.config.host, token=self.config.auth_token)
+        return Guard(
+            starlette,
+            bind_host=self.config.host,
+            token=self.config.auth_token,
+            throttle=self.signin_throttle,
+        )
 
     # -- routes ----------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import math
 import socket
 from collections import deque
 from typing import Any
@@ -85,12 +86,21 @@ class Guard:
     typed token itself. Every other route requires the bearer header."""
 
     def __init__(
-        self, app: ASGIApp, *, bind_host: str, token: str = "", max_body: int = MAX_BODY_BYTES
+        self,
+        app: ASGIApp,
+        *,
+        bind_host: str,
+        token: str = "",
+        max_body: int = MAX_BODY_BYTES,
+        throttle: signin.Throttle | None = None,
     ) -> None:
         self.app = app
         self.hosts = HostPolicy(bind_host)
         self._token = token.encode() if token else b""
         self.max_body = max_body
+        # wrong bearer tokens count against the client as wrong sign-ins do (one throttle):
+        # after 5 a minute, every route answers 429 to that client's bearer tries
+        self.throttle = throttle or signin.Throttle()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -106,6 +116,22 @@ class Guard:
             await _reject(403, "Forbidden: cross-origin request", scope, receive, send)
             return
         scope[AUTH_SCOPE_KEY] = "none"
+        bearer = headers.get("authorization")
+        if self._token and bearer is not None:
+            client = (scope.get("client") or ("", 0))[0]  # the socket's peer, never a header
+            wait = self.throttle.retry_after(client)
+            if wait > 0:
+                await _reject(
+                    429,
+                    f"Too many wrong tokens: try again in {math.ceil(wait)} s",
+                    scope,
+                    receive,
+                    send,
+                    {"Retry-After": str(math.ceil(wait))},
+                )
+                return
+            if not self._authorized(bearer):
+                self.throttle.failed(client)
         if self._token and self._authorized(headers.get("authorization", "")):
             scope[AUTH_SCOPE_KEY] = "bearer"
         elif self._token and not self._dashboard_allows(scope, headers):

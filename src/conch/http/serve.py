@@ -62,6 +62,9 @@ def run_http(cfg: Config) -> int:
         lifespan="on",
         timeout_graceful_shutdown=2,
         server_header=False,
+        # the client is the socket's peer: uvicorn would otherwise take X-Forwarded-For from
+        # a loopback peer (any local process), which resets the sign-in throttle
+        proxy_headers=False,
     )
     server = server_cls(config)
     server.run()
