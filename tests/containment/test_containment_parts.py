@@ -15,6 +15,7 @@ from procs import gone, read_pid, reap_zombie_children, wait_for
 
 import conch
 from conch.core.process import cgroup as cgroup_mod
+from conch.core.process import procfs
 from conch.core.process import sandbox as sb
 from conch.core.process.cgroup import Cgroups, Layout, parse_layout, read_layout
 from conch.core.process.containment import SpawnFence
@@ -222,8 +223,12 @@ async def test_the_runtime_at_the_v1_level_kills_escapees_and_applies_memory_max
 async def test_a_dead_servers_cgroups_are_killed_and_removed_at_start(config):
     lay = read_layout()
     base = lay.v2 or lay.v1["freezer"]
-    dead = os.path.join(base, "conch-999999999.1.deadbeef")
-    os.makedirs(os.path.join(dead, "j_orphan"), exist_ok=True)
+    ns = procfs.pid_namespace()
+    dead = os.path.join(base, f"conch-999999999.1.{ns}.deadbeef")
+    # a parent of another PID namespace's server (or an id without one) is not ours to judge
+    foreign = [os.path.join(base, f"conch-999999999.1.{n}.deadbeef") for n in ("1", "x")]
+    for d in (dead, *foreign):
+        os.makedirs(os.path.join(d, "j_orphan"), exist_ok=True)
     orphan = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
         with open(os.path.join(dead, "j_orphan", "cgroup.procs"), "w") as f:
@@ -231,10 +236,14 @@ async def test_a_dead_servers_cgroups_are_killed_and_removed_at_start(config):
         async with conch.Runtime(config()):
             assert orphan.wait(3) == -9
             assert not os.path.exists(dead)
+            assert all(os.path.isdir(d) for d in foreign)
     finally:
         if orphan.poll() is None:
             orphan.kill()
             orphan.wait()
+        for d in foreign:
+            os.rmdir(os.path.join(d, "j_orphan"))
+            os.rmdir(d)
 
 
 async def test_a_v2_tree_without_controllers_kills_but_refuses_limits_naming_why(

@@ -18,6 +18,8 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
+import conch
+
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
 TOKEN = "tok-Zq8cV1-secret"
 CALLER = "caller-Wm3k-secret"
@@ -259,3 +261,41 @@ def test_secrets_commands_and_env_values_never_reach_the_log(tmp_path: Path):
         "script-Q6",
     ):
         assert secret not in log, secret
+
+
+def test_hostile_invoke_bodies_get_clear_errors_never_a_500(http_server):
+    """Issue 18.10: deep nesting, lone surrogates (valid JSON escapes) and out-of-range
+    budgets are refused as invalid_argument, and the server goes on serving."""
+    deep = b'{"method": "exec", "params": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    also_deep = b'{"method": "exec", "params": {"env": ' + b'{"a": ' * 70 + b"1" + b"}" * 71 + b"}"
+    for body in (deep, also_deep):
+        status, raw = request(http_server, "POST", "/invoke", body)
+        assert status == 400 and b"nests deeper than 64" in raw, (status, raw[:200])
+    cases = [
+        {"command": "echo \\ud800"},
+        {"command": "cat", "stdin": "a\\udfff"},
+        {"command": "true", "env": {"X": "\\udbff\\udc00x\\ud800"}},
+        {"argv": ["echo", "\\ud83d"]},
+        {"command": "echo hi", "max_output_bytes": 0},
+    ]
+    for params in cases:
+        text = json.dumps(params).replace("\\\\u", "\\u")  # keep the escapes as JSON escapes
+        body = b'{"method": "exec", "params": ' + text.encode() + b"}"
+        status, raw = request(http_server, "POST", "/invoke", body)
+        out = json.loads(raw)
+        assert out["error"]["code"] == "invalid_argument", (params, status, out)
+    status, raw = request(
+        http_server,
+        "POST",
+        "/invoke",
+        b'{"method": "exec", "params": {"command": "echo \\ud83d\\ude00"}}',
+    )  # a pair is a character
+    assert json.loads(raw)["output"].startswith("\U0001f600")
+
+
+@pytest.mark.anyio
+async def test_a_startup_command_that_ends_the_shell_says_how(tmp_path):
+    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "d"))) as rt:
+        r = await rt.call_tool("shell_open", {"startup_command": "echo bye; exit 3"})
+        assert r["error"]["code"] == "spawn_failed"
+        assert "exit status 3" in r["error"]["message"] and "-1" not in r["error"]["message"]

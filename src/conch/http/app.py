@@ -48,6 +48,25 @@ def _error(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "retryable": False}}
 
 
+MAX_JSON_DEPTH = 64  # no tool's arguments nest this deep
+_TOO_DEEP: Any = object()  # json's own recursion limit was hit
+
+
+def _depth(value: Any) -> int:
+    """How deep arrays and objects nest in ``value`` (iteratively: any depth is measured)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = list(v.values())
+        if isinstance(v, list):
+            deepest = max(deepest, d)
+            if d > MAX_JSON_DEPTH:
+                return d
+            stack.extend((x, d + 1) for x in v)
+    return deepest
+
+
 class ConchHTTP:
     """Builds the app; the runtime starts and stops with the app's lifespan."""
 
@@ -145,6 +164,11 @@ class ConchHTTP:
             body = json.loads(await request.body())
         except (ValueError, UnicodeDecodeError):
             return JSONResponse(_error("invalid_argument", "the body is not valid JSON"), 400)
+        except RecursionError:
+            body = _TOO_DEEP
+        if body is _TOO_DEEP or _depth(body) > MAX_JSON_DEPTH:
+            message = f"the body nests deeper than {MAX_JSON_DEPTH} levels"
+            return JSONResponse(_error("invalid_argument", message), 400)
         if not isinstance(body, dict):
             return JSONResponse(_error("invalid_argument", "the body must be a JSON object"), 400)
         method = body.get("method", body.get("capability"))

@@ -17,7 +17,7 @@ from conch.errors import ConchError, RuntimeClosedError
 from conch.tools.context import CallContext, check_purpose
 from conch.tools.host import ToolHost
 from conch.tools.tool import Tool
-from conch.tools.validate import validate
+from conch.tools.validate import check_text, validate
 from conch.tools.views import last_line
 
 log = logging.getLogger("conch.tools")
@@ -48,6 +48,8 @@ async def call_tool_full(
         return ToolOutcome(ConchError("not_found", f"unknown tool {name!r}").envelope(), True)
     args = dict(arguments or {})
     try:
+        check_text(args)
+        check_text((ctx.meta or {}).get("shell_env"), "_meta.shell_env")
         if (
             tool.validator is None  # a profile with its own validator words this itself
             and "host" in args

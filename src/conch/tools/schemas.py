@@ -126,9 +126,9 @@ EXEC_INPUT = obj(
         },
         "max_output_bytes": {
             "type": "integer",
-            "minimum": 0,
+            "minimum": 1,
             "maximum": MAX_OUTPUT_BYTES,
-            "description": "Inline output budget (head + tail). Default 16384.",
+            "description": "Inline output budget (head + tail), 1-1048576. Default 16384.",
         },
         "output_format": {
             "enum": ["text", "json", "jsonl", "auto"],

@@ -8,6 +8,7 @@ items, minItems, maxItems, anyOf. Booleans are never integers; no string may con
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -132,3 +133,29 @@ def _json_type(value: Any) -> str:
     if isinstance(value, dict):
         return "object"
     return type(value).__name__
+
+
+# a lone UTF-16 surrogate (a valid JSON escape, "\\ud800", but no Unicode character); the
+# range U+DC80-U+DCFF is how Python carries bytes that are not UTF-8 (a path rg found), and
+# those stay allowed
+_LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+
+
+def check_text(value: Any, path: str = "") -> None:
+    """Raise invalid_argument for the first string (a key too) holding a lone surrogate."""
+    if isinstance(value, str):
+        m = _LONE_SURROGATE.search(value)
+        if m:
+            raise _fail(
+                path.encode("utf-8", "backslashreplace").decode("utf-8"),  # (a key's own)
+                f"holds a lone UTF-16 surrogate (U+{ord(m.group()):04X} at {m.start()}), "
+                "which is no Unicode character: send text as UTF-8",
+            )
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            sub = f"{path}.{k}" if path else str(k)
+            check_text(k, sub)
+            check_text(v, sub)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_text(v, f"{path}[{i}]")

@@ -231,12 +231,19 @@ class Shell:
         try:
             status = await asyncio.wait_for(asyncio.shield(self._internal), _STARTUP_TIMEOUT_S)
         except asyncio.TimeoutError:
-            status = -1
-        except ConchError:
-            status = -1
-        out = bytes(self._capture or b"")
-        self._capture = None
-        self._internal = None
+            raise ConchError(
+                "spawn_failed", f"startup_command did not finish within {_STARTUP_TIMEOUT_S:g} s"
+            ) from None
+        except ConchError as e:  # the shell exited: the command ended it (`exit 3`)
+            text = normalize(bytes(self._capture or b"")).strip()[-4000:]
+            raise ConchError(
+                "spawn_failed",
+                f"startup_command ended the shell ({e.message})" + (f": {text}" if text else ""),
+            ) from None
+        finally:
+            out = bytes(self._capture or b"")
+            self._capture = None
+            self._internal = None
         return status, out
 
     # -- commands ----------------------------------------------------------------------------
@@ -429,7 +436,10 @@ class Shell:
         if self._internal is not None and not self._internal.done():
             self._internal.set_exception(
                 ConchError(
-                    "spawn_failed", f"{self.kind} exited during startup (status {code or signum})"
+                    "spawn_failed",
+                    f"{self.kind} exited during startup ("
+                    + (f"exit status {code}" if signum is None else f"signal {signum}")
+                    + ")",
                 )
             )
             self._internal.exception()  # mark retrieved
