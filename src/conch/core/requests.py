@@ -23,6 +23,7 @@ from conch.config import (
 from conch.core.env import check_env
 from conch.core.jobs.ready import ReadySpec, parse_ready
 from conch.core.jobs.snapshot import STREAMS
+from conch.core.pattern import Pattern, compile_pattern
 from conch.errors import ConchError
 
 NAME = re.compile(NAME_PATTERN)
@@ -154,7 +155,7 @@ class ReadRequest:
     stream: str | None
     cursor: int | None
     until: str  # change | exit | pattern
-    pattern: re.Pattern[str] | None
+    pattern: Pattern | None
 
 
 def read_request(
@@ -176,10 +177,7 @@ def read_request(
         raise _invalid("cursor", "cursor must be a non-negative integer")
     pattern = None
     if isinstance(until, Mapping):
-        try:
-            pattern = re.compile(str(until.get("pattern", "")))
-        except re.error as e:
-            raise _invalid("until.pattern", f"until.pattern is not a valid regex: {e}") from None
+        pattern = compile_pattern(until.get("pattern", ""), "until.pattern")
         mode = "pattern"
     elif until in UNTIL:
         mode = until

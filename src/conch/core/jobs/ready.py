@@ -14,6 +14,7 @@ from typing import Any
 
 from conch.core.jobs.job import Job
 from conch.core.output.normalize import Normalizer
+from conch.core.pattern import Pattern, compile_pattern
 from conch.errors import ConchError
 
 _POLL_S = 0.1
@@ -22,7 +23,7 @@ _CARRY = 4096
 
 @dataclass(frozen=True)
 class ReadySpec:
-    pattern: re.Pattern[str] | None = None
+    pattern: Pattern | None = None
     port: int | None = None
     url: str | None = None
 
@@ -98,12 +99,7 @@ def parse_ready(ready: Mapping[str, Any] | None) -> ReadySpec | None:
         raise ConchError("invalid_argument", f"ready: unknown field(s) {sorted(unknown)}")
     pattern = None
     if "pattern" in ready:
-        try:
-            pattern = re.compile(ready["pattern"])
-        except (re.error, TypeError) as e:
-            raise ConchError(
-                "invalid_argument", f"ready.pattern is not a valid regex: {e}"
-            ) from None
+        pattern = compile_pattern(ready["pattern"], "ready.pattern")
     port = ready.get("port")
     if port is not None and (
         isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535
