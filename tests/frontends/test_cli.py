@@ -151,3 +151,36 @@ def test_dashboard_control_is_one_setting_three_ways_and_a_bare_flag_means_true(
     assert parsed("--dashboard-control", "no", environ={"CONCH_DASHBOARD_CONTROL": "1"}) is False
     assert Config(dashboard_control=True).dashboard_control is True
     assert "--dashboard-control" in conch("serve", "--help").stdout
+
+
+def test_a_secret_given_as_a_flag_is_warned_about_and_never_echoed(tmp_path):
+    """Issue 18.9: a token on the command line is readable in /proc/<pid>/cmdline."""
+    import subprocess
+    import sys
+
+    token = "tok-flag-Zr8w-secret"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "conch",
+            "info",
+            "--auth-token",
+            token,
+            "--data-dir",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "--auth-token on the command line can be read by every local user" in r.stderr
+    assert "CONCH_AUTH_TOKEN" in r.stderr and token not in r.stderr + r.stdout
+    r = subprocess.run(
+        [sys.executable, "-m", "conch", "info", "--data-dir", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "CONCH_AUTH_TOKEN": token},
+    )
+    assert "warning" not in r.stderr

@@ -449,3 +449,38 @@ async def test_a_stopped_command_line_adds_no_line_break_of_the_shell(
     await run(rt, sid, "trap - INT")
     r = await run(rt, sid, "echo fine")
     assert r["output"] == "fine\n"
+
+
+def _files_holding(root: str, needle: bytes) -> list[str]:
+    found = []
+    for d, _, names in os.walk(root):
+        for n in names:
+            try:
+                with open(os.path.join(d, n), "rb") as f:
+                    if needle in f.read():
+                        found.append(os.path.join(d, n))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_commands_env_values_leave_the_disk_once_used(rt: conch.Runtime, kind: str) -> None:
+    """Issue 18.9: a shell command's `env` (a token, often) is not left in the data dir: bash
+    removes it from the command file as the command starts, and every shell's file is blanked
+    when the command ends (its output is the job's, not the command file's)."""
+    sid = await open_shell(rt, kind)
+    secret = "hunter2-" + "q7Zx" * 4
+    data = str(rt.config.resolved_data_dir)
+    r = await run(
+        rt, sid, "sleep 1; echo ${SECRET_X#hunter2-}", env={"SECRET_X": secret}, yield_ms=400
+    )
+    if kind == "bash":
+        assert r["state"] == "running" and _files_holding(data, secret.encode()) == []
+    r = await rt.call_tool(
+        "read", {"job_id": r["job_id"], "cursor": 0, "until": "exit", "wait_ms": 10000}
+    )
+    assert r["output"] == "q7Zx" * 4 + "\n", r
+    assert _files_holding(data, secret.encode()) == []
+    r = await run(rt, sid, "echo ${SECRET_X-gone}")
+    assert r["output"] == "gone\n"

@@ -77,6 +77,13 @@ def config_from_args(args: argparse.Namespace) -> Config:
         text = getattr(args, f"setting_{f.name}", None)
         if text is not None:
             flags[f.name] = parse_setting(f.name, text)
+            if f.metadata.get("secret"):
+                print(
+                    f"conch: warning: {_flag(f.name)} on the command line can be read by every "
+                    f"local user (/proc/{os.getpid()}/cmdline, ps): set CONCH_{f.name.upper()} "
+                    "in the environment or in an --env-file only the server's user can read",
+                    file=sys.stderr,
+                )
     return Config.from_sources(flags, os.environ, getattr(args, "env_file", None))
 
 

@@ -104,6 +104,7 @@ class Shell:
         self._cmd_fd: int | None = None
         self._scrub: PathScrubber | None = None  # the command file's path out of the output
         self._cmd_len = 0
+        self._values_on_disk = False  # the command file holds a command's env values
         self._pending = bytearray()  # output while no job runs: it goes to the next job
         self._input: Feeder | None = None  # typed for the running command, not yet taken
         self._capture: bytearray | None = None  # output of internal commands (startup)
@@ -258,6 +259,12 @@ class Shell:
         """Put the command in the command file and type the trigger line that sources it."""
         assert self._cmd_fd is not None and self._cmd_path is not None
         text = env_prelude(assign) + command
+        if assign and self.kind == "bash":
+            # the values (a secret, often) leave the disk as the command starts: bash's `.`
+            # has read the whole file by then (where the file is read-only, the end marker
+            # blanks it instead)
+            text = f": >{shlex.quote(self._cmd_path)} 2>/dev/null\n" + text
+        self._values_on_disk = bool(assign)
         if not text.endswith("\n"):
             text += "\n"
         data = text.encode("utf-8", "surrogateescape")
@@ -396,7 +403,15 @@ class Shell:
                 pass
         return self.cwd
 
+    def _blank_command_file(self) -> None:
+        """Overwrite the command file's env values (SPEC §4 env) as soon as they are used."""
+        if self._values_on_disk and self._cmd_fd is not None:
+            self._values_on_disk = False
+            with contextlib.suppress(OSError):
+                os.pwrite(self._cmd_fd, b"\n" * self._cmd_len, 0)
+
     def _done(self, status: int) -> None:
+        self._blank_command_file()
         if self._internal is not None:
             if not self._internal.done():
                 self._internal.set_result(status)
@@ -426,6 +441,7 @@ class Shell:
     # -- shell exit --------------------------------------------------------------------------
 
     def _on_exit(self, status: int) -> None:
+        self._blank_command_file()
         self._reaped.set()
         self._drain()
         self._handle(self._parser.flush())
