@@ -473,3 +473,12 @@ async def test_workspace_write_keeps_the_repository_metadata_read_only(config, w
     assert os.listdir(hooks) == []
     with open(os.path.join(workspace, ".git", "config")) as f:
         assert f.read() == "[core]\n"
+
+
+async def test_the_sandboxs_own_processes_are_never_a_jobs_lingering_ones(config):
+    """Issue 18.11: bwrap's monitor reports the program's end before the namespace's init (a
+    bwrap too) is gone; that helper must not show as lingering, nor hold the output open."""
+    async with conch.Runtime(config(sandbox="read-only")) as rt:
+        results = [await rt.exec(command="echo hi") for _ in range(30)]
+    for r in results:
+        assert r["output"] == "hi\n" and r["lingering_pids"] == [] and r["eof"] is True, r

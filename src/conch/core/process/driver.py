@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 
 from conch.core.jobs.job import Job
@@ -21,6 +22,17 @@ from conch.core.process.hygiene import (
     terminate_tree,
 )
 
+_SETTLE_S = 0.2
+_SETTLE_POLL_S = 0.002
+
+
+def _is_bwrap(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip() == "bwrap"
+    except OSError:
+        return False
+
 
 class ProcessDriver:
     def __init__(self, job: Job, reaper: Reaper, *, on_output_limit: Callable[[Job], None]) -> None:
@@ -34,6 +46,7 @@ class ProcessDriver:
         self._on_output_limit = on_output_limit
         self.fence: SpawnFence | None = None
         self.cgroup: JobCgroup | None = None
+        self._settle_until = 0.0  # while bwrap's own processes finish (see _on_exit)
 
     def _fence(self, fence: SpawnFence | None) -> None:
         self.fence = fence
@@ -107,8 +120,30 @@ class ProcessDriver:
             # the cap wins even when the leader raced to exit: the job ends as output_limit
             self._on_output_limit(self.job)
             return
-        code, signum = self._decode(status)
         lingering = self.lingering()
+        if lingering and self.fence is not None and self.fence.monitor and self._settle_until == 0:
+            # bwrap's monitor can report the program's end before the PID namespace's init
+            # (bwrap too) has gone: the sandbox's own helpers are never the job's lingering
+            # processes, so give them a moment (a process of the job's that only calls
+            # itself bwrap is still listed once the moment has passed)
+            if all(_is_bwrap(p) for p in lingering):
+                self._settle_until = time.monotonic() + _SETTLE_S
+                self._loop.call_later(_SETTLE_POLL_S, self._settle, status)
+                return
+        self._finish_exited(status, lingering)
+
+    def _settle(self, status: int) -> None:
+        if self.job.terminal:
+            return
+        lingering = self.lingering()
+        if lingering and time.monotonic() < self._settle_until:
+            self._loop.call_later(_SETTLE_POLL_S, self._settle, status)
+            return
+        self._drain()
+        self._finish_exited(status, lingering)
+
+    def _finish_exited(self, status: int, lingering: list[int]) -> None:
+        code, signum = self._decode(status)
         self.reaper.note(lingering)
         # killed by a signal Conch sent on request: that is a cancellation, not an exit
         state = "cancelled" if signum is not None and signum in self.job.sent_signals else "exited"
