@@ -121,15 +121,15 @@ class ProcessDriver:
             self._on_output_limit(self.job)
             return
         lingering = self.lingering()
-        if lingering and self.fence is not None and self.fence.monitor and self._settle_until == 0:
-            # bwrap's monitor can report the program's end before the PID namespace's init
-            # (bwrap too) has gone: the sandbox's own helpers are never the job's lingering
-            # processes, so give them a moment (a process of the job's that only calls
-            # itself bwrap is still listed once the moment has passed)
-            if all(_is_bwrap(p) for p in lingering):
-                self._settle_until = time.monotonic() + _SETTLE_S
-                self._loop.call_later(_SETTLE_POLL_S, self._settle, status)
-                return
+        # bwrap's monitor can report the program's end before the PID namespace's init (bwrap
+        # too) has gone: the sandbox's own helpers are never the job's lingering processes, so
+        # give them a moment (a process of the job's that only calls itself bwrap is still
+        # listed once the moment has passed)
+        monitored = self.fence is not None and self.fence.monitor and self._settle_until == 0
+        if lingering and monitored and all(_is_bwrap(p) for p in lingering):
+            self._settle_until = time.monotonic() + _SETTLE_S
+            self._loop.call_later(_SETTLE_POLL_S, self._settle, status)
+            return
         self._finish_exited(status, lingering)
 
     def _settle(self, status: int) -> None:
