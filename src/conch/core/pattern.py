@@ -6,7 +6,7 @@ unsupported construct is ``invalid_argument`` naming it."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import re2
 
@@ -32,12 +32,27 @@ class Pattern(Protocol):
     def search(self, text: str) -> object: ...
 
 
+class _Compiled:
+    """An RE2 program searched as Python's ``re`` searches: ``$`` also matches before a
+    final line break (RE2's ``$`` is the end of the text only), so ``ready: "up$"`` still
+    matches a line ``up``."""
+
+    def __init__(self, program: Any) -> None:
+        self._program = program
+
+    def search(self, text: str) -> object:
+        found = self._program.search(text)
+        if found is None and text.endswith("\n"):
+            found = self._program.search(text[:-1])
+        return found
+
+
 def compile_pattern(pattern: object, field: str) -> Pattern:
     """The compiled pattern, or ``invalid_argument`` naming ``field`` and what is wrong."""
     if not isinstance(pattern, str):
         raise ConchError("invalid_argument", f"{field} must be a string", field=field)
     try:
-        return re2.compile(pattern, _OPTIONS)
+        return _Compiled(re2.compile(pattern, _OPTIONS))
     except re2.error as e:
         raw = e.args[0] if e.args else b""
         why = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
