@@ -482,3 +482,24 @@ async def test_the_sandboxs_own_processes_are_never_a_jobs_lingering_ones(config
         results = [await rt.exec(command="echo hi") for _ in range(30)]
     for r in results:
         assert r["output"] == "hi\n" and r["lingering_pids"] == [] and r["eof"] is True, r
+
+
+async def test_a_data_dir_inside_a_writable_workspace_is_refused_naming_both(tmp_path):
+    """Issue 18.2: with the data dir inside the workspace (the default data dir with the
+    server started in $HOME), a workspace-write job could rename a directory above the hidden
+    mount and forge the logs the server serves: refused at start and per call."""
+    ws = tmp_path / "home"
+    data = ws / ".local" / "state" / "conch"
+    ws.mkdir()
+    cfg = conch.Config(data_dir=str(data), default_cwd=str(ws), sandbox="workspace-write")
+    with pytest.raises(conch.ConfigError) as e:
+        async with conch.Runtime(cfg):
+            pass
+    assert str(data) in str(e.value) and f"workspace {ws}" in str(e.value)
+    async with conch.Runtime(conch.Config(data_dir=str(data), default_cwd=str(ws))) as rt:
+        with pytest.raises(ConchError) as err:
+            await rt.exec(command="mv .local .moved", sandbox="workspace-write")
+        assert err.value.code == "sandbox_unavailable" and str(data) in err.value.message
+        r = await rt.exec(command="cat /etc/hostname >/dev/null", sandbox="read-only")
+        assert r["exit_code"] == 0  # read-only cannot rename anything: still served
+    assert (ws / ".local").is_dir()

@@ -252,12 +252,28 @@ class Containment:
         self.no_cgroup_reason = "cgroups are turned off (setting cgroup=off)"
         self.places_itself = False  # a spawn can start its child in a cgroup v2 directory
 
+    def _data_dir_inside(self) -> bool:
+        """The data dir lies in the workspace: a writable job could rename a directory above
+        its hidden mount, and the server, holding it by path, would then serve forged logs."""
+        ws = self.workspace.rstrip("/") + "/"
+        return (self.data_dir + "/").startswith(ws)
+
+    def _data_dir_message(self) -> str:
+        return (
+            f"sandbox workspace-write: the data dir {self.data_dir} lies inside the workspace "
+            f"{self.workspace}, where a job could move it aside and forge its logs: set "
+            "data_dir (CONCH_DATA_DIR) outside the workspace, or default_cwd to a project "
+            "directory"
+        )
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
         if self.policy.sandbox == "workspace-write":
             if self.workspace == "/":
                 raise ConfigError(_ROOT_WORKSPACE)
+            if self._data_dir_inside():
+                raise ConfigError(self._data_dir_message())
             if self.workspace == os.path.realpath(os.path.expanduser("~")):
                 log.warning(
                     "sandbox workspace-write with the workspace %s, the home directory: "
@@ -373,6 +389,8 @@ class Containment:
         if policy.active:
             if policy.sandbox == "workspace-write" and self.workspace == "/":
                 raise ConchError("invalid_argument", _ROOT_WORKSPACE)
+            if policy.sandbox == "workspace-write" and self._data_dir_inside():
+                raise ConchError("sandbox_unavailable", self._data_dir_message())
             out.sandbox = sb.Fence(policy, self.workspace, (self.data_dir,))
             kind = sb.backend()
             if kind == "bwrap":
