@@ -5,12 +5,14 @@ Level exercised: ``cgroup`` (this host; see conftest) with the bwrap sandbox on 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import stat
 import sys
 import tempfile
+import urllib.request
 
 import pytest
 from procs import gone, read_bytes, read_pid, wait_for
@@ -503,3 +505,66 @@ async def test_a_data_dir_inside_a_writable_workspace_is_refused_naming_both(tmp
         r = await rt.exec(command="cat /etc/hostname >/dev/null", sandbox="read-only")
         assert r["exit_code"] == 0  # read-only cannot rename anything: still served
     assert (ws / ".local").is_dir()
+
+
+_CALL_CONCH = r"""
+import json, sys, urllib.request, urllib.error
+req = urllib.request.Request(
+    sys.argv[1] + "/invoke",
+    data=json.dumps({"method": "exec", "params": {"command": "echo escaped"}}).encode(),
+    headers={"Content-Type": "application/json"},
+)
+try:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        print("status", r.status, r.read().decode()[:200])
+except urllib.error.HTTPError as e:
+    print("status", e.code, e.read().decode()[:200])
+"""
+
+
+def test_a_sandboxed_job_cannot_call_conchs_own_api(tmp_path, base, workspace):
+    """Issue 18.3: with the network on, a job sandboxed for one call could POST /invoke to
+    the server and get an unsandboxed exec (and every other job). A loopback request is
+    traced to the process holding its socket: from inside a sandbox it gets 403, however the
+    job hides (no tag, a shell, a grandchild)."""
+    from frontend_servers import kill_group, start_http
+
+    srv = start_http(tmp_path, "--default-cwd", workspace)
+    script = os.path.join(base, "call.py")
+    with open(script, "w") as f:
+        f.write(_CALL_CONCH)
+    py = sys.executable
+
+    def invoke(params: dict) -> dict:
+        body = json.dumps({"method": "exec", "params": params}).encode()
+        req = urllib.request.Request(
+            srv.url + "/invoke", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read())
+
+    try:
+        plain = invoke({"argv": [py, script, srv.url]})
+        assert "status 200" in plain["output"], plain  # an unsandboxed job may call it
+        for sandbox in ("read-only", "workspace-write"):
+            for how in (
+                f"{py} {script} {srv.url}",
+                f"env -i {py} {script} {srv.url}",
+                f"(sh -c '{py} {script} {srv.url}' &) ; sleep 2",
+            ):
+                r = invoke({"command": how, "sandbox": sandbox, "network": "on"})
+                assert "status 403" in r["output"] and "escaped" not in r["output"], (how, r)
+        sid = invoke_tool(srv.url, "shell_open", {"sandbox": "read-only"})["shell_id"]
+        r = invoke({"shell_id": sid, "command": f"{py} {script} {srv.url}"})
+        assert "status 403" in r["output"], r
+    finally:
+        kill_group(srv.proc)
+
+
+def invoke_tool(url: str, method: str, params: dict) -> dict:
+    body = json.dumps({"method": method, "params": params}).encode()
+    req = urllib.request.Request(
+        url + "/invoke", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())

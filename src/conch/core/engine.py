@@ -29,7 +29,7 @@ from conch.core.jobs.snapshot import STREAMS, observe, snapshot, summary
 from conch.core.jobs.table import JobTable
 from conch.core.output import window as win
 from conch.core.output.log import JobLog
-from conch.core.process import hygiene, procfs
+from conch.core.process import hygiene, peer, procfs
 from conch.core.process import warm as warm_start
 from conch.core.process.containment import Containment, SpawnFence
 from conch.core.process.driver import ProcessDriver
@@ -134,6 +134,29 @@ class Engine:
     def instance(self) -> str:
         """This runtime's tag prefix (set at start)."""
         return self.spawn.instance
+
+    def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
+        """The sandboxed job or shell that holds the client end of a loopback connection to
+        ``server`` (its id), or None: a request from inside a sandbox must not get more than
+        its fence (SPEC §9a). Every process of a sandboxed job descends from its leader (a PID
+        namespace: orphans go to its init), so its tree is searched, whatever the level."""
+        units = [
+            (job_id, d.pid)
+            for job_id, d in self._drivers.items()
+            if d.pid is not None and d.fence is not None and d.fence.sandbox is not None
+            and not d.job.terminal
+        ]
+        if self._shells is not None:
+            units += self._shells.sandboxed()
+        if not units:
+            return None
+        inode = peer.socket_inode(client, server)
+        if inode is None:
+            return None
+        for unit, leader in units:
+            if peer.holders(inode, {leader} | procfs.descendants({leader})):
+                return unit
+        return None
 
     # -- lifecycle -----------------------------------------------------------------------------
 

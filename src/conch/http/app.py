@@ -129,6 +129,7 @@ class ConchHTTP:
             bind_host=self.config.host,
             token=self.config.auth_token,
             throttle=self.signin_throttle,
+            sandboxed_caller=getattr(self.runtime, "sandboxed_caller", None),
         )
 
     # -- routes ----------------------------------------------------------------------------------

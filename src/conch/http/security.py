@@ -8,6 +8,7 @@ import ipaddress
 import math
 import socket
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -93,6 +94,7 @@ class Guard:
         token: str = "",
         max_body: int = MAX_BODY_BYTES,
         throttle: signin.Throttle | None = None,
+        sandboxed_caller: Callable[[tuple[str, int], tuple[str, int]], str | None] | None = None,
     ) -> None:
         self.app = app
         self.hosts = HostPolicy(bind_host)
@@ -101,6 +103,9 @@ class Guard:
         # wrong bearer tokens count against the client as wrong sign-ins do (one throttle):
         # after 5 a minute, every route answers 429 to that client's bearer tries
         self.throttle = throttle or signin.Throttle()
+        # a loopback request from inside a sandboxed job gets no more than that job's fence:
+        # none of Conch's API (an unsandboxed exec, other jobs' reads and writes)
+        self._sandboxed_caller = sandboxed_caller
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -115,6 +120,19 @@ class Guard:
         if origin is not None and not _same_origin(origin, host, scope.get("scheme", "http")):
             await _reject(403, "Forbidden: cross-origin request", scope, receive, send)
             return
+        client, server = scope.get("client"), scope.get("server")
+        if self._sandboxed_caller is not None and client and server and is_loopback(client[0]):
+            unit = self._sandboxed_caller((client[0], client[1]), (server[0], server[1]))
+            if unit is not None:
+                await _reject(
+                    403,
+                    f"Forbidden: this request comes from inside sandboxed {unit}; a sandbox "
+                    "holds Conch's own API as well",
+                    scope,
+                    receive,
+                    send,
+                )
+                return
         scope[AUTH_SCOPE_KEY] = "none"
         bearer = headers.get("authorization")
         if self._token and bearer is not None:

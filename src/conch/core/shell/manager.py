@@ -104,6 +104,14 @@ class ShellManager:
             raise ConchError("not_found", f"no shell {shell_id!r}")
         return sh
 
+    def sandboxed(self) -> list[tuple[str, int]]:
+        """(shell id, leader pid) of every running shell with a sandbox."""
+        return [
+            (s.shell_id, s.pid)
+            for s in self._shells.values()
+            if s.pid is not None and s.sandboxed and s.state is not ShellState.CLOSED
+        ]
+
     def summaries(self) -> list[ShellSummary]:
         return [s.summary() for s in self._shells.values() if s.state is not ShellState.CLOSED]
 

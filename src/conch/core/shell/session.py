@@ -213,6 +213,10 @@ class Shell:
             self._inner = inner_pid(pid)
 
     @property
+    def sandboxed(self) -> bool:
+        return self._fence is not None and self._fence.sandbox is not None
+
+    @property
     def shell_pid(self) -> int | None:
         """The shell process (under a sandbox, not the bwrap monitor that leads its session)."""
         return self._inner or self.pid
