@@ -143,7 +143,9 @@ class Engine:
         units = [
             (job_id, d.pid)
             for job_id, d in self._drivers.items()
-            if d.pid is not None and d.fence is not None and d.fence.sandbox is not None
+            if d.pid is not None
+            and d.fence is not None
+            and d.fence.sandbox is not None
             and not d.job.terminal
         ]
         if self._shells is not None:
