@@ -126,7 +126,8 @@ class ProcessDriver:
         # give them a moment (a process of the job's that only calls itself bwrap is still
         # listed once the moment has passed)
         monitored = self.fence is not None and self.fence.monitor and self._settle_until == 0
-        if lingering and monitored and all(_is_bwrap(p) for p in lingering):
+        helpers_only = all(_is_bwrap(p) for p in lingering)  # (none: its pipe end may be open)
+        if monitored and helpers_only and (lingering or self._holds_output):
             self._settle_until = time.monotonic() + _SETTLE_S
             self._loop.call_later(_SETTLE_POLL_S, self._settle, status)
             return
@@ -136,10 +137,12 @@ class ProcessDriver:
         if self.job.terminal:
             return
         lingering = self.lingering()
-        if lingering and time.monotonic() < self._settle_until:
+        self._drain()
+        # (and, once they are gone, until their end of the output pipes is closed too)
+        waiting = lingering or self._holds_output
+        if waiting and time.monotonic() < self._settle_until:
             self._loop.call_later(_SETTLE_POLL_S, self._settle, status)
             return
-        self._drain()
         self._finish_exited(status, lingering)
 
     def _finish_exited(self, status: int, lingering: list[int]) -> None:
