@@ -55,6 +55,7 @@ class JobSnapshot(JobIdentity):
     stderr_bytes: int
     truncated: bool
     omitted_bytes: int
+    lost_bytes: int
     eof: bool
     log_path: str
     cwd: str

@@ -86,6 +86,8 @@ def snapshot(s: Result, default_cwd: str | None = None) -> dict[str, Any]:
         out["lingering_pids"] = s["lingering_pids"]
     if s.get("restarted"):
         out["restarted"] = True
+    if s.get("lost_bytes"):
+        out["lost_bytes"] = s["lost_bytes"]
     return out
 
 

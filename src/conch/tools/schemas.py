@@ -315,6 +315,11 @@ SNAPSHOT_OUTPUT = {
             {"type": "boolean"}, False, "Some output was left out of `output` (see the marker)."
         ),
         "omitted_bytes": _d({"type": "integer"}, 0, "Bytes of the log left out of `output`."),
+        "lost_bytes": _d(
+            {"type": "integer"},
+            0,
+            "Output bytes the log could not keep (a full disk): counted, and named by a marker.",
+        ),
         "eof": _d(
             {"type": "boolean"},
             True,

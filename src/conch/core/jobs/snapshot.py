@@ -64,7 +64,7 @@ def snapshot(job: Job, window: Window, *, stream: str | None = None) -> JobSnaps
         "awaiting_input": awaiting_input,
         "awaiting_secret": awaiting_secret,
         "ready": job.ready,
-        "output": window.text,
+        "output": window.text + lost_marker(job),
         "cursor": window.cursor,
         "next_cursor": window.next_cursor,
         "total_bytes": total,
@@ -79,7 +79,19 @@ def snapshot(job: Job, window: Window, *, stream: str | None = None) -> JobSnaps
         "parse_error": parse_error,
         "lingering_pids": list(job.lingering_pids),
         "restarted": job.restarted,
+        "lost_bytes": job.log.lost_bytes,
     }
+
+
+def lost_marker(job: Job) -> str:
+    """What the output cannot show: bytes the job printed that the log could not keep."""
+    log = job.log
+    if not log.lost_bytes:
+        return ""
+    return (
+        f"\n[... {log.lost_bytes} bytes of output lost: the log could not be written: "
+        f"{log.lost_reason} ...]"
+    )
 
 
 def summary(job: Job) -> JobSummary:

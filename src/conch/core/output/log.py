@@ -7,6 +7,7 @@ however much a job prints, and either stream can still be read on its own.
 
 from __future__ import annotations
 
+import errno
 import os
 from array import array
 from bisect import bisect_right
@@ -29,6 +30,10 @@ class JobLog:
         # per stream: segment start in stream coordinates, and in combined coordinates
         self._seg_s: tuple[array[int], array[int]] = (array("q"), array("q"))
         self._seg_c: tuple[array[int], array[int]] = (array("q"), array("q"))
+        # output that arrived but could not be written (a full disk, the file gone): counted,
+        # never silently dropped, and the job's pipe is still drained (SPEC §5 style marker)
+        self.lost_bytes = 0
+        self.lost_reason = ""
 
     @property
     def full(self) -> bool:
@@ -54,7 +59,12 @@ class JobLog:
         data = data[: max(0, self.cap - self.total)]
         view = memoryview(data)
         while view:
-            n = os.write(self._fd, view)
+            try:
+                n = os.write(self._fd, view)
+            except OSError as e:  # ENOSPC, EDQUOT, EIO: these bytes are lost, the next may not
+                self.lost_bytes += len(view)
+                self.lost_reason = f"{e.strerror or e} ({errno.errorcode.get(e.errno or 0, '?')})"
+                break
             self._note(n, stream)
             view = view[n:]
         return len(data)
