@@ -21,6 +21,9 @@ import conch
 from conch import ConchError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap")]
+# a Python the sandbox can run (stdlib only): the venv's may lie under the private /tmp (a
+# checkout there), its interpreter does not
+INSIDE_PY = os.path.realpath(sys.executable)
 
 
 @pytest.fixture
@@ -430,7 +433,7 @@ async def test_no_host_kernel_setting_is_writable_from_inside(config, sandbox, n
     (/proc/sys, /proc/sysrq-trigger, /sys, and the rest of procfs outside its processes)."""
     async with conch.Runtime(config(sandbox=sandbox, network=network)) as rt:
         r = await rt.exec(
-            argv=[sys.executable, "-c", _WRITABLE_HOST_FILES], yield_ms=60_000, timeout_ms=60_000
+            argv=[INSIDE_PY, "-c", _WRITABLE_HOST_FILES], yield_ms=60_000, timeout_ms=60_000
         )
     assert r["state"] == "exited" and r["exit_code"] == 0, r
     count, *paths = r["output"].splitlines()[0].split()
@@ -533,7 +536,7 @@ def test_a_sandboxed_job_cannot_call_conchs_own_api(tmp_path, base, workspace):
     script = os.path.join(base, "call.py")
     with open(script, "w") as f:
         f.write(_CALL_CONCH)
-    py = sys.executable
+    py = INSIDE_PY
 
     def invoke(params: dict) -> dict:
         body = json.dumps({"method": "exec", "params": params}).encode()
