@@ -3,6 +3,7 @@ with its pipe drained (no SIGPIPE of Conch's making), and the server recovers wi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -23,7 +24,9 @@ def small_disk(tmp_path):
     if os.geteuid() != 0 or shutil.which("mount") is None:
         system_tools.unavailable("a small filesystem of its own", "needs root and mount")
     r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(d)], capture_output=True, text=True
+        ["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=64", "tmpfs", str(d)],
+        capture_output=True,
+        text=True,
     )
     if r.returncode != 0:
         system_tools.unavailable("a small filesystem of its own", f"mount: {r.stderr.strip()}")
@@ -61,3 +64,48 @@ async def test_a_full_disk_loses_output_visibly_and_the_job_runs_on(small_disk, 
         os.unlink(filler)  # space again: the next job's output is whole
         r = await rt.exec(command="seq 1 20000 | tail -1")
         assert r["output"] == "20000\n" and r["lost_bytes"] == 0, r
+
+
+async def test_a_data_dir_removed_under_the_server_is_said_and_made_again(tmp_path):
+    """Issue 18.6: a tmp cleaner removes the data dir: old logs say they are gone, new jobs
+    get whole output again (spare logs and warm processes of the old dir are not used), and
+    nothing raises in a loop callback."""
+    data = tmp_path / "data"
+    cfg = conch.Config(result_detail="full", data_dir=str(data), default_cwd=str(tmp_path))
+    async with conch.Runtime(cfg) as rt:
+        first = await rt.exec(command="echo one")
+        await rt.exec(command="true")  # the warm bash and the spare logs exist
+        shutil.rmtree(data)
+        r = await rt.read(job_id=first["job_id"], cursor=0)
+        assert "cannot be read (No such file or directory): its 4 bytes are gone" in r["output"]
+        for _ in range(3):
+            r = await rt.exec(command="echo two; exit 3")
+            assert (r["output"], r["exit_code"]) == ("two\n", 3), r
+            assert os.path.exists(r["log_path"])
+        s = await rt.call_tool("shell_open", {})
+        assert s["state"] == "ready", s
+
+
+async def test_a_data_dir_that_cannot_take_files_is_capacity_naming_it(small_disk, tmp_path):
+    """No inode left for a new log: `capacity` naming the data dir, never `internal`; the
+    server goes on once there is room."""
+    cfg = conch.Config(data_dir=str(small_disk / "data"), default_cwd=str(tmp_path))
+    async with conch.Runtime(cfg) as rt:
+        await rt.exec(command="true")
+        fillers = []
+        with contextlib.suppress(OSError):  # every inode taken (the tmpfs has 64)
+            for i in range(100):
+                p = small_disk / f"filler-{i}"
+                p.touch()
+                fillers.append(p)
+        for _ in range(12):  # past the spare logs made ahead
+            r = await rt.call_tool("exec", {"command": "echo x"})
+            if "error" in r:
+                break
+        assert r["error"]["code"] == "capacity", r
+        assert str(small_disk / "data") in r["error"]["message"]
+        assert "No space left on device" in r["error"]["message"]
+        for p in fillers:
+            p.unlink()
+        r = await rt.call_tool("exec", {"command": "echo back"})
+        assert r["output"] == "back\n", r

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import stat
@@ -12,7 +13,12 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
+from conch.errors import ConchError
+
 LOG_NAME = re.compile(r"^\d{8}-\d{6}-[js]_[0-9a-f]{10}\.(log|sh)$")
+
+
+log = logging.getLogger("conch.datadir")
 
 
 class DataDir:
@@ -31,7 +37,19 @@ class DataDir:
         path = str(subdir / f"{stamp}-{object_id}.{suffix}")
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         flags |= getattr(os, "O_NOFOLLOW", 0)
-        fd = os.open(path, flags, 0o600)
+        try:
+            try:
+                fd = os.open(path, flags, 0o600)
+            except FileNotFoundError:  # the data dir was removed under us (a tmp cleaner)
+                self.prepare()
+                fd = os.open(path, flags, 0o600)
+        except OSError as e:
+            raise ConchError(
+                "capacity",
+                f"cannot create a file in Conch's data dir {subdir}: {e.strerror or e} "
+                "(a full or read-only disk?)",
+                retryable=True,
+            ) from None
         return path, fd
 
     def remove_expired(self, ttl_s: int) -> int:
@@ -102,9 +120,18 @@ class LogPool:
         return job_id, path, fd
 
     def take(self) -> tuple[str, str, int]:
-        """(job_id, path, write fd) — from the pool, or made now if it ran dry."""
+        """(job_id, path, write fd) — from the pool, or made now if it ran dry. A spare whose
+        file is gone (the data dir was removed) would take output nobody can read: then every
+        spare goes, and the log is made anew (the data dir with it)."""
         with self._lock:
             item = self._spares.popleft() if self._spares else None
+        if item is not None and not os.path.exists(item[1]):
+            _discard(item)
+            with self._lock:
+                stale, self._spares = list(self._spares), deque()
+            for old in stale:
+                _discard(old)
+            item = None
         return item or self._make()
 
     def refill(self) -> None:
@@ -118,7 +145,11 @@ class LogPool:
                 with self._lock:
                     if self._closed or len(self._spares) >= self._target:
                         return
-                item = self._make()
+                try:
+                    item = self._make()
+                except ConchError as e:  # no room now: jobs make their logs as they start
+                    log.warning("%s", e.message)
+                    return
                 with self._lock:
                     if self._closed:
                         _discard(item)

@@ -86,6 +86,11 @@ def snapshot(job: Job, window: Window, *, stream: str | None = None) -> JobSnaps
 def lost_marker(job: Job) -> str:
     """What the output cannot show: bytes the job printed that the log could not keep."""
     log = job.log
+    if log.unreadable and log.total:
+        return (
+            f"\n[... the log file {log.path} cannot be read ({log.unreadable}): its "
+            f"{log.total} bytes are gone ...]"
+        )
     if not log.lost_bytes:
         return ""
     return (

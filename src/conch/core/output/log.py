@@ -34,6 +34,7 @@ class JobLog:
         # never silently dropped, and the job's pipe is still drained (SPEC §5 style marker)
         self.lost_bytes = 0
         self.lost_reason = ""
+        self.unreadable = ""  # why the finished log's file cannot be opened (it was removed)
 
     @property
     def full(self) -> bool:
@@ -99,7 +100,8 @@ class JobLog:
             return self._read(self._fd, start, end, stream)
         try:
             fd = os.open(self.path, _READ_FLAGS)
-        except OSError:
+        except OSError as e:
+            self.unreadable = e.strerror or str(e)
             return b""
         try:
             return self._read(fd, start, end, stream)

@@ -122,7 +122,12 @@ class Warm:
         if warm is None:
             self.fill_soon()
             return None
-        if warm.job.terminal or not warm.driver.stdin_open or env(warm.job.job_id) != warm.env:
+        if (
+            warm.job.terminal
+            or not warm.driver.stdin_open
+            or env(warm.job.job_id) != warm.env
+            or not os.path.exists(warm.job.log.path)  # the data dir was removed under us
+        ):
             self._ready = None  # stale (the server's environment changed): replace it
             self._discard(warm.job)
             self.fill_soon()
