@@ -102,7 +102,11 @@ async def test_tail_gives_last_bytes(rt):
 
 
 async def test_streams_are_apart_and_in_arrival_order(rt):
-    r = await rt.exec(command="for i in 1 2 3; do echo o$i; echo e$i >&2; sleep 0.02; done")
+    # (gaps of 0.3 s: the order across two pipes is the order they are read in, and a loaded
+    # machine under xdist can hold the reader back for tens of milliseconds)
+    r = await rt.exec(
+        command="for i in 1 2 3; do echo o$i; sleep 0.3; echo e$i >&2; sleep 0.3; done"
+    )
     assert r["output"] == "o1\ne1\no2\ne2\no3\ne3\n"
     out = await rt.read(r["job_id"], cursor=0, stream="stdout")
     err = await rt.read(r["job_id"], cursor=0, stream="stderr")
