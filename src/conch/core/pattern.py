@@ -19,8 +19,6 @@ _OPTIONS.max_mem = MAX_MEM
 
 # RE2's words for what it leaves out, and what a caller should read instead
 _UNSUPPORTED = (
-    ("invalid escape sequence: \\1", "backreferences (\\1 … \\9)"),
-    ("invalid escape sequence: \\2", "backreferences (\\1 … \\9)"),
     ("invalid perl operator: (?=", "lookahead (?=…)"),
     ("invalid perl operator: (?!", "negative lookahead (?!…)"),
     ("invalid perl operator: (?<=", "lookbehind (?<=…)"),
@@ -56,15 +54,15 @@ def compile_pattern(pattern: object, field: str) -> Pattern:
     except re2.error as e:
         raw = e.args[0] if e.args else b""
         why = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-        if "(?P=" in pattern and why.startswith("invalid perl operator: (?P"):
-            why = "named backreferences (?P=…) are not supported: patterns use RE2 syntax"
-        for words, construct in _UNSUPPORTED:
-            if why.startswith(words):
-                why = f"{construct} are not supported: patterns use RE2 syntax (linear time)"
-                break
-        else:
-            if "pattern too large" in why:
-                why = f"the pattern needs more than {MAX_MEM >> 20} MiB to run: {why}"
+        construct = next((c for words, c in _UNSUPPORTED if why.startswith(words)), None)
+        if why.startswith("invalid escape sequence: \\") and why[-1:].isdigit():
+            construct = "backreferences (\\1 … \\9)"
+        elif why.startswith("invalid perl operator: (?P") and "(?P=" in pattern:
+            construct = "named backreferences (?P=…)"  # (RE2 cuts its words at "(?P")
+        if construct is not None:
+            why = f"{construct} are not supported: patterns use RE2 syntax (linear time)"
+        elif "pattern too large" in why:
+            why = f"the pattern needs more than {MAX_MEM >> 20} MiB to run: {why}"
         raise ConchError(
             "invalid_argument", f"{field} is not a valid regex: {why}", field=field
         ) from None

@@ -49,7 +49,6 @@ def _error(code: str, message: str) -> dict[str, Any]:
 
 
 MAX_JSON_DEPTH = 64  # no tool's arguments nest this deep
-_TOO_DEEP: Any = object()  # json's own recursion limit was hit
 
 
 def _depth(value: Any) -> int:
@@ -165,9 +164,12 @@ class ConchHTTP:
             body = json.loads(await request.body())
         except (ValueError, UnicodeDecodeError):
             return JSONResponse(_error("invalid_argument", "the body is not valid JSON"), 400)
-        except RecursionError:
-            body = _TOO_DEEP
-        if body is _TOO_DEEP or _depth(body) > MAX_JSON_DEPTH:
+        except RecursionError:  # json's own limit: deeper still
+            body = None
+            depth = MAX_JSON_DEPTH + 1
+        else:
+            depth = _depth(body)
+        if depth > MAX_JSON_DEPTH:
             message = f"the body nests deeper than {MAX_JSON_DEPTH} levels"
             return JSONResponse(_error("invalid_argument", message), 400)
         if not isinstance(body, dict):

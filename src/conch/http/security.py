@@ -120,9 +120,9 @@ class Guard:
         if origin is not None and not _same_origin(origin, host, scope.get("scheme", "http")):
             await _reject(403, "Forbidden: cross-origin request", scope, receive, send)
             return
-        client, server = scope.get("client"), scope.get("server")
-        if self._sandboxed_caller is not None and client and server and is_loopback(client[0]):
-            unit = self._sandboxed_caller((client[0], client[1]), (server[0], server[1]))
+        peer, server = scope.get("client"), scope.get("server")
+        if self._sandboxed_caller is not None and peer and server and is_loopback(peer[0]):
+            unit = self._sandboxed_caller((peer[0], peer[1]), (server[0], server[1]))
             if unit is not None:
                 await _reject(
                     403,
@@ -135,8 +135,9 @@ class Guard:
                 return
         scope[AUTH_SCOPE_KEY] = "none"
         bearer = headers.get("authorization")
+        authorized = bool(self._token) and bearer is not None and self._authorized(bearer)
         if self._token and bearer is not None:
-            client = (scope.get("client") or ("", 0))[0]  # the socket's peer, never a header
+            client = peer[0] if peer else ""  # the socket's peer, never a header
             wait = self.throttle.retry_after(client)
             if wait > 0:
                 await _reject(
@@ -148,9 +149,9 @@ class Guard:
                     {"Retry-After": str(math.ceil(wait))},
                 )
                 return
-            if not self._authorized(bearer):
+            if not authorized:
                 self.throttle.failed(client)
-        if self._token and self._authorized(headers.get("authorization", "")):
+        if authorized:
             scope[AUTH_SCOPE_KEY] = "bearer"
         elif self._token and not self._dashboard_allows(scope, headers):
             if (

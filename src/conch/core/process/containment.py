@@ -198,12 +198,7 @@ def inner_pid(leader: int) -> int:
     (monitor, then the PID namespace's init) to the first process that is not bwrap."""
     pid = leader
     for _ in range(4):
-        try:
-            with open(f"/proc/{pid}/comm") as f:
-                comm = f.read().strip()
-        except OSError:
-            return pid
-        if comm != "bwrap":
+        if procfs.comm(pid) != "bwrap":
             return pid
         kids = procfs.children(pid)
         if len(kids) != 1:
@@ -252,28 +247,29 @@ class Containment:
         self.no_cgroup_reason = "cgroups are turned off (setting cgroup=off)"
         self.places_itself = False  # a spawn can start its child in a cgroup v2 directory
 
-    def _data_dir_inside(self) -> bool:
-        """The data dir lies in the workspace: a writable job could rename a directory above
-        its hidden mount, and the server, holding it by path, would then serve forged logs."""
-        ws = self.workspace.rstrip("/") + "/"
-        return (self.data_dir + "/").startswith(ws)
-
-    def _data_dir_message(self) -> str:
-        return (
-            f"sandbox workspace-write: the data dir {self.data_dir} lies inside the workspace "
-            f"{self.workspace}, where a job could move it aside and forge its logs: set "
-            "data_dir (CONCH_DATA_DIR) outside the workspace, or default_cwd to a project "
-            "directory"
-        )
+    def _workspace_write_refusal(self) -> tuple[str, str] | None:
+        """(error code, message) when workspace-write cannot fence this workspace: '/' leaves
+        everything writable; a data dir inside it could be moved aside by a job (renaming a
+        directory above its hidden mount) and the server, holding it by path, would serve
+        forged logs."""
+        if self.workspace == "/":
+            return "invalid_argument", _ROOT_WORKSPACE
+        if (self.data_dir + "/").startswith(self.workspace.rstrip("/") + "/"):
+            return "sandbox_unavailable", (
+                f"sandbox workspace-write: the data dir {self.data_dir} lies inside the "
+                f"workspace {self.workspace}, where a job could move it aside and forge its "
+                "logs: set data_dir (CONCH_DATA_DIR) outside the workspace, or default_cwd to "
+                "a project directory"
+            )
+        return None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
         if self.policy.sandbox == "workspace-write":
-            if self.workspace == "/":
-                raise ConfigError(_ROOT_WORKSPACE)
-            if self._data_dir_inside():
-                raise ConfigError(self._data_dir_message())
+            refusal = self._workspace_write_refusal()
+            if refusal is not None:
+                raise ConfigError(refusal[1])
             if self.workspace == os.path.realpath(os.path.expanduser("~")):
                 log.warning(
                     "sandbox workspace-write with the workspace %s, the home directory: "
@@ -387,10 +383,9 @@ class Containment:
         policy = self.resolve_policy(sandbox, network)
         out = SpawnFence(root=self.root, env_prog=self.env_prog)
         if policy.active:
-            if policy.sandbox == "workspace-write" and self.workspace == "/":
-                raise ConchError("invalid_argument", _ROOT_WORKSPACE)
-            if policy.sandbox == "workspace-write" and self._data_dir_inside():
-                raise ConchError("sandbox_unavailable", self._data_dir_message())
+            refusal = self._workspace_write_refusal()
+            if policy.sandbox == "workspace-write" and refusal is not None:
+                raise ConchError(*refusal)
             out.sandbox = sb.Fence(policy, self.workspace, (self.data_dir,))
             kind = sb.backend()
             if kind == "bwrap":

@@ -26,14 +26,6 @@ _SETTLE_S = 0.2
 _SETTLE_POLL_S = 0.002
 
 
-def _is_bwrap(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip() == "bwrap"
-    except OSError:
-        return False
-
-
 class ProcessDriver:
     def __init__(self, job: Job, reaper: Reaper, *, on_output_limit: Callable[[Job], None]) -> None:
         self.job = job
@@ -126,7 +118,9 @@ class ProcessDriver:
         # give them a moment (a process of the job's that only calls itself bwrap is still
         # listed once the moment has passed)
         monitored = self.fence is not None and self.fence.monitor and self._settle_until == 0
-        helpers_only = all(_is_bwrap(p) for p in lingering)  # (none: its pipe end may be open)
+        helpers_only = all(
+            procfs.comm(p) == "bwrap" for p in lingering
+        )  # (none: its pipe end may be open)
         if monitored and helpers_only and (lingering or self._holds_output):
             self._settle_until = time.monotonic() + _SETTLE_S
             self._loop.call_later(_SETTLE_POLL_S, self._settle, status)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import socket
+import sys
 from collections.abc import Iterable
 
 
@@ -18,12 +18,10 @@ def _hex_addr(host: str, port: int) -> str | None:
         ip = ipaddress.ip_address(host)
     except ValueError:
         return None
-    packed = ip.packed
-    words = [packed[i : i + 4] for i in range(0, len(packed), 4)]
-    swapped = b"".join(int.from_bytes(w, "big").to_bytes(4, "little") for w in words)
-    if socket.htonl(1) == 1:  # a big-endian host writes the words as they are
-        swapped = packed
-    return f"{swapped.hex().upper()}:{port:04X}"
+    raw = ip.packed
+    if sys.byteorder == "little":  # the kernel prints each word as a host-order number
+        raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return f"{raw.hex().upper()}:{port:04X}"
 
 
 def parse_tcp_table(text: str, local: str, remote: str) -> int | None:

@@ -41,6 +41,15 @@ def live_start_time(pid: int) -> str | None:
     return start_time(pid) if is_alive(pid) else None
 
 
+def comm(pid: int) -> str:
+    """The process's command name (``/proc/<pid>/comm``), "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 _PID_NS: str | None = None
 
 
