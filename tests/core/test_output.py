@@ -191,3 +191,42 @@ async def test_cursor_inside_a_character_starts_at_the_next_one(rt):
     r = await rt.exec(command="printf 'a你b'")
     w = await rt.read(r["job_id"], cursor=2)
     assert w["output"] == "b" and w["cursor"] == 4 and "\ufffd" not in w["output"]
+
+
+async def test_a_data_dir_renamed_under_the_server_changes_nothing_it_serves(tmp_path):
+    """Issue 18.2: the server holds its data dir by descriptor. Renaming it (or a directory
+    above it) aside and putting forged logs at its path changes no log the server serves,
+    writes or removes: past jobs, spare logs made ahead and new jobs all stay in the real one."""
+    parent = tmp_path / "state"
+    data = parent / "conch"
+    cfg = conch.Config(result_detail="full", data_dir=str(data), default_cwd=str(tmp_path))
+    async with conch.Runtime(cfg) as rt:
+        past = await rt.exec(command="echo real; exit 1")
+        await rt.exec(command="true")  # spare logs exist
+        shell = await rt.call_tool("shell_open", {})
+        name = os.path.basename(past["log_path"])
+        os.rename(parent, tmp_path / "moved")  # the directory above the data dir
+        forged = data / "logs"
+        forged.mkdir(parents=True)
+        (data / "tmp").mkdir()
+        (forged / name).write_text("FORGED: all tests passed\n")
+        for spare in os.listdir(tmp_path / "moved" / "conch" / "logs"):
+            (forged / spare).write_text("FORGED: all tests passed\n")
+        r = await rt.read(job_id=past["job_id"], cursor=0)
+        assert r["output"] == "real\n", r
+        for _ in range(3):  # through the spare logs made ahead, and past them
+            r = await rt.exec(command="echo new")
+            assert r["output"] == "new\n", r
+            assert (
+                tmp_path / "moved" / "conch" / "logs" / os.path.basename(r["log_path"])
+            ).exists()
+            again = await rt.read(job_id=r["job_id"], cursor=0)
+            assert again["output"] == "new\n"
+        r = await rt.call_tool("exec", {"script": "echo from a script"})
+        # a script (and a shell's command file) is opened by the child by its path: refused
+        # with the reason, never a forged file run nor a made-up syntax error
+        assert r["error"]["code"] == "spawn_failed", r
+        assert "was moved or replaced" in r["error"]["message"]
+        r = await rt.call_tool("exec", {"shell_id": shell["shell_id"], "command": "echo x"})
+        assert r["error"]["code"] == "spawn_failed", r
+    assert (forged / name).read_text() == "FORGED: all tests passed\n"  # never touched

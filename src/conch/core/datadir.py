@@ -21,28 +21,102 @@ LOG_NAME = re.compile(r"^\d{8}-\d{6}-[js]_[0-9a-f]{10}\.(log|sh)$")
 log = logging.getLogger("conch.datadir")
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
 class DataDir:
+    """Held by descriptor once prepared: every file Conch makes, reads back or removes is
+    reached with ``openat`` from the directories opened at start, never by walking the path
+    again. A rename under the data dir (or of any directory above it) then changes nothing the
+    server writes, serves or removes; the paths stay only as names to show and for the child
+    processes that must open a file themselves (a script, a shell's command file)."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self.logs = root / "logs"
         self.tmp = root / "tmp"
+        self._fds: dict[str, int] = {}  # str(subdir) -> directory descriptor
+        self._lock = threading.Lock()
 
     def prepare(self) -> None:
+        """Make (or check) the three directories and hold them by descriptor."""
         for d in (self.root, self.logs, self.tmp):
             _ensure_private_dir(d)
+        # opened from the root's own descriptor, never through a symlink at any step
+        root_fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            fds = {str(d): _open_private_dir(root_fd, d.name, d) for d in (self.logs, self.tmp)}
+        finally:
+            os.close(root_fd)
+        with self._lock:
+            old, self._fds = self._fds, fds
+        for fd in old.values():
+            os.close(fd)
+
+    def close(self) -> None:
+        with self._lock:
+            old, self._fds = self._fds, {}
+        for fd in old.values():
+            os.close(fd)
+
+    def _where(self, path: str) -> tuple[int | None, str]:
+        """(directory descriptor, name) for a file Conch made; (None, path) for any other."""
+        parent, name = os.path.split(path)
+        with self._lock:
+            return self._fds.get(parent), name if parent in self._fds else path
+
+    def open_read(self, path: str) -> int:
+        """A read-only descriptor of one of Conch's files (by the held directory)."""
+        dir_fd, name = self._where(path)
+        return os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+
+    def exists(self, path: str) -> bool:
+        dir_fd, name = self._where(path)
+        try:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            return False
+        return True
+
+    def check_path(self, path: str, fd: int) -> None:
+        """A child opens ``path`` itself (a script, a shell's command file): refuse when the
+        path no longer names the file behind ``fd`` (the data dir was moved or replaced)."""
+        try:
+            st = os.stat(path, follow_symlinks=False)
+            same = (st.st_dev, st.st_ino) == (lambda f: (f.st_dev, f.st_ino))(os.fstat(fd))
+        except OSError:
+            same = False
+        if not same:
+            raise ConchError(
+                "spawn_failed",
+                f"Conch's data dir {self.root} was moved or replaced while the server ran: "
+                f"{path} no longer names the file Conch wrote, so it is not handed to a job "
+                "(restart the server to use the data dir at that path)",
+            )
+
+    def unlink(self, path: str) -> None:
+        dir_fd, name = self._where(path)
+        try:
+            os.unlink(name, dir_fd=dir_fd)
+        except OSError:
+            pass
 
     def new_file(self, subdir: Path, object_id: str, suffix: str) -> tuple[str, int]:
         """Create a fresh 0600 file (O_EXCL, O_NOFOLLOW); returns (path, read-write fd)."""
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-        path = str(subdir / f"{stamp}-{object_id}.{suffix}")
+        name = f"{stamp}-{object_id}.{suffix}"
+        path = str(subdir / name)
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         flags |= getattr(os, "O_NOFOLLOW", 0)
         try:
+            if not self._fds:
+                self.prepare()
             try:
-                fd = os.open(path, flags, 0o600)
+                fd = os.open(name, flags, 0o600, dir_fd=self._fds[str(subdir)])
             except FileNotFoundError:  # the data dir was removed under us (a tmp cleaner)
                 self.prepare()
-                fd = os.open(path, flags, 0o600)
+                fd = os.open(name, flags, 0o600, dir_fd=self._fds[str(subdir)])
         except OSError as e:
             raise ConchError(
                 "capacity",
@@ -57,8 +131,12 @@ class DataDir:
         cutoff = time.time() - ttl_s
         removed = 0
         for d in (self.logs, self.tmp):
+            dir_fd = self._fds.get(str(d))
+            if dir_fd is None:
+                continue
             try:
-                entries = list(os.scandir(d))
+                with os.scandir(dir_fd) as it:
+                    entries = list(it)
             except OSError:
                 continue
             for e in entries:
@@ -74,7 +152,7 @@ class DataDir:
                 limit = min(cutoff, time.time() - 86400) if d == self.tmp else cutoff
                 if st.st_mtime < limit:
                     try:
-                        os.unlink(e.path)
+                        os.unlink(e.name, dir_fd=dir_fd)
                         removed += 1
                     except OSError:
                         pass
@@ -96,6 +174,15 @@ def _ensure_private_dir(path: Path) -> None:
         raise OSError(f"{path} is owned by another user")
     if stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(path, 0o700)
+
+
+def _open_private_dir(parent_fd: int, name: str, shown: Path) -> int:
+    fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    st = os.fstat(fd)
+    if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
+        os.close(fd)
+        raise OSError(f"{shown} changed while it was opened (owner or mode)")
+    return fd
 
 
 class LogPool:
@@ -125,12 +212,12 @@ class LogPool:
         spare goes, and the log is made anew (the data dir with it)."""
         with self._lock:
             item = self._spares.popleft() if self._spares else None
-        if item is not None and not os.path.exists(item[1]):
-            _discard(item)
+        if item is not None and not self._data.exists(item[1]):
+            self._discard(item)
             with self._lock:
                 stale, self._spares = list(self._spares), deque()
             for old in stale:
-                _discard(old)
+                self._discard(old)
             item = None
         return item or self._make()
 
@@ -152,7 +239,7 @@ class LogPool:
                     return
                 with self._lock:
                     if self._closed:
-                        _discard(item)
+                        self._discard(item)
                         return
                     self._spares.append(item)
         finally:
@@ -167,13 +254,9 @@ class LogPool:
             self._closed = True
             spares, self._spares = list(self._spares), deque()
         for item in spares:
-            _discard(item)
+            self._discard(item)
 
-
-def _discard(item: tuple[str, str, int]) -> None:
-    _, path, fd = item
-    os.close(fd)
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+    def _discard(self, item: tuple[str, str, int]) -> None:
+        _, path, fd = item
+        os.close(fd)
+        self._data.unlink(path)

@@ -193,6 +193,7 @@ class Engine:
             workspace=cfg.resolved_default_cwd,
             data_dir=str(self.data.root),
             bwrap=cfg.bwrap,
+            private_files=(cfg.env_file,),
         )
         await asyncio.to_thread(containment.start)
         self.spawn.containment = containment
@@ -320,6 +321,7 @@ class Engine:
         self.log_pool.close()
         for job in self.jobs:
             job.log.close()
+        self.data.close()
         for _ in range(20):
             if not self.reaper.sweep(final=True):
                 break
@@ -389,7 +391,8 @@ class Engine:
         driver = self._drivers.pop(job.job_id, None)
         if driver is not None:
             driver.release_cgroup()  # (one still holding processes goes at shutdown)
-        launch.remove_tmp_files(job)  # a job that never started (spawn failure, syntax error)
+        # a job that never started (spawn failure, syntax error)
+        launch.remove_tmp_files(job, self.data)
         job.log.unlink()
         self._changed(None)
 
@@ -416,7 +419,7 @@ class Engine:
         """A fresh job id and its log file."""
         job_id, path, fd = self.log_pool.take()
         self._refill_logs()
-        return job_id, JobLog(path, fd, self.config.max_log_bytes)
+        return job_id, JobLog(path, fd, self.config.max_log_bytes, self.data)
 
     def new_job(
         self,

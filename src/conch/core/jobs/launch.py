@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import os
 import shutil
@@ -80,12 +79,13 @@ async def prepare_script(
     """Write the script to a private file; with ``check``, check it with `bash -n` first (runs
     no user code). ``env`` is the child environment every process of Conch gets."""
     path, fd = data.new_file(data.tmp, job.job_id, "sh")
+    job.tmp_files.append(path)
     try:
         os.write(fd, text.encode("utf-8"))
+        data.check_path(path, fd)
     finally:
         os.close(fd)
-    job.tmp_files.append(path)
-    job.on_finish(remove_tmp_files)
+    job.on_finish(lambda j: remove_tmp_files(j, data))
     shell = bash or "/bin/sh"
     flags = ["--noprofile", "--norc"] if bash else []
     if check:
@@ -115,11 +115,10 @@ async def prepare_script(
     return [shell, *flags, path]
 
 
-def remove_tmp_files(job: Job) -> None:
+def remove_tmp_files(job: Job, data: DataDir) -> None:
     """Remove the files a job needed only while it ran (its script)."""
     for path in job.tmp_files:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        data.unlink(path)
     job.tmp_files.clear()
 
 

@@ -11,15 +11,26 @@ import errno
 import os
 from array import array
 from bisect import bisect_right
+from typing import Protocol
 
 STDOUT, STDERR = 0, 1
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
 
 
+class Files(Protocol):
+    """Where a finished log is opened again and removed (the data dir, held by descriptor)."""
+
+    def open_read(self, path: str) -> int: ...
+
+    def unlink(self, path: str) -> None: ...
+
+
 class JobLog:
-    def __init__(self, path: str, fd: int, cap: int) -> None:
-        """``fd``: the file, opened read-write (reads use pread, so they never move it)."""
+    def __init__(self, path: str, fd: int, cap: int, files: Files | None = None) -> None:
+        """``fd``: the file, opened read-write (reads use pread, so they never move it);
+        ``files``: how to reach the file again once ``fd`` is closed (by path when None)."""
         self.path = path
+        self._files = files
         self.cap = cap
         self.total = 0
         self.stream_bytes = [0, 0]
@@ -99,7 +110,10 @@ class JobLog:
         if self._fd is not None:
             return self._read(self._fd, start, end, stream)
         try:
-            fd = os.open(self.path, _READ_FLAGS)
+            if self._files is not None:
+                fd = self._files.open_read(self.path)
+            else:
+                fd = os.open(self.path, _READ_FLAGS)
         except OSError as e:
             self.unreadable = e.strerror or str(e)
             return b""
@@ -141,6 +155,9 @@ class JobLog:
 
     def unlink(self) -> None:
         self.close()
+        if self._files is not None:
+            self._files.unlink(self.path)
+            return
         try:
             os.unlink(self.path)
         except OSError:

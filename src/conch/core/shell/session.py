@@ -262,6 +262,7 @@ class Shell:
     def _send(self, command: str, assign: dict[str, str]) -> None:
         """Put the command in the command file and type the trigger line that sources it."""
         assert self._cmd_fd is not None and self._cmd_path is not None
+        self.ctx.data.check_path(self._cmd_path, self._cmd_fd)
         text = env_prelude(assign) + command
         if assign and self.kind == "bash":
             # the values (a secret, often) leave the disk as the command starts: bash's `.`
@@ -701,8 +702,7 @@ class Shell:
             os.close(self._cmd_fd)
             self._cmd_fd = None
         if self._cmd_path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self._cmd_path)
+            self.ctx.data.unlink(self._cmd_path)
         self._to(ShellState.CLOSED)
 
     def summary(self) -> ShellSummary:
