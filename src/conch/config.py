@@ -129,6 +129,19 @@ class Config:
         lo=100,
         hi=600_000,
     )
+    # not a setting: the --env-file the settings came from (it may hold the server's tokens),
+    # kept so that no sandboxed job can read it
+    env_file: str = field(
+        default="",
+        metadata={
+            "help": "",
+            "lo": None,
+            "hi": None,
+            "secret": False,
+            "choices": None,
+            "internal": True,
+        },
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -173,7 +186,7 @@ class Config:
 
     @staticmethod
     def settings() -> list[dataclasses.Field[Any]]:
-        return list(dataclasses.fields(Config))
+        return [f for f in dataclasses.fields(Config) if not f.metadata.get("internal")]
 
     @classmethod
     def from_sources(
@@ -186,6 +199,7 @@ class Config:
         values: dict[str, Any] = {}
         if env_file:
             values.update(_parse_strings(read_env_file(env_file)))
+            values["env_file"] = os.path.realpath(env_file)
         env = os.environ if environ is None else environ
         values.update(_parse_strings(env))
         for k, v in (flags or {}).items():
@@ -218,7 +232,7 @@ def read_env_file(path: str) -> dict[str, str]:
 
 def _parse_strings(values: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for f in dataclasses.fields(Config):
+    for f in Config.settings():
         key = "CONCH_" + f.name.upper()
         if key not in values:
             continue
@@ -228,7 +242,7 @@ def _parse_strings(values: Mapping[str, str]) -> dict[str, Any]:
 
 def parse_setting(name: str, text: str) -> Any:
     """Parse one setting from its string form (environment, env file or command line)."""
-    f = {f.name: f for f in dataclasses.fields(Config)}.get(name)
+    f = {f.name: f for f in Config.settings()}.get(name)
     if f is None:
         raise ConfigError(f"unknown setting {name!r}")
     kind = type(f.default) if f.default is not dataclasses.MISSING else list

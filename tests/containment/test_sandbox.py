@@ -571,3 +571,43 @@ def invoke_tool(url: str, method: str, params: dict) -> dict:
     )
     with urllib.request.urlopen(req, timeout=60) as r:
         return json.loads(r.read())
+
+
+@pytest.mark.parametrize(
+    ("level", "network"),
+    [("read-only", "on"), ("workspace-write", "on"), ("off", "off")],
+)
+async def test_the_servers_env_file_is_out_of_reach_at_every_level(base, workspace, level, network):
+    """Issue 18.3: the --env-file holds the server's tokens (CONCH_AUTH_TOKEN, the
+    caller-context token). No sandboxed job reads it, moves it aside or writes it, wherever it
+    lies (here: inside the writable workspace), and the shell of a sandboxed shell neither."""
+    env_file = os.path.join(workspace, "conch.env")
+    with open(env_file, "w") as f:
+        f.write("CONCH_AUTH_TOKEN=tok-3f9a-secret\n")
+    os.chmod(env_file, 0o600)
+    cfg = conch.Config.from_sources(
+        {
+            "result_detail": "full",
+            "data_dir": os.path.join(base, "data"),
+            "default_cwd": workspace,
+        },
+        {},
+        env_file,
+    )
+    assert cfg.auth_token == "tok-3f9a-secret" and cfg.env_file == os.path.realpath(env_file)
+    attack = (
+        "cat conch.env; cat /proc/1/root" + env_file + " 2>/dev/null; "
+        "grep -r tok-3f9a . 2>/dev/null; env | grep -c tok-3f9a; "
+        "mv conch.env moved.env 2>/dev/null && echo MOVED; "
+        "echo CONCH_AUTH_TOKEN=forged >conch.env 2>/dev/null && echo WROTE; "
+        "ln conch.env hard.env 2>/dev/null && cat hard.env; echo end"
+    )
+    async with conch.Runtime(cfg) as rt:
+        r = await rt.exec(command=attack, sandbox=level, network=network)
+        s = await rt.call_tool("shell_open", {"sandbox": level, "network": network})
+        r2 = await rt.call_tool("exec", {"shell_id": s["shell_id"], "command": attack})
+    for out in (r["output"], r2["output"]):
+        assert "tok-3f9a" not in out and "MOVED" not in out and "WROTE" not in out, out
+        assert "\n0\n" in "\n" + out and out.endswith("end\n"), out
+    with open(env_file) as f:
+        assert f.read() == "CONCH_AUTH_TOKEN=tok-3f9a-secret\n"

@@ -126,6 +126,7 @@ class SpawnFence:
                     )
                 ),
                 cwd,
+                tuple(f for f in self.sandbox.masked if os.path.isfile(f)),
             )
             if self.bwrap is not None:
                 run = sb.bwrap_argv(self.bwrap, self.env_prog, fence, run, root=self.root)
@@ -232,11 +233,14 @@ class Containment:
         workspace: str,
         data_dir: str,
         bwrap: str = "",
+        private_files: Sequence[str] = (),
     ) -> None:
         self.policy = policy
         self.default_limits = {k: int(v) for k, v in limits.items() if v}
         self.workspace = os.path.realpath(workspace)
         self.data_dir = os.path.realpath(data_dir)
+        # files no sandboxed job may read (the --env-file, which may hold the server's tokens)
+        self.private_files = tuple(os.path.realpath(f) for f in private_files if f)
         self._bwrap_setting = bwrap
         self.cgroups: Cgroups | None = None
         self._use_cgroups = use_cgroups
@@ -386,7 +390,9 @@ class Containment:
             refusal = self._workspace_write_refusal()
             if policy.sandbox == "workspace-write" and refusal is not None:
                 raise ConchError(*refusal)
-            out.sandbox = sb.Fence(policy, self.workspace, (self.data_dir,))
+            out.sandbox = sb.Fence(
+                policy, self.workspace, (self.data_dir,), masked=self.private_files
+            )
             kind = sb.backend()
             if kind == "bwrap":
                 out.bwrap = await self._bwrap(policy.network == "off")

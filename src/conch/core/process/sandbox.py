@@ -73,6 +73,7 @@ class Fence:
     hidden: tuple[str, ...]  # directories the job must not see (Conch's data dir)
     exposed: tuple[str, ...] = ()  # files inside hidden dirs the job must read
     cwd: str = "/"
+    masked: tuple[str, ...] = ()  # files the job must not read (the server's --env-file)
 
 
 # The host's kernel settings and the other host-wide files of procfs and sysfs. The PID
@@ -120,6 +121,8 @@ def bwrap_argv(
         out += ["--tmpfs", d]
     for f in fence.exposed:
         out += ["--ro-bind", f, f]
+    for f in fence.masked:  # an empty file in its place, read-only (it cannot be moved either)
+        out += ["--ro-bind", "/dev/null", f]
     for d in fence.hidden:
         out += ["--remount-ro", d]
     out += ["--unshare-pid", "--die-with-parent"]
@@ -175,6 +178,8 @@ def seatbelt_profile(fence: Fence, tmpdir: str) -> str:
         lines.append(f"(deny file-read* (subpath {_sbpl_string(d)}))")
     for f in fence.exposed:
         lines.append(f"(allow file-read* (literal {_sbpl_string(f)}))")
+    for f in fence.masked:
+        lines.append(f"(deny file-read* file-write* (literal {_sbpl_string(f)}))")
     if p.network == "off":
         lines += ["(deny network*)", '(allow network* (remote unix-socket (path-regex #"^/")))']
     return "\n".join(lines) + "\n"
