@@ -176,3 +176,55 @@ def test_the_graph_sees_lazy_and_type_only_imports():
         if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("conch")
     )
     assert kinds == ["lazy", "typing"]
+
+
+# inside core, lowest first: each part may import its own or a lower one (the surface,
+# conch/core/__init__.py, stands above them all)
+CORE_LAYERS = [
+    {"output", "datadir", "env", "pattern", "results", "netaddr"},
+    {"process"},
+    {"containment"},
+    {"jobs"},
+    {"spawn", "requests"},
+    {"shell", "search"},
+    {"engine", "shutdown"},
+]
+
+
+def _core_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["conch", "core"] else None
+
+
+def _core_level(part: str) -> int | None:
+    return next((i for i, names in enumerate(CORE_LAYERS) if part in names), None)
+
+
+def test_inside_core_each_part_imports_only_its_own_level_or_lower_ones():
+    """Issue 19: `jobs <-> process` was a package cycle no contract saw. Collapsed to core's
+    parts (packages and top-level modules), lazy and TYPE_CHECKING imports counted, the graph
+    is layered: no part imports one above it, so no cycle between parts can form."""
+    parts = {_core_part(m) for m in modules()} - {None}
+    assert {p for p in parts if _core_level(p) is None} == set(), "a core part has no level"
+    upward = []
+    for a, targets in import_graph().items():
+        pa = _core_part(a)
+        if pa is None:
+            continue
+        for b in targets:
+            pb = _core_part(b)
+            if pb is None or pb == pa:
+                continue
+            if _core_level(pb) > _core_level(pa):
+                upward.append(f"{a} -> {b}")
+    assert upward == []
+    collapsed: dict[str, dict[str, set[str]]] = {}
+    for a, targets in import_graph().items():
+        pa = _core_part(a)
+        if pa is None:
+            continue
+        for b, kinds in targets.items():
+            pb = _core_part(b)
+            if pb is not None and pb != pa:
+                collapsed.setdefault(pa, {}).setdefault(pb, set()).update(kinds)
+    assert _cycles(collapsed) == []

@@ -14,11 +14,11 @@ import pytest
 from procs import gone, read_pid, reap_zombie_children, wait_for
 
 import conch
-from conch.core.process import cgroup as cgroup_mod
+from conch.core.containment import cgroup as cgroup_mod
+from conch.core.containment import sandbox as sb
+from conch.core.containment.cgroup import Cgroups, Layout, parse_layout, read_layout
+from conch.core.containment.fence import SpawnFence
 from conch.core.process import procfs
-from conch.core.process import sandbox as sb
-from conch.core.process.cgroup import Cgroups, Layout, parse_layout, read_layout
-from conch.core.process.containment import SpawnFence
 from conch.core.process.hygiene import instance_id
 
 pytestmark = pytest.mark.anyio

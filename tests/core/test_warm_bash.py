@@ -1,4 +1,4 @@
-"""The bash started ahead of need (core/process/warm.py): a plain `command` job runs in it and
+"""The bash started ahead of need (core/jobs/warm.py): a plain `command` job runs in it and
 behaves like a fresh `bash -c` spawn; anything it could get wrong spawns as before."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The sh started ahead of need for `argv` jobs (core/process/warm.py): the program gets the very
+"""The sh started ahead of need for `argv` jobs (core/jobs/warm.py): the program gets the very
 argv and environment a direct spawn gives it, and whatever the sh could change spawns as before."""
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import pytest
 from warmth import ready_pid
 
 import conch
-from conch.core.process import libc_spawn, shenv, warm
+from conch.core.containment import shenv
+from conch.core.jobs import warm
+from conch.core.process import libc_spawn
 
 pytestmark = pytest.mark.anyio
 

@@ -20,23 +20,23 @@ from typing import Any
 
 from conch._version import __version__
 from conch.config import Config
+from conch.core.containment.fence import Containment, SpawnFence
+from conch.core.containment.sandbox import Policy
 from conch.core.datadir import DataDir, LogPool
 from conch.core.env import CALLER_SESSION_VAR
 from conch.core.jobs import launch
+from conch.core.jobs import warm as warm_start
+from conch.core.jobs.driver import ProcessDriver
 from conch.core.jobs.job import Job, new_id
+from conch.core.jobs.pipes import PipeDriver
+from conch.core.jobs.pty import PtyDriver
 from conch.core.jobs.ready import ReadySpec, wait_ready
 from conch.core.jobs.snapshot import STREAMS, observe, snapshot, summary
 from conch.core.jobs.table import JobTable
 from conch.core.output import window as win
 from conch.core.output.log import JobLog
 from conch.core.process import hygiene, peer, procfs
-from conch.core.process import warm as warm_start
-from conch.core.process.containment import Containment, SpawnFence
-from conch.core.process.driver import ProcessDriver
 from conch.core.process.keys import encode_keys
-from conch.core.process.pipes import PipeDriver
-from conch.core.process.pty import PtyDriver
-from conch.core.process.sandbox import Policy
 from conch.core.requests import (
     ExecRequest,
     check_name,
@@ -447,7 +447,7 @@ class Engine:
         self.jobs.add(job)
         return job
 
-    # -- the warm bash (core/process/warm.py) -----------------------------------------------------
+    # -- the warm bash (core/jobs/warm.py) -----------------------------------------------------
 
     async def _spawn_warm(
         self, argv: list[str], cwd: str
@@ -572,7 +572,7 @@ class Engine:
 
         ``on_start(job)`` is called as soon as the job exists (progress reporting uses it);
         ``inherit_not``: server variables a one-shot job must not inherit (a profile's list);
-        ``warm``: a plain `command` may run in the bash started ahead (core/process/warm.py)."""
+        ``warm``: a plain `command` may run in the bash started ahead (core/jobs/warm.py)."""
         await self._open()
         req = exec_request(
             self.config,

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conch.config import Config
+from conch.core.containment.fence import Containment, SpawnFence
 from conch.core.datadir import DataDir
 from conch.core.env import build_env
 from conch.core.jobs.job import Job
 from conch.core.process import hygiene
-from conch.core.process.containment import Containment, SpawnFence
 from conch.errors import ConchError
 
 

@@ -150,7 +150,7 @@ class Job:
         return True
 
     def begin(self, on_change: Callable[[Job], None] | None) -> None:
-        """The job starts now: a process started ahead of need (core/process/warm.py) waited
+        """The job starts now: a process started ahead of need (core/jobs/warm.py) waited
         for it, unobserved until this moment."""
         self.started_at = datetime.now(timezone.utc)
         self._t0 = time.monotonic()

@@ -16,7 +16,7 @@ otherwise arranges with a preexec function or a moment's swap.
 With glibc 2.39+ (``posix_spawnattr_setcgroup_np``) it can also start the child inside a
 cgroup v2 directory: ``clone3(CLONE_INTO_CGROUP)``, so the child is in its job's cgroup from
 its first instruction, without the ``sh`` that otherwise enters the cgroup and then execs the
-program (core/process/containment.py): one exec per job fewer.
+program (core/containment/fence.py): one exec per job fewer.
 """
 
 from __future__ import annotations

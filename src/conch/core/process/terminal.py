@@ -13,11 +13,10 @@ import os
 import platform
 import struct
 import termios
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from conch.core.process import popen, procfs
-from conch.core.process.containment import SpawnFence
 
 ROWS, COLS = 50, 200
 _READS = {
@@ -32,12 +31,27 @@ _TTY_WCHAN = ("n_tty_read", "wait_woken")
 _POLL_WCHAN = ("do_select", "poll_schedule_timeout", "do_sys_poll", "ep_poll")
 
 
+class Fence(Protocol):
+    """What a spawn needs of its fence (core/containment/fence.py ``SpawnFence``): the argv
+    and environment that run ``argv`` inside it, and the cgroup to start the child in."""
+
+    def prepare(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        env: Mapping[str, str],
+        exposed: Sequence[str] = (),
+        merge_sh: bool = False,
+    ) -> tuple[list[str], dict[str, str], str | None]: ...
+
+
 def spawn(
     argv: list[str],
     *,
     cwd: str,
     env: dict[str, str],
-    fence: SpawnFence | None = None,
+    fence: Fence | None = None,
     exposed: Sequence[str] = (),
     echo: bool = True,
     size: tuple[int, int] = (ROWS, COLS),

@@ -1,7 +1,7 @@
 """The runtime's persistent shells: discovery, open, close, lookup, list — one owner of them all.
 
 Commands run in a shell through :meth:`Shell.claim` + :meth:`Shell.run` (called by the engine,
-which owns jobs); PTY one-shot jobs are the engine's own drivers (core/process/pty.py)."""
+which owns jobs); PTY one-shot jobs are the engine's own drivers (core/jobs/pty.py)."""
 
 from __future__ import annotations
 

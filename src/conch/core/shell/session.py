@@ -28,10 +28,10 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from conch.core.containment.fence import SpawnFence, inner_pid
 from conch.core.jobs.job import Job
 from conch.core.output.normalize import normalize
 from conch.core.process import procfs, terminal
-from conch.core.process.containment import SpawnFence, inner_pid
 from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree

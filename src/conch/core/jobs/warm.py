@@ -16,8 +16,8 @@ would get now (compared at dispatch, so a changed server environment is never mi
 differs from ``bash -c``: bash's own diagnostics name ``eval`` rather than ``-c``, and
 ``BASH_EXECUTION_STRING`` is the bootstrap. For ``argv`` the program gets the very argv and
 environment a direct spawn would give it: the sh is used only when it leaves the environment
-as it is (conch/core/process/shenv.py), and only for a program that is a binary or a ``#!`` script
-(a direct spawn refuses any other file, which sh would run as a script).
+as it is (conch/core/containment/shenv.py), and only for a program that is a binary or a
+``#!`` script (a direct spawn refuses any other file, which sh would run as a script).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from conch.core.containment import shenv
 from conch.core.jobs.job import Job
-from conch.core.process import shenv
-from conch.core.process.pipes import PipeDriver
+from conch.core.jobs.pipes import PipeDriver
 
 #: read the command up to its NUL, give the command /dev/null as stdin, run it
 BOOTSTRAP = 'IFS= read -r -d "" __conch_c; exec 0</dev/null; eval "unset __conch_c;$__conch_c"'
@@ -49,7 +49,7 @@ _SH_OWN = frozenset({"__conch_c", "__conch_l"})
 
 
 def sh_is_dash(sh: str = SH) -> bool:
-    """Whether ``sh`` is dash, whose environment handling conch/core/process/shenv.py knows."""
+    """Whether ``sh`` is dash, whose environment handling conch/core/containment/shenv.py knows."""
     return os.path.basename(os.path.realpath(sh)) == "dash"
 
 

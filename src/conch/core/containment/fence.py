@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conch.core.process import libc_spawn, procfs, program, shenv
-from conch.core.process import sandbox as sb
-from conch.core.process.cgroup import LIMITS, Cgroups, JobCgroup
+from conch.core.containment import sandbox as sb
+from conch.core.containment import shenv
+from conch.core.containment.cgroup import LIMITS, Cgroups, JobCgroup
+from conch.core.process import libc_spawn, procfs, program
 from conch.errors import ConchError, ConfigError
 
 log = logging.getLogger("conch.containment")

@@ -1,6 +1,6 @@
 """What every one-shot job driver shares: its process tree, how it is stopped, and how the
-leader's exit becomes the job's end. Pipe jobs (core/process/pipes.py) and PTY jobs
-(core/process/pty.py) differ only in how bytes go in and out."""
+leader's exit becomes the job's end. Pipe jobs (core/jobs/pipes.py) and PTY jobs
+(core/jobs/pty.py) differ only in how bytes go in and out."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import contextlib
 import time
 from collections.abc import Callable
 
+from conch.core.containment.cgroup import JobCgroup
+from conch.core.containment.fence import SpawnFence
 from conch.core.jobs.job import Job
 from conch.core.process import procfs
-from conch.core.process.cgroup import JobCgroup
-from conch.core.process.containment import SpawnFence
 from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.hygiene import (
     TAG_VAR,

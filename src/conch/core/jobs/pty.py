@@ -10,10 +10,10 @@ import contextlib
 import os
 from collections.abc import Callable
 
+from conch.core.containment.fence import SpawnFence
+from conch.core.jobs.driver import ProcessDriver
 from conch.core.jobs.job import Job
 from conch.core.process import procfs, terminal
-from conch.core.process.containment import SpawnFence
-from conch.core.process.driver import ProcessDriver
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, Reaper
 from conch.errors import ConchError
