@@ -10,7 +10,7 @@ from conch.tools import lean as L
 from conch.tools import schemas as S
 from conch.tools.context import CallContext
 from conch.tools.profiles._common import Profile
-from conch.tools.tool import Tool
+from conch.tools.tool import Tool, WireShape
 
 
 def _without(args: dict[str, Any], *names: str) -> dict[str, Any]:
@@ -135,9 +135,8 @@ def conch_tools() -> tuple[Tool, ...]:
             S.SNAPSHOT_OUTPUT,
             _exec,
             destructive=True,
-            summary_arg="purpose",
             progress=True,
-            lean=_lean_snapshot,
+            wire=WireShape(summary_arg="purpose", lean=_lean_snapshot),
         ),
         Tool(
             "read",
@@ -152,7 +151,7 @@ def conch_tools() -> tuple[Tool, ...]:
             _read,
             read_only=True,
             progress=True,
-            lean=_lean_snapshot,
+            wire=WireShape(lean=_lean_snapshot),
         ),
         Tool(
             "write",
@@ -163,9 +162,8 @@ def conch_tools() -> tuple[Tool, ...]:
             S.WRITE_INPUT,
             S.SNAPSHOT_OUTPUT,
             _write,
-            summary_arg="purpose",
             progress=True,
-            lean=_lean_snapshot,
+            wire=WireShape(summary_arg="purpose", lean=_lean_snapshot),
         ),
         Tool(
             "signal",
@@ -178,8 +176,7 @@ def conch_tools() -> tuple[Tool, ...]:
             S.SNAPSHOT_OUTPUT,
             _signal,
             destructive=True,
-            summary_arg="purpose",
-            lean=_lean_snapshot,
+            wire=WireShape(summary_arg="purpose", lean=_lean_snapshot),
         ),
         Tool(
             "list",
@@ -191,7 +188,7 @@ def conch_tools() -> tuple[Tool, ...]:
             _list,
             read_only=True,
             idempotent=True,
-            lean=_lean_list,
+            wire=WireShape(lean=_lean_list),
         ),
         Tool(
             "shell_open",
@@ -202,7 +199,7 @@ def conch_tools() -> tuple[Tool, ...]:
             S.SHELL_OPEN_INPUT,
             S.SHELL_OPEN_OUTPUT,
             _shell_open,
-            lean=_lean_shell_open,
+            wire=WireShape(lean=_lean_shell_open),
         ),
         Tool(
             "shell_close",
@@ -213,7 +210,7 @@ def conch_tools() -> tuple[Tool, ...]:
             _shell_close,
             destructive=True,
             idempotent=True,
-            lean=_lean_shell_close,
+            wire=WireShape(lean=_lean_shell_close),
         ),
         Tool(
             "search",
@@ -224,7 +221,7 @@ def conch_tools() -> tuple[Tool, ...]:
             _search,
             read_only=True,
             idempotent=True,
-            lean=_lean_search,
+            wire=WireShape(lean=_lean_search),
         ),
         Tool(
             "info",
