@@ -186,8 +186,9 @@ CORE_LAYERS = [
     {"containment"},
     {"jobs"},
     {"spawn", "requests"},
-    {"shell", "search"},
-    {"engine", "shutdown"},
+    {"shell", "search", "start", "ops"},
+    {"shutdown"},
+    {"engine"},
 ]
 
 
@@ -228,3 +229,16 @@ def test_inside_core_each_part_imports_only_its_own_level_or_lower_ones():
             if pb is not None and pb != pa:
                 collapsed.setdefault(pa, {}).setdefault(pb, set()).update(kinds)
     assert _cycles(collapsed) == []
+
+
+def test_above_the_core_only_its_surface_is_imported():
+    """Issue 19: the layers above the core import ``conch.core`` (its __init__, the surface)
+    and none of its modules, lazy and TYPE_CHECKING imports counted."""
+    inside = [
+        f"{a} -> {b}"
+        for a, targets in import_graph().items()
+        if not a.startswith("conch.core")
+        for b in targets
+        if b.startswith("conch.core.")
+    ]
+    assert inside == []

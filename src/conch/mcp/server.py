@@ -22,14 +22,15 @@ from mcp.shared.exceptions import MCPError
 
 from conch._version import __version__
 from conch.config import Config
+from conch.core import JobView
 from conch.errors import ConchError
 from conch.mcp.notify import ResourceNotifier
 from conch.mcp.secrets import WATCHED_TOOLS, SecretPages, SecretPrompter, url_elicitation_supported
 from conch.mcp.seed_wire import SeedWire
 from conch.mcp.tasks import ConchTasks, TaskListenHandler, install
-from conch.runtime import Runtime
 from conch.tools import resources
-from conch.tools.context import CallContext, caller_context_trusted
+from conch.tools.context import ToolContext, caller_context_trusted
+from conch.tools.host import Host
 from conch.tools.profiles import seed_module, server_identity
 from conch.tools.render import render
 
@@ -37,7 +38,7 @@ log = logging.getLogger("conch.mcp")
 RESOURCE_NOT_FOUND = -32002
 
 
-def instructions(cfg: Config, rt: Runtime) -> str:
+def instructions(cfg: Config, rt: Host) -> str:
     shell = rt.bash or "/bin/sh"
     where = (
         "on the nodes of a Ray cluster (`info` lists them; `node` on exec/shell_open/search "
@@ -80,13 +81,13 @@ def _fence_note(cfg: Config) -> str:
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
-def fill_instructions(template: str, cfg: Config, rt: Runtime) -> str:
+def fill_instructions(template: str, cfg: Config, rt: Host) -> str:
     """A seed profile's instructions with ``{dialect}``, ``{platform}``, ``{shell_version}``,
     ``{default_cwd}`` and ``{workspace_root}`` filled in (other braces are left alone)."""
     dialect = cfg.shell or "bash"
     if dialect.startswith("/"):
         dialect = "zsh" if dialect.rsplit("/", 1)[-1].startswith("zsh") else "bash"
-    found = rt.shells.available() if rt.shells is not None else []
+    found = rt.shells_available()
     line = next((a.get("version_line", "") for a in found if a["name"] == dialect), "")
     values = {
         "dialect": dialect,
@@ -113,7 +114,7 @@ class ConchMCP:
     ``http`` (trusted only with the caller-context header matching the configured token)."""
 
     def __init__(
-        self, rt: Runtime, *, transport: str = "stdio", secret_pages: SecretPages | None = None
+        self, rt: Host, *, transport: str = "stdio", secret_pages: SecretPages | None = None
     ) -> None:
         self.rt = rt
         self.config = rt.config
@@ -121,7 +122,7 @@ class ConchMCP:
         self.secrets: SecretPrompter | None = None
         if self.config.secret_prompt == "elicit" and secret_pages is not None:
             self.secrets = SecretPrompter(rt, secret_pages)
-        self.notifier = ResourceNotifier(lambda job_id: resources.change_uris(rt, job_id))
+        self.notifier = ResourceNotifier(rt.changed_resources)
         self._unlisten: Callable[[], None] | None = None
         self._tools = rt.registry.tools
         self._by_name = {t.name: t for t in self._tools}
@@ -241,7 +242,9 @@ class ConchMCP:
                 params.name,
                 params.arguments,
                 params.request_state,
-                lambda: self.run_tool(ctx, params.name, params.arguments, meta),
+                lambda on_started: self.run_tool(
+                    ctx, params.name, params.arguments, meta, on_started=on_started
+                ),
             )
         return await self.run_tool(ctx, params.name, params.arguments, meta)
 
@@ -253,6 +256,7 @@ class ConchMCP:
         meta: dict[str, Any] | None,
         *,
         progress: bool = True,
+        on_started: Callable[[JobView], None] | None = None,
     ) -> types.CallToolResult:
         """Run one tool call as ``tools/call`` does (also for the work of an MCP task, which
         sends no progress: the request that started it has been answered)."""
@@ -265,7 +269,9 @@ class ConchMCP:
                 step += 1
                 await ctx.session.report_progress(step, None, message)
 
-        call = CallContext(meta=meta, trusted=self._trusted(ctx), progress=report)
+        call = ToolContext(
+            meta=meta, trusted=self._trusted(ctx), progress=report, on_started=on_started
+        )
         self._in_flight += 1
         try:
             outcome = await self.rt.call_tool_full(name, arguments, call)

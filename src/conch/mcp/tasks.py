@@ -50,9 +50,9 @@ from conch.tools.views import last_line
 
 if TYPE_CHECKING:
     from conch.config import Config
-    from conch.core.jobs.job import Job
+    from conch.core import JobView
     from conch.mcp.secrets import SecretPrompter
-    from conch.runtime import Runtime
+    from conch.tools.host import Host
 
 log = logging.getLogger("conch.mcp")
 
@@ -114,7 +114,7 @@ def _not_found(task_id: str) -> MCPError:
 class TaskHost(Protocol):
     """What the extension needs of the MCP server it serves (``ConchMCP``)."""
 
-    rt: Runtime
+    rt: Host
     config: Config
     secrets: SecretPrompter | None
 
@@ -290,7 +290,7 @@ class ConchTasks(Extension):
 
     # -- views ---------------------------------------------------------------------------------
 
-    def _job(self, rec: TaskRecord) -> Job | None:
+    def _job(self, rec: TaskRecord) -> JobView | None:
         try:
             return self._mcp.rt.job(rec.task_id)
         except ConchError:
@@ -326,7 +326,7 @@ class ConchTasks(Extension):
             line = last_line(job)
             if line:
                 message += f" · {line}"
-            if not job.terminal and job.driver is not None and job.driver.input_state()[0]:
+            if job.input_state()[0]:
                 message += " · awaiting input"
         out["statusMessage"] = message
         if not detailed or work is None or not work.done():

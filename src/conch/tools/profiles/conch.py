@@ -5,10 +5,18 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from conch.core.engine import Engine
+from conch.core import (
+    Engine,
+    ExecRequest,
+    ReadRequest,
+    SearchRequest,
+    ShellOpenRequest,
+    SignalRequest,
+    WriteRequest,
+)
 from conch.tools import lean as L
 from conch.tools import schemas as S
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
 from conch.tools.profiles._common import Profile
 from conch.tools.tool import Tool
 
@@ -17,47 +25,41 @@ def _without(args: dict[str, Any], *names: str) -> dict[str, Any]:
     return {k: v for k, v in args.items() if k not in names}
 
 
-async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(
-        await rt.exec_job(
-            **_without(args, "purpose"),
-            shell_env=ctx.shell_env(),
-            caller_session_id=ctx.caller_session_id(),
-            on_start=ctx.job_started,
-            warm=True,
-        )
-    )
+# `purpose` is the call's (its label, for the dashboard), not the request's
+async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    req = ExecRequest(**_without(args, "purpose"))
+    return dict(await rt.exec(req, ctx.engine_context(warm=True)))
 
 
-async def _read(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.read_job(**args))
+async def _read(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.read(ReadRequest(**args)))
 
 
-async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.write_job(**_without(args, "purpose")))
+async def _write(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.write(WriteRequest(**_without(args, "purpose"))))
 
 
-async def _signal(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.signal_job(**_without(args, "purpose")))
+async def _signal(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.signal(SignalRequest(**_without(args, "purpose"))))
 
 
-async def _list(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.list_jobs(**args))
+async def _list(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.list(**args))
 
 
-async def _shell_open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.open_shell(**args))
+async def _shell_open(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.shell_open(ShellOpenRequest(**args)))
 
 
-async def _shell_close(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.close_shell(**args))
+async def _shell_close(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.shell_close(**args))
 
 
-async def _search(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.search_files(**args))
+async def _search(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.search(SearchRequest(**args)))
 
 
-async def _info(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _info(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return dict(await rt.info())
 
 
