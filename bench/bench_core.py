@@ -94,7 +94,7 @@ async def bench_floor(n: int, rounds: int = 5) -> None:
 
 def level_line(rt: conch.Runtime) -> str:
     """Which containment level (and, with cgroups, which placement) the lines below measure."""
-    c = rt.spawn.containment
+    c = rt.engine.spawn.containment
     if c is None or c.level != "cgroup":
         return "-- containment: process-group (no cgroup per job)"
     how = "spawned into it (clone3)" if c.places_itself else "entered by a sh"
@@ -181,7 +181,7 @@ async def main() -> None:
         )
         async with conch.Runtime(cfg) as rt:
             print(level_line(rt))
-            at_cgroup = rt.spawn.containment is not None and rt.spawn.containment.level == "cgroup"
+            at_cgroup = rt.engine.spawn.containment is not None and rt.engine.spawn.containment.level == "cgroup"
             await bench_exec_true(rt, 50 if QUICK else 300)
             await bench_gigabyte(rt, (256 if QUICK else 1024) * 2**20)
             await bench_concurrent_sleeps(rt, 200)

@@ -73,6 +73,7 @@ def _op(
     make: Callable[P, R],
     run: Callable[[Engine, R], Awaitable[Any]],
     shape: Callable[[Runtime, Any], dict[str, Any]],
+    doc: str | None = None,
 ) -> Callable[Concatenate[Runtime, P], Awaitable[dict[str, Any]]]:
     """A typed method of the embedded API: its arguments are the request's (``make``), its
     result the engine's (``run``) in the configured detail (``shape``)."""
@@ -81,7 +82,7 @@ def _op(
         return shape(self, await run(self._engine, make(*args, **kwargs)))
 
     call.__name__, call.__qualname__ = name, f"Runtime.{name}"
-    call.__doc__ = make.__doc__
+    call.__doc__ = doc or run.__doc__ or make.__doc__
     return call
 
 
@@ -140,7 +141,7 @@ class Runtime:
 
     # -- the typed methods (SPEC §8): each takes its request's fields (core/requests.py) ------
 
-    exec = _op("exec", ExecRequest, lambda e, r: e.exec(r, _WARM), _snapshot)
+    exec = _op("exec", ExecRequest, lambda e, r: e.exec(r, _WARM), _snapshot, Engine.exec.__doc__)
     read = _op("read", ReadRequest, Engine.read, _snapshot)
     write = _op("write", WriteRequest, Engine.write, _snapshot)
     signal = _op("signal", SignalRequest, Engine.signal, _snapshot)

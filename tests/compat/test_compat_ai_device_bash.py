@@ -14,7 +14,7 @@ import pytest
 
 import conch
 from conch.tools.call import call_tool_full
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
 from conch.tools.profiles import ai_device_bash
 
 pytestmark = pytest.mark.anyio
@@ -48,7 +48,9 @@ async def rt(tmp_path: Any) -> AsyncIterator[conch.Runtime]:
 
 
 async def call(rt: conch.Runtime, name: str, args: dict[str, Any], **ctx: Any) -> dict[str, Any]:
-    outcome = await call_tool_full(rt, name, args, CallContext(**ctx) if ctx else None)
+    outcome = await call_tool_full(
+        rt.engine, rt.registry, name, args, ToolContext(**ctx) if ctx else None
+    )
     r = outcome.result
     assert set(r) == KEYS, r
     assert r["returned_output_bytes"] == len(r["output"].encode())
@@ -68,7 +70,9 @@ async def test_tools_are_the_seeds_in_its_order(rt):
 
 
 async def test_bash_ok_has_the_twelve_keys_and_merged_output(rt):
-    outcome = await call_tool_full(rt, "bash", {"command": "echo out; echo err >&2"})
+    outcome = await call_tool_full(
+        rt.engine, rt.registry, "bash", {"command": "echo out; echo err >&2"}
+    )
     r = outcome.result
     assert set(r) == KEYS and not outcome.is_error
     assert r["success"] is True and r["code"] == "OK" and r["exit_code"] == 0
@@ -81,9 +85,11 @@ async def test_bash_ok_has_the_twelve_keys_and_merged_output(rt):
 
 
 async def test_purpose_is_the_summary_and_a_bad_one_runs_nothing(rt, tmp_path):
-    outcome = await call_tool_full(rt, "run", {"argv": ["true"], "purpose": "  check  "})
+    outcome = await call_tool_full(
+        rt.engine, rt.registry, "run", {"argv": ["true"], "purpose": "  check  "}
+    )
     assert outcome.meta == {"summary": "check"}
-    outcome = await call_tool_full(rt, "run", {"argv": ["true"]})
+    outcome = await call_tool_full(rt.engine, rt.registry, "run", {"argv": ["true"]})
     assert outcome.meta == {"summary": "run command"}
     marker = tmp_path / "ran"
     for purpose in ("   ", "x" * 201):
@@ -224,7 +230,9 @@ async def test_invalid_arguments_get_the_seeds_codes(rt, tool, args, code):
 @pytest.mark.parametrize("host", [None, "", "example.com"])
 async def test_host_is_rejected_before_anything_runs(rt, tmp_path, host):
     marker = tmp_path / "ran"
-    outcome = await call_tool_full(rt, "bash", {"command": f"touch {marker}", "host": host})
+    outcome = await call_tool_full(
+        rt.engine, rt.registry, "bash", {"command": f"touch {marker}", "host": host}
+    )
     assert outcome.is_error and outcome.result["success"] is False
     assert set(outcome.result) == KEYS
     assert not marker.exists()
@@ -238,7 +246,7 @@ async def test_get_validates_and_unknown_handles_are_not_running(rt, tmp_path):
     r = await call(rt, "get", {"pid": os.getpid()})
     assert r["code"] == "NOT_RUNNING" and r["success"] is False
     assert r["output_path"] is None and r["total_bytes"] is None and r["tool_mode"] is None
-    outcome = await call_tool_full(rt, "get", {"pid": 5})
+    outcome = await call_tool_full(rt.engine, rt.registry, "get", {"pid": 5})
     assert outcome.meta == {"summary": "get 5"}
 
     bg = await call(rt, "bash", {"command": "sleep 5", "timeout": 0.05})
@@ -291,7 +299,7 @@ async def test_output_limit_exceeded_kills_the_job(tmp_path):
     ],
 )
 async def test_numbers_are_parsed_like_pydantic_lax_mode(rt, args, waited):
-    outcome = await call_tool_full(rt, "bash", {"command": "sleep 30", **args})
+    outcome = await call_tool_full(rt.engine, rt.registry, "bash", {"command": "sleep 30", **args})
     r = outcome.result
     assert not outcome.is_error and r["code"] == "BACKGROUND"
     assert r["message"] == f"命令执行超时（{waited}秒），已转入后台继续运行"
@@ -301,7 +309,7 @@ async def test_numbers_are_parsed_like_pydantic_lax_mode(rt, args, waited):
 
 async def test_a_bad_argument_is_pydantics_error_text_with_is_error(rt):
     tools = {t.name: t for t in ai_device_bash.tools()}
-    outcome = await call_tool_full(rt, "get", {"pid": 1.5})
+    outcome = await call_tool_full(rt.engine, rt.registry, "get", {"pid": 1.5})
     assert outcome.is_error and outcome.meta is None
     text = tools["get"].render_text
     assert text is not None and not tools["get"].structured
@@ -310,7 +318,7 @@ async def test_a_bad_argument_is_pydantics_error_text_with_is_error(rt):
         "with a fractional part [type=int_from_float, input_value=1.5, input_type=float]\n"
         "    For further information visit https://errors.pydantic.dev/2.14/v/int_from_float"
     )
-    ok = await call_tool_full(rt, "bash", {"command": "echo hi"})
+    ok = await call_tool_full(rt.engine, rt.registry, "bash", {"command": "echo hi"})
     body = text(ok.result, False)
     assert json.loads(body) == ok.result
     assert ": " not in body.split('"output"')[0]  # compact, like FastMCP's
@@ -327,7 +335,7 @@ async def test_blank_commands_and_scripts_run(rt):
 
 
 async def test_nul_is_a_normal_failure_result(rt):
-    outcome = await call_tool_full(rt, "bash", {"command": "echo a\x00b"})
+    outcome = await call_tool_full(rt.engine, rt.registry, "bash", {"command": "echo a\x00b"})
     r = outcome.result
     assert not outcome.is_error
     assert (r["code"], r["message"], r["total_bytes"]) == (

@@ -33,7 +33,7 @@ async def rt(tmp_path: Any) -> AsyncIterator[conch.Runtime]:
 
 
 async def invoke(rt: conch.Runtime, method: str, params: dict[str, Any]) -> ToolOutcome:
-    outcome = await call_tool_full(rt, method, params)
+    outcome = await call_tool_full(rt.engine, rt.registry, method, params)
     assert outcome.is_error is (outcome.result.get("success") is False)
     return outcome
 

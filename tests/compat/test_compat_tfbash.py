@@ -48,7 +48,7 @@ async def rt(tmp_path: Any) -> AsyncIterator[conch.Runtime]:
 
 
 async def ok(rt: conch.Runtime, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    outcome = await call_tool_full(rt, name, args)
+    outcome = await call_tool_full(rt.engine, rt.registry, name, args)
     assert not outcome.is_error, outcome.result
     r = outcome.result
     if "exec_id" in r and "status" in r and r["status"] not in ("accepted", "delivered"):
@@ -57,7 +57,7 @@ async def ok(rt: conch.Runtime, name: str, args: dict[str, Any]) -> dict[str, An
 
 
 async def err(rt: conch.Runtime, name: str, args: dict[str, Any], code: str) -> dict[str, Any]:
-    outcome = await call_tool_full(rt, name, args)
+    outcome = await call_tool_full(rt.engine, rt.registry, name, args)
     assert outcome.is_error, outcome.result
     e = outcome.result["error"]
     assert e["code"] == code, e

@@ -55,12 +55,12 @@ async def main(data_dir: str, cwd: str) -> dict[str, Any]:
     async with conch.Runtime(config) as rt:
         info = await rt.call_tool("info", {})
         out["containment"] = info["containment"]
-        out["placement"] = rt.spawn.containment.info()["cgroup"].get("placement")
+        out["placement"] = rt.engine.spawn.containment.info()["cgroup"].get("placement")
         # the first calls start the warm processes there are
         await rt.exec(argv=["true"])
         await rt.exec(command="true")
         await asyncio.sleep(0.3)
-        out["warm_sh"] = rt._warm_sh is not None
+        out["warm_sh"] = rt.engine.starter.warm_sh is not None
         out["argv"] = await job(rt, argv=["sh", "-c", SELF])
         out["command"] = await job(rt, command=SELF)
         out["cold_command"] = await job(rt, command=SELF, env={"CONCH_TEST_COLD": "1"})

@@ -47,7 +47,7 @@ async def test_each_job_and_each_shell_gets_its_own_cgroup(rt):
     ca, cb = own_cgroup_lines(a["output"]), own_cgroup_lines(b["output"])
     tracked = "v2" if "conch-" in ca.get("v2", "") else "freezer"
     assert ca[tracked].endswith("/" + a["job_id"]) and cb[tracked].endswith("/" + b["job_id"])
-    assert f"conch-{rt.instance}" in ca[tracked]
+    assert f"conch-{rt.engine.instance}" in ca[tracked]
     sh = await rt.shell_open()
     s = await rt.exec(shell_id=sh["shell_id"], command="cat /proc/self/cgroup")
     assert own_cgroup_lines(s["output"])[tracked].endswith("/" + sh["shell_id"])
@@ -90,7 +90,7 @@ async def test_shutdown_kills_escapees_and_removes_the_parent_cgroups(config, tm
         cmd = f"(setsid env -i /bin/sh -c 'trap \"\" TERM; echo $$ > {pidfile}; exec sleep 300' &)"
         await rt.exec(command=cmd)
         daemon = read_pid(str(pidfile))
-        parents = list(rt.spawn.containment.cgroups._parents)
+        parents = list(rt.engine.spawn.containment.cgroups._parents)
         assert parents and all(os.path.isdir(p) for p in parents)
     assert wait_for(lambda: gone(daemon), 3.0)
     assert not any(os.path.exists(p) for p in parents)
@@ -103,7 +103,7 @@ async def test_a_fork_bomb_under_pids_max_stays_bounded_and_leaves_nothing(rt):
         yield_ms=1500,
         timeout_ms=20000,
     )
-    cg = rt._drivers[r["job_id"]].cgroup
+    cg = rt.engine.starter.drivers[r["job_id"]].cgroup
     assert cg is not None and cg.pids_dir is not None
     with open(os.path.join(cg.pids_dir, "pids.max")) as f:
         assert f.read().strip() == "32"
@@ -236,7 +236,7 @@ async def test_a_limit_setting_without_a_cgroup_is_refused_at_each_call(config):
 
 async def test_a_finished_jobs_cgroup_goes_once_its_leftovers_end(rt):
     parent = next(
-        p for p in rt.spawn.containment.cgroups._parents if "unified" in p or "freezer" in p
+        p for p in rt.engine.spawn.containment.cgroups._parents if "unified" in p or "freezer" in p
     )
     done = await rt.exec(command="true")
     left = await rt.exec(command="sleep 0.3 &")

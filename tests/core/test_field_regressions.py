@@ -82,7 +82,7 @@ def test_descriptors_stay_flat_over_a_thousand_retained_jobs(tmp_path: Path) -> 
 
         def held(rt):
             # descriptors besides the log pool's few pre-created files (no job owns them yet)
-            jobs = {j.log.path for j in rt.jobs}
+            jobs = {j.log.path for j in rt.engine.jobs}
             return [t for t in targets() if "/data/logs/" not in t or t in jobs]
 
         async def main():
@@ -105,7 +105,7 @@ def test_descriptors_stay_flat_over_a_thousand_retained_jobs(tmp_path: Path) -> 
                         r = await rt.call_tool("read", {"job_id": old, "cursor": 0})
                         assert r["output"].startswith(("job", "pty")), r
                 await asyncio.sleep(0.6)  # housekeeping has run; the log pool is topped up
-                retained = len(rt.jobs)
+                retained = len(rt.engine.jobs)
                 now = held(rt)
                 spares = [t for t in targets() if "/data/logs/" in t and t not in now]
                 print(json.dumps({"first": first[0], "last": len(now), "retained": retained,
@@ -275,7 +275,7 @@ async def test_a_cancelled_exec_is_never_listed_running_once_its_process_is_gone
         while not (jobs := (await rt.list())["jobs"]) or jobs[-1]["state"] != "running":
             await asyncio.sleep(0.01)
         job_id = jobs[-1]["job_id"]
-        pid = rt.job(job_id).pid
+        pid = rt.engine.jobs.get(job_id).pid
         task.cancel()
         violations = []
         while not task.done():

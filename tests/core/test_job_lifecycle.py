@@ -262,7 +262,7 @@ async def test_shutdown_of_term_ignoring_shells_pipes_and_ptys_stays_bounded(tmp
     await rt.aclose()
     assert time.monotonic() - t0 < 3.0
     assert psutil.Process().children(recursive=True) == []
-    states = {j.job_id: j.state for j in rt.jobs}
+    states = {j.job_id: j.state for j in rt.engine.jobs}
     assert [states[j["job_id"]] for j in jobs] == ["cancelled"] * 3
     assert states[done["job_id"]] == "exited"  # a finished job keeps how it ended
 
@@ -276,7 +276,7 @@ async def test_a_job_ending_while_shells_close_keeps_its_own_end(tmp_path):
     r = await rt.exec(command="echo up; sleep 0.1; exit 5", ready={"pattern": "up"})
     assert r["state"] == "running"
     await rt.aclose()
-    job = next(j for j in rt.jobs if j.job_id == r["job_id"])
+    job = next(j for j in rt.engine.jobs if j.job_id == r["job_id"])
     # the shells close first; a pipe job that ends meanwhile is not counted as cancelled
     assert (job.state, job.exit_code) == ("exited", 5)
 
@@ -285,7 +285,7 @@ async def test_shutdown_kills_whatever_carries_the_instance_tag(tmp_path):
     rt = conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "d")))
     await rt.start()
     # a process no driver or shell owns, tagged as this runtime's (what rg or a runaway is)
-    env = {**os.environ, "CONCH_TAG": f"{rt.instance}/nobody"}
+    env = {**os.environ, "CONCH_TAG": f"{rt.engine.instance}/nobody"}
     stray = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
     try:
         await rt.aclose()
@@ -331,7 +331,7 @@ async def test_ids_from_one_runtime_are_unknown_to_another(tmp_path):
 async def test_exec_cancelled_by_caller_kills_its_job(rt):
     task = asyncio.ensure_future(rt.exec(command="echo $$; sleep 30", yield_ms=60000))
     await asyncio.sleep(0.3)
-    job = list(rt.jobs)[-1]
+    job = list(rt.engine.jobs)[-1]
     pid = job.pid
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

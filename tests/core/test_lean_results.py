@@ -70,7 +70,7 @@ async def test_echo_hi_is_the_four_field_result(rt):
 
 async def test_small_calls_stay_within_the_byte_targets_in_both_views(rt):
     for cmd in ("echo hi", "ls /nonexistent-lean", "exit 2", "seq 1 200", "echo out; echo e >&2"):
-        out = await call_tool_full(rt, "exec", {"command": cmd})
+        out = await call_tool_full(rt.engine, rt.registry, "exec", {"command": cmd})
         output = out.result["output"]
         body = len(json.dumps(output, ensure_ascii=False).encode()) - 2
         assert compact(out.result) - body <= 80, out.result
@@ -101,7 +101,7 @@ async def test_every_lean_field_equals_the_full_one_and_every_absent_one_is_its_
         {"command": "pwd", "cwd": "/"},
     ]
     for args in cases:
-        out = await call_tool_full(rt, "exec", args)
+        out = await call_tool_full(rt.engine, rt.registry, "exec", args)
         assert out.full is not None and not out.is_error
         assert_lean_of(out.result, out.full, schema, rt)
         jsonschema.validate(out.result, schema)

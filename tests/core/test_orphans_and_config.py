@@ -57,10 +57,10 @@ async def test_orphans_of_a_sigkilled_server_are_killed_at_next_start(tmp_path):
         async with conch.Runtime(
             conch.Config(result_detail="full", data_dir=str(tmp_path / "b"))
         ) as rt:
-            if not {daemon, leader} <= set(rt.orphans_killed):
+            if not {daemon, leader} <= set(rt.engine.orphans_killed):
                 # the sweep is machine-wide: under xdist another worker's server may have
                 # started first and killed them (they must be gone all the same, below)
-                assert os.environ.get("PYTEST_XDIST_WORKER"), rt.orphans_killed
+                assert os.environ.get("PYTEST_XDIST_WORKER"), rt.engine.orphans_killed
             deadline = time.monotonic() + 3
             while (alive(daemon) or alive(leader)) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
@@ -77,7 +77,7 @@ async def main():
     rt = conch.Runtime(conch.Config(result_detail="full", data_dir=sys.argv[1]))
     await rt.start()
     r = await rt.exec(argv=["sleep", "86.125"], yield_ms=0)
-    print(rt.spawn.containment.level, r["state"], flush=True)
+    print(rt.engine.spawn.containment.level, r["state"], flush=True)
     await asyncio.sleep(60)
 asyncio.run(main())
 """
@@ -123,7 +123,7 @@ async def test_jobs_of_a_server_in_another_pid_namespace_are_left_alone(tmp_path
         async with conch.Runtime(
             conch.Config(result_detail="full", data_dir=str(tmp_path / "host"))
         ) as rt:
-            assert job not in rt.orphans_killed
+            assert job not in rt.engine.orphans_killed
             await asyncio.sleep(0.3)
             assert alive(job), f"the inner server's job (level {level}) was killed"
     finally:
@@ -158,7 +158,7 @@ async def test_jobs_of_a_live_server_are_not_touched(tmp_path):
         async with conch.Runtime(
             conch.Config(result_detail="full", data_dir=str(tmp_path / "b"))
         ) as b:
-            assert r["pid"] not in b.orphans_killed
+            assert r["pid"] not in b.engine.orphans_killed
         assert (await a.read(r["job_id"]))["state"] == "running"
         await a.signal(r["job_id"], "kill")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conch.tools.call import call_tool_full
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
 from conch.tools.render import render
 
 pytestmark = pytest.mark.anyio
@@ -75,13 +75,13 @@ async def test_call_tool_returns_the_structured_result(rt):
     ],
 )
 async def test_bad_input_gets_the_error_envelope_and_runs_nothing(rt, args, code):
-    out = await call_tool_full(rt, "exec", args)
+    out = await call_tool_full(rt.engine, rt.registry, "exec", args)
     assert out.is_error is True
     assert set(out.result) == {"error"}
     err = out.result["error"]
     assert err["code"] == code and isinstance(err["message"], str) and err["message"]
     assert isinstance(err["retryable"], bool)
-    assert [j for j in rt.jobs] == []
+    assert [j for j in rt.engine.jobs] == []
 
 
 async def test_unknown_tool_and_unknown_job(rt):
@@ -91,23 +91,29 @@ async def test_unknown_tool_and_unknown_job(rt):
 
 
 async def test_nonzero_exit_is_not_an_error(rt):
-    out = await call_tool_full(rt, "exec", {"command": "exit 9"})
+    out = await call_tool_full(rt.engine, rt.registry, "exec", {"command": "exit 9"})
     assert out.is_error is False and out.result["exit_code"] == 9
     assert out.full is not None and out.full["ok"] is False
 
 
 async def test_purpose_is_echoed_in_meta_summary_only(rt):
-    out = await call_tool_full(rt, "exec", {"command": "echo hi", "purpose": "  say hi  "})
+    out = await call_tool_full(
+        rt.engine, rt.registry, "exec", {"command": "echo hi", "purpose": "  say hi  "}
+    )
     assert out.meta == {"summary": "say hi"} and out.result["output"] == "hi\n"
 
 
 async def test_meta_shell_env_reaches_the_child_but_not_the_caller_session(rt):
-    ctx = CallContext(
+    ctx = ToolContext(
         meta={"shell_env": {"TOKEN": "s3cret", "AI_ASSISTANT_CALLER_SESSION_ID": "ses-9"}},
         trusted=False,
     )
     out = await call_tool_full(
-        rt, "exec", {"command": 'echo "$TOKEN|$AI_ASSISTANT_CALLER_SESSION_ID"'}, ctx
+        rt.engine,
+        rt.registry,
+        "exec",
+        {"command": 'echo "$TOKEN|$AI_ASSISTANT_CALLER_SESSION_ID"'},
+        ctx,
     )
     assert out.result["output"] == "s3cret|\n"
 
@@ -115,12 +121,16 @@ async def test_meta_shell_env_reaches_the_child_but_not_the_caller_session(rt):
 async def test_caller_session_projected_only_when_trusted(rt):
     cmd = {"command": 'echo "[$AI_ASSISTANT_CALLER_SESSION_ID]"'}
     meta = {"assistant": {"session_id": "ses-42"}}
-    ok = await call_tool_full(rt, "exec", cmd, CallContext(meta=meta, trusted=True))
+    ok = await call_tool_full(
+        rt.engine, rt.registry, "exec", cmd, ToolContext(meta=meta, trusted=True)
+    )
     assert ok.result["output"] == "[ses-42]\n"
-    no = await call_tool_full(rt, "exec", cmd, CallContext(meta=meta, trusted=False))
+    no = await call_tool_full(
+        rt.engine, rt.registry, "exec", cmd, ToolContext(meta=meta, trusted=False)
+    )
     assert no.result["output"] == "[]\n"
     bad = await call_tool_full(
-        rt, "exec", cmd, CallContext(meta={"assistant": {"session_id": "x"}})
+        rt.engine, rt.registry, "exec", cmd, ToolContext(meta={"assistant": {"session_id": "x"}})
     )
     assert bad.result["output"] == "[]\n"
 
@@ -132,7 +142,11 @@ async def test_progress_messages_carry_the_latest_line(rt):
         messages.append(msg)
 
     out = await call_tool_full(
-        rt, "exec", {"command": "echo tick-1; sleep 2.3; echo tock"}, CallContext(progress=progress)
+        rt.engine,
+        rt.registry,
+        "exec",
+        {"command": "echo tick-1; sleep 2.3; echo tock"},
+        ToolContext(progress=progress),
     )
     assert out.result["state"] == "exited"
     assert len(messages) >= 2 and "tick-1" in messages[0]
@@ -151,11 +165,11 @@ async def test_list_and_info(rt):
 
 
 async def test_text_rendering_is_a_header_then_output(rt):
-    out = await call_tool_full(rt, "exec", {"command": "echo hi; exit 2"})
+    out = await call_tool_full(rt.engine, rt.registry, "exec", {"command": "echo hi; exit 2"})
     text = render("exec", out.result, is_error=False, full=out.full)
     assert text.splitlines()[0].startswith(f"[{out.result['job_id']} exited 2 · ")
     assert text.endswith("hi\n")
-    err = await call_tool_full(rt, "read", {"job_id": "nope"})
+    err = await call_tool_full(rt.engine, rt.registry, "read", {"job_id": "nope"})
     assert render("read", err.result, is_error=True).startswith("[error not_found]")
 
 
@@ -173,10 +187,11 @@ async def test_concurrent_calls_each_report_progress_on_their_own_job(rt):
     async def call(key: str, delay: float) -> dict:
         await asyncio.sleep(delay)
         outcome = await call_tool_full(
-            rt,
+            rt.engine,
+            rt.registry,
             "exec",
             {"command": f"echo {key}-line; sleep 1.6", "yield_ms": 5000},
-            CallContext(progress=reporter(key)),
+            ToolContext(progress=reporter(key)),
         )
         return outcome.result
 

@@ -62,7 +62,7 @@ async def test_a_warm_job_keeps_deadlines_names_and_the_job_clock(rt):
     await asyncio.sleep(0.3)  # the warm bash waited: its job's clock starts at the call
     r = await rt.call_tool("exec", {"command": "sleep 5", "timeout_ms": 300, "name": "napper"})
     assert r["state"] == "timed_out" and r["name"] == "napper"
-    full = await rt.exec(command="true", warm=True)
+    full = await rt.exec(command="true")
     assert full["duration_ms"] < 250
 
 
@@ -71,8 +71,8 @@ async def test_closing_the_runtime_ends_the_warm_bash(tmp_path):
         conch.Config(result_detail="full", data_dir=str(tmp_path / "d"))
     ) as rt:
         pid = await warm_pid(rt)
-        assert rt._warm is not None and rt._warm._ready is not None
-        log_path = rt._warm._ready.job.log.path
+        assert rt.engine.starter.warm is not None and rt.engine.starter.warm._ready is not None
+        log_path = rt.engine.starter.warm._ready.job.log.path
         assert os.path.exists(log_path)
     assert not procfs.is_alive(pid)
     assert not os.path.exists(log_path)  # it never became a job: its log goes with it
@@ -83,7 +83,7 @@ async def test_warm_bash_off_spawns_every_job(tmp_path):
     async with conch.Runtime(cfg) as rt:
         await rt.call_tool("exec", {"command": "true"})
         await asyncio.sleep(0.05)
-        assert rt._warm is None
+        assert rt.engine.starter.warm is None
         r = await rt.call_tool("exec", {"command": "echo hi"})
         assert r["output"] == "hi\n"
 
@@ -98,7 +98,10 @@ async def test_the_warm_bash_enters_its_cgroup_itself(tmp_path, monkeypatch):
         result_detail="full", data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path)
     )
     async with conch.Runtime(cfg) as rt:
-        assert rt.spawn.containment is not None and rt.spawn.containment.level == "cgroup"
+        assert (
+            rt.engine.spawn.containment is not None
+            and rt.engine.spawn.containment.level == "cgroup"
+        )
         pid = await warm_pid(rt)
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")[:-1]

@@ -13,6 +13,7 @@ import pytest
 from warmth import ready_pid
 
 import conch
+from conch.core import CallContext, ExecRequest
 from conch.core.containment import shenv
 from conch.core.jobs import warm
 from conch.core.process import libc_spawn
@@ -66,11 +67,11 @@ async def rt(tmp_path, monkeypatch) -> AsyncIterator[conch.Runtime]:
 async def test_the_warm_sh_serves_the_cgroup_level_only(rt, tmp_path):
     # the suite's machines (Debian, a writable cgroup tree): dash, and the cgroup level, where
     # an argv job would otherwise cost a mkdir and a cgroup-entering sh before its program
-    assert warm.sh_is_dash() and rt.spawn.containment.level == "cgroup"
-    assert rt._warm_sh is not None
+    assert warm.sh_is_dash() and rt.engine.spawn.containment.level == "cgroup"
+    assert rt.engine.starter.warm_sh is not None
     cfg = conch.Config(data_dir=str(tmp_path / "d"), cgroup="off")
     async with conch.Runtime(cfg) as plain:
-        assert plain._warm_sh is None  # one vfork of the program is quicker there
+        assert plain.engine.starter.warm_sh is None  # one vfork of the program is quicker there
         assert (await plain.exec(argv=["echo", "direct"]))["output"] == "direct\n"
 
 
@@ -126,7 +127,9 @@ async def test_a_plain_argv_job_is_the_warm_sh_with_a_direct_spawns_env(rt, tmp_
     pid = await warm_sh_pid(rt)
     r = await rt.exec(argv=["env", "-0"])
     assert r["pid"] == pid and r["mode"] == "argv" and r["exit_code"] == 0
-    assert dump_env(r["log_path"]) == rt.spawn.child_env(r["job_id"], pty=False, cwd=rt.default_cwd)
+    assert dump_env(r["log_path"]) == rt.engine.spawn.child_env(
+        r["job_id"], pty=False, cwd=rt.default_cwd
+    )
     await warm_sh_pid(rt)
     r = await rt.exec(argv=["sh", "-c", 'echo "$0" "$@"; ls /proc/$$/fd; cat', "zero", "a b"])
     assert r["output"].splitlines() == ["zero a b", "0", "1", "2"]  # stdin /dev/null, no fd
@@ -136,7 +139,7 @@ async def test_awkward_argv_reaches_the_program_exactly(rt):
     pid = await warm_sh_pid(rt)
     r = await rt.exec(argv=["printf", "%s\\0", *AWKWARD], output_format="text")
     assert r["pid"] == pid
-    cold = await rt.exec(argv=["printf", "%s\\0", *AWKWARD], warm=False)
+    cold = await rt.engine.exec(ExecRequest(argv=["printf", "%s\\0", *AWKWARD]))
     assert r["output"] == cold["output"]
     log = Path(r["log_path"]).read_bytes()  # the bytes as printed
     assert log.split(b"\0")[:-1] == [a.encode("utf-8", "surrogateescape") for a in AWKWARD]
@@ -161,9 +164,9 @@ async def test_an_environment_dash_would_change_reaches_the_program_as_given(
     monkeypatch.setenv(name, value)
     pid = await warm_sh_pid(rt)
     for warm_ok in (True, False):
-        r = await rt.exec(argv=["env", "-0"], warm=warm_ok)
+        r = await rt.engine.exec(ExecRequest(argv=["env", "-0"]), CallContext(warm=warm_ok))
         assert r["pid"] != pid and r["exit_code"] == 0, r
-        assert dump_env(r["log_path"]) == rt.spawn.child_env(
+        assert dump_env(r["log_path"]) == rt.engine.spawn.child_env(
             r["job_id"], pty=False, cwd=rt.default_cwd
         )
 
@@ -197,7 +200,7 @@ async def test_what_the_sh_could_change_spawns_directly(rt, tmp_path):
     pid = await warm_sh_pid(rt)
     warm_run = await rt.exec(argv=[str(script)])
     assert warm_run["pid"] != pid
-    cold_run = await rt.exec(argv=[str(script)], warm=False)
+    cold_run = await rt.engine.exec(ExecRequest(argv=[str(script)]))
     assert (warm_run["state"], warm_run["output"]) == (cold_run["state"], cold_run["output"])
     # another cwd, an env, stdin: direct spawns
     pid = await warm_sh_pid(rt)
@@ -217,7 +220,7 @@ async def test_missing_and_unrunnable_programs_fail_as_a_direct_spawn_does(rt, t
         with pytest.raises(conch.ConchError) as warm_err:
             await rt.exec(argv=argv)
         with pytest.raises(conch.ConchError) as cold_err:
-            await rt.exec(argv=argv, warm=False)
+            await rt.engine.exec(ExecRequest(argv=argv))
         assert warm_err.value.code == cold_err.value.code == "spawn_failed"
 
 
@@ -238,7 +241,7 @@ async def test_warm_sh_jobs_keep_deadlines_signals_and_exit_codes(rt):
 async def test_warm_bash_off_turns_the_warm_sh_off_too(tmp_path):
     cfg = conch.Config(data_dir=str(tmp_path / "d"), warm_bash=False)
     async with conch.Runtime(cfg) as rt:
-        assert rt._warm_sh is None
+        assert rt.engine.starter.warm_sh is None
         r = await rt.exec(argv=["true"])
         assert r["exit_code"] == 0
     assert os.path.isdir(tmp_path / "d")
@@ -252,14 +255,18 @@ async def test_warm_processes_run_in_their_jobs_own_cgroup(rt):
     assert r["pid"] == pid and r["job_id"] in r["output"], r["output"]
     await rt.call_tool("exec", {"command": "true"})  # starts the warm bash
     for _ in range(200):
-        if rt._warm is not None and rt._warm._ready is not None:
+        if rt.engine.starter.warm is not None and rt.engine.starter.warm._ready is not None:
             break
         await asyncio.sleep(0.01)
-    bash_pid = rt._warm._ready.driver.pid if rt._warm and rt._warm._ready else None
+    bash_pid = (
+        rt.engine.starter.warm._ready.driver.pid
+        if rt.engine.starter.warm and rt.engine.starter.warm._ready
+        else None
+    )
     c = await rt.exec(command="cat /proc/self/cgroup; echo $$")
     assert c["output"].split()[-1] == str(bash_pid)
     assert c["job_id"] in c["output"]
-    cold = await rt.exec(argv=["cat", "/proc/self/cgroup"], warm=False)
+    cold = await rt.engine.exec(ExecRequest(argv=["cat", "/proc/self/cgroup"]))
     assert cold["job_id"] in cold["output"]
 
 
@@ -269,8 +276,9 @@ async def test_pwd_names_the_jobs_own_working_directory(rt, tmp_path, monkeypatc
     monkeypatch.setenv("PWD", "/nonexistent/server/dir")
     sub = tmp_path / "sub"
     sub.mkdir()
-    for args in ({}, {"warm": False}, {"cwd": str(sub)}):
-        r = await rt.exec(argv=["printenv", "PWD"], **args)
+    for args, warm_ok in (({}, True), ({}, False), ({"cwd": str(sub)}, True)):
+        req = ExecRequest(argv=["printenv", "PWD"], **args)
+        r = await rt.engine.exec(req, CallContext(warm=warm_ok))
         assert r["output"] == f"{args.get('cwd', tmp_path)}\n", (args, r["output"])
     given = await rt.exec(argv=["printenv", "PWD"], env={"PWD": "/given"})
     assert given["output"] == "/given\n"

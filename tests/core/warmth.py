@@ -18,7 +18,7 @@ async def ready_pid(rt: conch.Runtime, kind: str) -> int:
     else:
         await rt.exec(argv=["true"])
     for _ in range(200):
-        warm: Any = rt._warm if kind == "bash" else rt._warm_sh
+        warm: Any = rt.engine.starter.warm if kind == "bash" else rt.engine.starter.warm_sh
         ready = warm._ready if warm is not None else None
         if ready is not None and ready.driver.pid:
             return int(ready.driver.pid)

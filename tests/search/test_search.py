@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
+from conch.core.requests import SearchRequest
 from conch.core.search import RgInfo, Searcher, find_rg
 from conch.errors import ConchError
 from conch.tools.profiles.conch import SEARCH_DESCRIPTION
@@ -33,14 +34,14 @@ def run(coro: Any) -> Any:
 
 
 def search(root: Path, **kw: Any) -> dict[str, Any]:
-    result: dict[str, Any] = run(Searcher(str(root)).search(**kw))
+    result: dict[str, Any] = run(Searcher(str(root)).search(SearchRequest(**kw)))
     assert set(result) >= KEYS
     return result
 
 
 def fail(root: Path, **kw: Any) -> ConchError:
     with pytest.raises(ConchError) as info:
-        run(Searcher(str(root)).search(**kw))
+        run(Searcher(str(root)).search(SearchRequest(**kw)))
     return info.value
 
 
@@ -92,7 +93,7 @@ def test_rg_not_found(tmp_path: Path) -> None:
 
 def fail_with(searcher: Searcher, **kw: Any) -> ConchError:
     with pytest.raises(ConchError) as info:
-        run(searcher.search(**kw))
+        run(searcher.search(SearchRequest(**kw)))
     return info.value
 
 
@@ -484,10 +485,10 @@ def test_unreadable_file_is_reported_not_fatal() -> None:
             wrapper.chmod(0o755)
             rg = RgInfo(str(wrapper), rg.version)
         searcher = Searcher(str(root), rg=rg)
-        a = asyncio.run(searcher.search(pattern="hit", glob=["*.txt"]))
+        a = asyncio.run(searcher.search(SearchRequest(pattern="hit", glob=["*.txt"])))
         assert a["files"] == ["ok.txt"]
         assert any("locked.txt" in e for e in a["errors"])
-        b = asyncio.run(searcher.search(pattern="absent", glob=["*.txt"]))
+        b = asyncio.run(searcher.search(SearchRequest(pattern="absent", glob=["*.txt"])))
         assert b["files"] == [] and b["errors"]
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -528,7 +529,9 @@ def test_cancellation_kills_rg(tmp_path: Path) -> None:
     os.mkfifo(fifo)
 
     async def main() -> None:
-        task = asyncio.ensure_future(Searcher(str(tmp_path)).search(pattern="x", path="fifo"))
+        task = asyncio.ensure_future(
+            Searcher(str(tmp_path)).search(SearchRequest(pattern="x", path="fifo"))
+        )
         await _wait_for_rg()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -544,7 +547,9 @@ def test_cancellation_kills_rg_on_big_tree(tmp_path: Path) -> None:
 
     async def main() -> None:
         searcher = Searcher(str(tmp_path))
-        task = asyncio.ensure_future(searcher.search(pattern="line", max_matches=1000))
+        task = asyncio.ensure_future(
+            searcher.search(SearchRequest(pattern="line", max_matches=1000))
+        )
         await asyncio.sleep(0)  # let it spawn rg
         for _ in range(200):
             if rg_children() or task.done():
@@ -566,7 +571,11 @@ def test_concurrent_searches(tmp_path: Path) -> None:
 
     async def main() -> list[dict[str, Any]]:
         s = Searcher(str(tmp_path))
-        return list(await asyncio.gather(*(s.search(pattern=p) for p in ["alpha", "beta"] * 10)))
+        return list(
+            await asyncio.gather(
+                *(s.search(SearchRequest(pattern=p)) for p in ["alpha", "beta"] * 10)
+            )
+        )
 
     results = run(main())
     assert [r["files"] for r in results] == [["a.txt"], ["b.txt"]] * 10
