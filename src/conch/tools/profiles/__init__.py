@@ -1,6 +1,7 @@
-"""The tool profiles, one module each: ``conch`` (the default) and the three seed-compatible ones
-(``ai_device_bash``, ``tfbash``, ``bash_mcp``), each exporting ``PROFILE``; what they share is in
-``_common.py``. The registry of profiles is ``conch.tools.registry``."""
+"""The tool profiles: ``conch`` (the default, one module) and the three seed-compatible ones
+(``ai_device_bash``, ``tfbash``, ``bash_mcp``: a package each, with its descriptors as data in
+``tools.json``), each exporting ``PROFILE``; what they share is in ``_common.py``. The registry
+of profiles is ``conch.tools.registry``."""
 
 from __future__ import annotations
 
