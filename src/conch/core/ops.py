@@ -26,16 +26,16 @@ def _job(view: JobView) -> Job:
     return view
 
 
-def peek(view: JobView, start: int, budget: int, *, raw: bool = True) -> JobSnapshot:
+def peek(
+    view: JobView, start: int, budget: int, *, raw: bool = True
+) -> tuple[JobSnapshot, win.Window]:
     """The job's snapshot with at most ``budget`` bytes of its log from ``start`` (raw: as
-    printed, decoded but not normalized). No read cursor moves: for views of their own
-    (a profile's buffer, the dashboard)."""
+    printed, decoded but not normalized), and that window. No read cursor moves: for views
+    of their own (a profile's buffer)."""
     job = _job(view)
     observe(job)
-    w = win.forward(
-        job.log, start, job.log.size(), budget, stream=None, raw=raw, final=job.terminal
-    )
-    return snapshot(job, w)
+    w = log_window(job, start, budget, raw=raw)
+    return snapshot(job, w), w
 
 
 def log_window(view: JobView, start: int, budget: int, *, raw: bool = True) -> win.Window:

@@ -10,15 +10,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from conch.core.engine import Engine
+from conch.core import Engine
 from conch.errors import ConchError
 from conch.tools import schemas as S
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
 
 if TYPE_CHECKING:
     from conch.config import Config
 
-Handler = Callable[["Engine", dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
+Handler = Callable[["Engine", dict[str, Any], ToolContext], Awaitable[dict[str, Any]]]
 ErrorResult = Callable[[ConchError, Mapping[str, Any]], tuple[dict[str, Any], bool]]
 # lean(full result, default cwd) -> the lean result (conch.tools.lean)
 Lean = Callable[[dict[str, Any], str], dict[str, Any]]

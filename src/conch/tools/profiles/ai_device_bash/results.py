@@ -18,7 +18,7 @@ from conch.errors import ConchError
 from conch.tools.profiles._common import ProfileError
 
 if TYPE_CHECKING:
-    from conch.core.jobs.job import Job
+    from conch.core import JobView
 
 _MARKER = b"\n...[output omitted]...\n"  # the seed's preview marker (24 bytes)
 # the seed's sanitizer, verbatim (its first branch also eats "ESC ]", as the seed's does)
@@ -146,19 +146,19 @@ def preview(
     return sanitize(head + _MARKER.decode() + tail), True
 
 
-def job_preview(job: Job, budget: int, *, prefer_tail: bool = False) -> tuple[str, bool, int]:
+def job_preview(job: JobView, budget: int, *, prefer_tail: bool = False) -> tuple[str, bool, int]:
     size = job.log.size()
     text, truncated = preview(job.log.read, size, budget, prefer_tail=prefer_tail)
     return text, truncated, size
 
 
-def empty_log(job: Job) -> None:
+def empty_log(job: JobView) -> None:
     """The seed empties the output file when the output cap is hit."""
     with contextlib.suppress(OSError):
         os.truncate(job.log.path, 0)
 
 
-def exit_code_of(job: Job) -> int:
+def exit_code_of(job: JobView) -> int:
     code = job.exit_code
     if job.signal is not None and (code is None or job.state == "cancelled"):
         # like asyncio's returncode: a signal is its negative number
@@ -168,7 +168,7 @@ def exit_code_of(job: Job) -> int:
 
 
 def job_result(
-    job: Job, tool_mode: str, budget: int, timeout: float | None, handle: int | None, cap: int
+    job: JobView, tool_mode: str, budget: int, timeout: float | None, handle: int | None, cap: int
 ) -> dict[str, Any]:
     """What bash/run/script answer once the wait is over (``cap``: the output file cap)."""
     if job.state == "output_limit":
