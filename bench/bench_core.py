@@ -181,7 +181,10 @@ async def main() -> None:
         )
         async with conch.Runtime(cfg) as rt:
             print(level_line(rt))
-            at_cgroup = rt.engine.spawn.containment is not None and rt.engine.spawn.containment.level == "cgroup"
+            at_cgroup = (
+                rt.engine.spawn.containment is not None
+                and rt.engine.spawn.containment.level == "cgroup"
+            )
             await bench_exec_true(rt, 50 if QUICK else 300)
             await bench_gigabyte(rt, (256 if QUICK else 1024) * 2**20)
             await bench_concurrent_sleeps(rt, 200)

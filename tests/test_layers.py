@@ -153,7 +153,7 @@ def test_inside_core_nothing_imports_the_engine():
     importers = [
         a
         for a, targets in import_graph().items()
-        if a.startswith("conch.core")
+        if a.startswith("conch.core.")  # (conch.core itself is the surface: it shows it)
         and a != "conch.core.engine"
         and "conch.core.engine" in targets
     ]

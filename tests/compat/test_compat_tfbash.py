@@ -313,10 +313,10 @@ async def test_list_shows_runtime_and_shells_but_never_env_values(rt):
 
 
 async def test_overview_resource_markdown(rt):
-    assert tfbash_overview_markdown(rt).endswith("- Shells: 0\n\nNo active Shells.")
+    assert tfbash_overview_markdown(rt.engine).endswith("- Shells: 0\n\nNo active Shells.")
     sid = await open_shell(rt)
     r = await exec_(rt, sid, "printf 'x%.0s' $(seq 1 700); echo; echo '| `tick` |'")
-    md = tfbash_overview_markdown(rt)
+    md = tfbash_overview_markdown(rt.engine)
     assert md.startswith("# Shell Overview\n\n- Platform: ") and "- Shells: 1" in md
     row = next(line for line in md.splitlines() if line.startswith(f"| `{sid}` |"))
     assert f"| ready | `{r['cwd']}` |" in row and f"| `{r['exec_id']}` | exited | 0 |" in row
@@ -324,7 +324,7 @@ async def test_overview_resource_markdown(rt):
     body = md.split("```text\n", 1)[1].rsplit("\n```", 1)[0]
     assert len(body) <= 500 and body.endswith("| `tick` |")
     await ok(rt, "shell_close", {"shell_id": sid})
-    assert tfbash_overview_markdown(rt).endswith("- Shells: 0\n\nNo active Shells.")
+    assert tfbash_overview_markdown(rt.engine).endswith("- Shells: 0\n\nNo active Shells.")
 
 
 @pytest.mark.parametrize(

@@ -21,15 +21,15 @@ async def test_log_over_the_cap_shows_the_tail_after_a_note(tmp_path: Path):
         assert text.startswith(f"[... first {1200004 - 1024 * 1024} bytes omitted")
         assert text.endswith("END\n") and len(text.encode()) < 1024 * 1024 + 200
         with pytest.raises(ConchError):
-            resources.read_resource(rt, "conch://jobs/j_unknown/log")
+            resources.read_resource(rt.engine, rt.registry, "conch://jobs/j_unknown/log")
         with pytest.raises(ConchError):
-            resources.read_resource(rt, "conch://elsewhere")
+            resources.read_resource(rt.engine, rt.registry, "conch://elsewhere")
 
 
 async def test_overview_fences_output_that_contains_backticks(tmp_path: Path):
     async with Runtime(Config(data_dir=str(tmp_path))) as rt:
         await rt.exec(command="printf '```\\nnot markdown\\n'", name="ticks")
-        mime, text = resources.read_resource(rt, resources.JOBS_URI)
+        mime, text = resources.read_resource(rt.engine, rt.registry, resources.JOBS_URI)
     assert mime == "text/markdown"
     assert "````text\n```\nnot markdown\n````" in text
     assert "(ticks)" in text

@@ -17,9 +17,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import conch.core.ops as ops
 from conch._version import __version__
 from conch.config import Config
-from conch.core import ops
 from conch.core.containment.fence import Containment
 from conch.core.containment.sandbox import Policy
 from conch.core.datadir import DataDir, LogPool

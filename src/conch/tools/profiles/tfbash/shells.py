@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def shell_summaries(rt: Engine) -> dict[str, ShellSummary]:
-    return {s["shell_id"]: s for s in rt.shells.summaries()} if rt.shells is not None else {}
+    return {s["shell_id"]: s for s in rt.shell_summaries()}
 
 
 def find_shell(rt: Engine, shell_id: str, *, for_exec: bool = False) -> ShellSummary:
