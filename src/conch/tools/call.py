@@ -50,7 +50,7 @@ async def call_tool_full(
         check_text(args)
         check_text((ctx.meta or {}).get("shell_env"), "_meta.shell_env")
         if (
-            tool.validator is None  # a profile with its own validator words this itself
+            tool.wire.validator is None  # a profile with its own validator words this itself
             and "host" in args
             and "host" not in tool.input_schema.get("properties", {})
         ):
@@ -60,9 +60,9 @@ async def call_tool_full(
                 field="host",
                 value="is not a known argument",
             )
-        if tool.validator is not None:
+        if tool.wire.validator is not None:
             try:
-                coerced = tool.validator(args)
+                coerced = tool.wire.validator(args)
             except ConchError as e:
                 # the original's SDK rejected the call before the tool ran: no summary
                 return _error(e, registry, tool, args, summary=False)
@@ -70,17 +70,17 @@ async def call_tool_full(
                 args = coerced  # as the original's SDK coerced them (pydantic lax mode)
         else:
             validate(tool.input_schema, args)
-        meta = {"summary": tool.summary(args)} if tool.summary else None
-        if tool.summary_arg:
-            summary = check_purpose(args.get(tool.summary_arg))
+        meta = {"summary": tool.wire.summary(args)} if tool.wire.summary else None
+        if tool.wire.summary_arg:
+            summary = check_purpose(args.get(tool.wire.summary_arg))
             if summary is not None:
                 meta = {"summary": summary}
         ctx.label = describe_call(args)
         result = await _run_with_progress(rt, tool, args, ctx)
         judge = registry.profile_of(tool).result_is_error
         is_error = judge(result) if judge is not None else False
-        if tool.lean is not None and rt.config.result_detail == "lean":
-            return ToolOutcome(tool.lean(result, rt.default_cwd), is_error, meta, result)
+        if tool.wire.lean is not None and rt.config.result_detail == "lean":
+            return ToolOutcome(tool.wire.lean(result, rt.default_cwd), is_error, meta, result)
         return ToolOutcome(result, is_error, meta)
     except ConchError as e:
         return _error(e, registry, tool, args)
@@ -130,7 +130,7 @@ def _error(
     if shape is None:
         return ToolOutcome(e.envelope(), True)
     result, is_error = shape(e, args)
-    meta = {"summary": tool.summary(args)} if tool.summary and summary else None
+    meta = {"summary": tool.wire.summary(args)} if tool.wire.summary and summary else None
     return ToolOutcome(result, is_error, meta)
 
 

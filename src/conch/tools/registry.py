@@ -62,7 +62,7 @@ class ToolRegistry:
     def error_result_of(self, tool: Tool) -> ErrorResult | None:
         """How a failed call of the tool is shaped: the tool's own way, else its profile's;
         None for Conch's error envelope."""
-        return tool.error_result or self.profile_of(tool).error_result
+        return tool.wire.error_result or self.profile_of(tool).error_result
 
     def resource(self, uri: str) -> Resource | None:
         return next((r for r in self.resources if r.uri == uri), None)

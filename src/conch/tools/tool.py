@@ -1,4 +1,5 @@
-"""A tool: name, description, schemas, annotations and the handler that runs it on the engine.
+"""A tool: name, description, schemas, annotations and the handler that runs it on the engine,
+and its :class:`WireShape` (how its profile's calls and descriptor differ from Conch's way).
 
 How a seed profile shapes errors, decides ``isError`` and words its text block is the
 profile's (``Profile`` in conch/tools/profiles/_common.py); a tool carries only what differs
@@ -25,17 +26,12 @@ Lean = Callable[[dict[str, Any], str], dict[str, Any]]
 
 
 @dataclass(frozen=True)
-class Tool:
-    name: str
-    title: str
-    description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any]
-    handler: Handler
-    read_only: bool = False
-    destructive: bool = False
-    idempotent: bool = False
-    meta: dict[str, Any] = field(default_factory=dict)
+class WireShape:
+    """How a tool's calls and descriptor differ from Conch's way, for a profile that shapes
+    them itself (a seed drop-in, or the default profile's lean results); the empty shape is
+    Conch's way throughout. How a seed profile shapes errors, decides ``isError`` and words its
+    text block for all its tools is the profile's (``Profile``); these are per tool."""
+
     # argument names that never reach the handler (echoed into _meta instead)
     summary_arg: str | None = None
     # Per-tool overrides of the profile's behaviour, for a seed that really differs per tool
@@ -44,8 +40,6 @@ class Tool:
     # ConchError, validation included (else the profile's); summary(args) -> _meta.summary
     error_result: ErrorResult | None = None
     summary: Callable[[Mapping[str, Any]], str] | None = None
-    # the tool may wait on a job: front ends send progress notifications while it does
-    progress: bool = False
     # the default profile's results drop fields at their default unless result_detail is full
     lean: Lean | None = None
     # a seed profile that publishes the original's exact descriptor (no title/annotations,
@@ -64,6 +58,39 @@ class Tool:
     render_text: Callable[[dict[str, Any], bool], str] | None = None
     structured: bool = True
 
+
+@dataclass(frozen=True)
+class Tool:
+    """What every tool has; how its profile shapes it on the wire is its ``wire``."""
+
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    handler: Handler
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+    # the tool may wait on a job: front ends send progress notifications while it does
+    progress: bool = False
+    wire: WireShape = field(default_factory=WireShape)
+
+    # conch.mcp.server and tests/compat still read these three on the tool: until they read
+    # ``tool.wire``, they are views of it (not fields: a tool is built with ``wire=``)
+    @property
+    def describer(self) -> Callable[[Config | None], dict[str, Any]] | None:
+        return self.wire.describer
+
+    @property
+    def render_text(self) -> Callable[[dict[str, Any], bool], str] | None:
+        return self.wire.render_text
+
+    @property
+    def structured(self) -> bool:
+        return self.wire.structured
+
     @property
     def annotations(self) -> dict[str, Any]:
         return {
@@ -78,14 +105,14 @@ class Tool:
     def published_output_schema(self) -> dict[str, Any]:
         """The result shape, or the error envelope: clients such as the TypeScript SDK validate
         ``structuredContent`` against it even when ``isError`` is true."""
-        if self.own_error_shapes or self.error_result is not None:
+        if self.wire.own_error_shapes or self.wire.error_result is not None:
             return self.output_schema
         return {"type": "object", "anyOf": [self.output_schema, S.ERROR_OUTPUT]}
 
     def describe(self, config: Config | None = None) -> dict[str, Any]:
         """The tool as MCP `tools/list` shows it (every front end publishes this)."""
-        if self.describer is not None:
-            return self.describer(config)
+        if self.wire.describer is not None:
+            return self.wire.describer(config)
         out = {
             "name": self.name,
             "title": self.title,

@@ -18,7 +18,7 @@ from conch.tools import lean as L
 from conch.tools import schemas as S
 from conch.tools.context import ToolContext
 from conch.tools.profiles._common import Profile
-from conch.tools.tool import Tool
+from conch.tools.tool import Tool, WireShape
 
 
 def _without(args: dict[str, Any], *names: str) -> dict[str, Any]:
@@ -137,9 +137,8 @@ def conch_tools() -> tuple[Tool, ...]:
             S.SNAPSHOT_OUTPUT,
             _exec,
             destructive=True,
-            summary_arg="purpose",
             progress=True,
-            lean=_lean_snapshot,
+            wire=WireShape(summary_arg="purpose", lean=_lean_snapshot),
         ),
         Tool(
             "read",
@@ -154,7 +153,7 @@ def conch_tools() -> tuple[Tool, ...]:
             _read,
             read_only=True,
             progress=True,
-            lean=_lean_snapshot,
+            wire=WireShape(lean=_lean_snapshot),
         ),
         Tool(
             "write",
@@ -165,9 +164,8 @@ def conch_tools() -> tuple[Tool, ...]:
             S.WRITE_INPUT,
             S.SNAPSHOT_OUTPUT,
             _write,
-            summary_arg="purpose",
             progress=True,
-            lean=_lean_snapshot,
+            wire=WireShape(summary_arg="purpose", lean=_lean_snapshot),
         ),
         Tool(
             "signal",
@@ -180,8 +178,7 @@ def conch_tools() -> tuple[Tool, ...]:
             S.SNAPSHOT_OUTPUT,
             _signal,
             destructive=True,
-            summary_arg="purpose",
-            lean=_lean_snapshot,
+            wire=WireShape(summary_arg="purpose", lean=_lean_snapshot),
         ),
         Tool(
             "list",
@@ -193,7 +190,7 @@ def conch_tools() -> tuple[Tool, ...]:
             _list,
             read_only=True,
             idempotent=True,
-            lean=_lean_list,
+            wire=WireShape(lean=_lean_list),
         ),
         Tool(
             "shell_open",
@@ -204,7 +201,7 @@ def conch_tools() -> tuple[Tool, ...]:
             S.SHELL_OPEN_INPUT,
             S.SHELL_OPEN_OUTPUT,
             _shell_open,
-            lean=_lean_shell_open,
+            wire=WireShape(lean=_lean_shell_open),
         ),
         Tool(
             "shell_close",
@@ -215,7 +212,7 @@ def conch_tools() -> tuple[Tool, ...]:
             _shell_close,
             destructive=True,
             idempotent=True,
-            lean=_lean_shell_close,
+            wire=WireShape(lean=_lean_shell_close),
         ),
         Tool(
             "search",
@@ -226,7 +223,7 @@ def conch_tools() -> tuple[Tool, ...]:
             _search,
             read_only=True,
             idempotent=True,
-            lean=_lean_search,
+            wire=WireShape(lean=_lean_search),
         ),
         Tool(
             "info",

@@ -53,7 +53,7 @@ from conch.tools.profiles.ai_device_bash.validate import (
     purpose_summary,
     validator,
 )
-from conch.tools.tool import Tool
+from conch.tools.tool import Tool, WireShape
 
 __all__ = [
     "CAPABILITIES",
@@ -131,17 +131,19 @@ def tools() -> tuple[Tool, ...]:
                 get_handler if poll else exec_handler(name),
                 read_only=poll,
                 destructive=not poll,
-                error_result=error_result(None if poll else name),
-                summary=_get_summary if poll else _summary(name),
-                validator=validator(name),
-                render_text=text_block,
-                structured=False,
-                describer=_describer(entry),
+                wire=WireShape(
+                    error_result=error_result(None if poll else name),
+                    summary=_get_summary if poll else _summary(name),
+                    validator=validator(name),
+                    render_text=text_block,
+                    structured=False,
+                    describer=_describer(entry),
+                ),
             )
         )
     return tuple(out)
 
 
 # each tool shapes its own errors (they name the tool's mode) and words its own summary, so those
-# stay per tool (Tool.error_result, Tool.summary), as do its text-only results
+# stay per tool (WireShape.error_result, WireShape.summary), as do its text-only results
 PROFILE = Profile("ai-device-bash", tools)

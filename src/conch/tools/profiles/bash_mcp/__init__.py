@@ -23,7 +23,7 @@ from typing import Any
 from conch.tools.profiles._common import Profile, guard
 from conch.tools.profiles.bash_mcp.handlers import HANDLERS
 from conch.tools.profiles.bash_mcp.results import Fail, error_result, failure, result_is_error
-from conch.tools.tool import Tool
+from conch.tools.tool import Tool, WireShape
 
 _CONTRACT = Path(__file__).with_name("tools.json")
 
@@ -51,8 +51,8 @@ def tools() -> tuple[Tool, ...]:
                 read_only=hints["readOnlyHint"],
                 destructive=hints["destructiveHint"],
                 idempotent=hints["idempotentHint"],
-                own_error_shapes=True,
                 progress=progress,
+                wire=WireShape(own_error_shapes=True),
             )
         )
     return tuple(out)

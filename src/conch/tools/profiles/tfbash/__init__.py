@@ -43,7 +43,7 @@ from conch.tools.profiles.tfbash.results import (
     result_is_error,
 )
 from conch.tools.profiles.tfbash.validate import validator
-from conch.tools.tool import Tool
+from conch.tools.tool import Tool, WireShape
 
 if TYPE_CHECKING:
     from conch.config import Config
@@ -121,10 +121,10 @@ def tools() -> tuple[Tool, ...]:
                 read_only=flags.get("read_only", False),
                 destructive=flags.get("destructive", False),
                 idempotent=flags.get("idempotent", False),
-                own_error_shapes=True,
                 progress=name in ("shell_exec", "shell_read", "shell_write"),
-                describer=_describer(name),
-                validator=validator(name),
+                wire=WireShape(
+                    own_error_shapes=True, describer=_describer(name), validator=validator(name)
+                ),
             )
         )
     return tuple(out)
