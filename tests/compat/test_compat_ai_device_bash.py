@@ -311,8 +311,8 @@ async def test_a_bad_argument_is_pydantics_error_text_with_is_error(rt):
     tools = {t.name: t for t in ai_device_bash.tools()}
     outcome = await call_tool_full(rt.engine, rt.registry, "get", {"pid": 1.5})
     assert outcome.is_error and outcome.meta is None
-    text = tools["get"].render_text
-    assert text is not None and not tools["get"].structured
+    text = tools["get"].wire.render_text
+    assert text is not None and not tools["get"].wire.structured
     assert text(outcome.result, True) == (
         "1 validation error for call[get]\npid\n  Input should be a valid integer, got a number "
         "with a fractional part [type=int_from_float, input_value=1.5, input_type=float]\n"

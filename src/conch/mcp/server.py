@@ -170,7 +170,9 @@ class ConchMCP:
         )
         install(self.server, self.tasks, self._call_tool)
         # what the SDK's models would drop from a seed's own listing and initialize result
-        wire = SeedWire(self.seed, [t.describe(self.config) for t in self._tools if t.describer])
+        wire = SeedWire(
+            self.seed, [t.describe(self.config) for t in self._tools if t.wire.describer]
+        )
         if wire.needed:
             self.server.middleware.append(wire)
 
@@ -286,7 +288,7 @@ class ConchMCP:
                 is_error=True,
             )
         own_text = (
-            tool.render_text or self.rt.registry.profile_of(tool).render_text
+            tool.wire.render_text or self.rt.registry.profile_of(tool).render_text
             if tool is not None
             else None
         )
@@ -305,7 +307,7 @@ class ConchMCP:
             # a seed profile's failure without a result (tfbash: "The tool failed unexpectedly.")
             # or one whose original sends its result as text only (ai-device-bash)
             structured_content=outcome.result
-            if (outcome.result or not outcome.is_error) and (tool is None or tool.structured)
+            if (outcome.result or not outcome.is_error) and (tool is None or tool.wire.structured)
             else None,
             is_error=outcome.is_error,
             _meta=outcome.meta,

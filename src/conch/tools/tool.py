@@ -77,20 +77,6 @@ class Tool:
     progress: bool = False
     wire: WireShape = field(default_factory=WireShape)
 
-    # conch.mcp.server and tests/compat still read these three on the tool: until they read
-    # ``tool.wire``, they are views of it (not fields: a tool is built with ``wire=``)
-    @property
-    def describer(self) -> Callable[[Config | None], dict[str, Any]] | None:
-        return self.wire.describer
-
-    @property
-    def render_text(self) -> Callable[[dict[str, Any], bool], str] | None:
-        return self.wire.render_text
-
-    @property
-    def structured(self) -> bool:
-        return self.wire.structured
-
     @property
     def annotations(self) -> dict[str, Any]:
         return {
