@@ -19,18 +19,16 @@ from conch.core import (
     Engine,
     ExecRequest,
     InfoResult,
-    JobView,
     ReadRequest,
     SearchRequest,
-    ShellAvailable,
     ShellOpenRequest,
-    ShellSummary,
     SignalRequest,
     WriteRequest,
 )
 from conch.tools import lean, resources
 from conch.tools.call import ToolOutcome, call_tool_full
 from conch.tools.context import ToolContext
+from conch.tools.host import EngineView
 from conch.tools.registry import ToolRegistry
 
 TRANSPORTS = ("embedded", "stdio", "streamable-http", "sse", "http-invoke")
@@ -104,6 +102,7 @@ class Runtime:
         self._engine = Engine(config, owns_process=owns_process)
         self.config = self._engine.config
         self.registry = ToolRegistry(self.config.profiles)
+        self._view = EngineView(self._engine, self.registry)
 
     @property
     def engine(self) -> Engine:
@@ -198,43 +197,10 @@ class Runtime:
         """(mime type, text) of a resource; ``not_found`` for an unknown one."""
         return resources.read_resource(self._engine, self.registry, uri, seed_only=seed_only)
 
-    # -- what front ends read (the Host protocol, conch/tools/host.py) ---------------------------
-
     @property
-    def bash(self) -> str | None:
-        return self._engine.bash
-
-    def add_listener(self, fn: Callable[[str | None], None]) -> Callable[[], None]:
-        return self._engine.add_listener(fn)
-
-    def job(self, job_id: str) -> JobView:
-        return self._engine.job(job_id)
-
-    def retained(self) -> builtins.list[JobView]:
-        return self._engine.retained()
-
-    def shell_summaries(self) -> builtins.list[ShellSummary]:
-        return self._engine.shell_summaries()
-
-    def shells_available(self) -> builtins.list[ShellAvailable]:
-        return self._engine.shells_available()
-
-    @property
-    def running(self) -> int:
-        return self._engine.running
-
-    @property
-    def retained_count(self) -> int:
-        return len(self._engine.jobs)
-
-    async def write_secret(self, job_id: str, text: str) -> None:
-        await self._engine.type_secret(job_id, text)
-
-    def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
-        return self._engine.sandboxed_caller(client, server)
-
-    def changed_resources(self, job_id: str | None) -> builtins.list[str]:
-        return resources.change_uris(self.registry, job_id)
+    def view(self) -> EngineView:
+        """What front ends watch (the host protocol's view, conch/tools/host.py)."""
+        return self._view
 
 
 def _fleet_class(kind: str) -> Any:

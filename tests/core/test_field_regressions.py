@@ -291,7 +291,7 @@ async def test_a_cancelled_exec_is_never_listed_running_once_its_process_is_gone
         with pytest.raises(asyncio.CancelledError):
             await task
         assert not violations, f"listed running {len(violations)} times after its process died"
-        assert rt.job(job_id).state == "cancelled"
+        assert rt.engine.job(job_id).state == "cancelled"
 
 
 async def test_a_result_that_says_exited_carries_the_whole_output(tmp_path):

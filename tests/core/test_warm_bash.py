@@ -36,7 +36,7 @@ async def test_a_plain_command_runs_in_the_warm_bash_like_a_fresh_spawn(rt, tmp_
     )
     assert r["exit_code"] == 3
     lines = r["output"].splitlines()
-    assert lines[0] == f"{rt.bash} {pid}"  # the warm process became the job
+    assert lines[0] == f"{rt.engine.bash} {pid}"  # the warm process became the job
     assert lines[1] == str(tmp_path)
     assert lines[2:5] == ["0", "1", "2"]  # stdin was /dev/null (cat read EOF), no other fd
     assert lines[5] == "err"
@@ -105,9 +105,11 @@ async def test_the_warm_bash_enters_its_cgroup_itself(tmp_path, monkeypatch):
         pid = await warm_pid(rt)
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")[:-1]
-        assert argv[0].decode() == rt.bash and argv[-1] == b"--"  # bash itself, and its cgroups
+        assert (
+            argv[0].decode() == rt.engine.bash and argv[-1] == b"--"
+        )  # bash itself, and its cgroups
         assert any(a.endswith(b"cgroup.procs") for a in argv)
         r = await rt.call_tool("exec", {"command": "echo $0 $#; grep '^0::' /proc/self/cgroup"})
     first, cgroup = r["output"].splitlines()
-    assert first == f"{rt.bash} 0"
+    assert first == f"{rt.engine.bash} 0"
     assert cgroup.endswith("/" + r["job_id"])

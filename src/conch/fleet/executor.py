@@ -70,7 +70,7 @@ class NodeExecutor:
         return {"node": self.node_id, "hostname": socket.gethostname(), "pid": os.getpid()}
 
     def running(self) -> int:
-        return self.rt.running
+        return self.rt.view.running
 
     async def call(
         self, name: str, args: Mapping[str, Any], meta: Mapping[str, Any] | None, trusted: bool

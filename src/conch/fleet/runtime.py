@@ -52,9 +52,9 @@ class FleetRuntime:
         # (conch.Runtime hands its keywords on, e.g. owns_process: a fleet owns no process)
         self.config = config or Config(fleet="ray")
         self.table = NodeTable()
-        self.bash: str | None = "bash"
         self.info_extra: dict[str, Any] = {}
         self.registry = FleetRegistry(self.config.profiles)
+        self._view = FleetView(self)
         self._listeners: list[Callable[[str | None], None]] = []
         self._started = False
         self._closed = False
@@ -518,7 +518,7 @@ class FleetRuntime:
         result.update(self.info_extra)
         return ToolOutcome(result, False)
 
-    # -- the host protocol: what front ends read (jobs live on their nodes) ----------------------
+    # -- the host protocol (conch/tools/host.py) ------------------------------------------------
 
     @property
     def closed(self) -> bool:
@@ -528,35 +528,9 @@ class FleetRuntime:
     def default_cwd(self) -> str:
         return self.config.resolved_default_cwd
 
-    def job(self, job_id: str) -> JobView:
-        raise ConchError("not_found", "a fleet's jobs live on their nodes: use `read`")
-
-    def retained(self) -> list[JobView]:
-        return []
-
-    def shell_summaries(self) -> list[ShellSummary]:
-        return []
-
-    def shells_available(self) -> list[ShellAvailable]:
-        return []
-
     @property
-    def running(self) -> int:
-        """Running jobs on every usable node, as each last reported."""
-        return sum(n.running for n in self.table.usable())
-
-    @property
-    def retained_count(self) -> int:
-        return 0
-
-    async def write_secret(self, job_id: str, text: str) -> None:
-        raise ConchError("not_found", "a fleet's jobs live on their nodes")
-
-    def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
-        return None  # the jobs run on the nodes, never in this process's tree
-
-    def changed_resources(self, job_id: str | None) -> list[str]:
-        return resources.change_uris(self.registry, job_id)
+    def view(self) -> FleetView:
+        return self._view
 
     # -- the Python API ------------------------------------------------------------------------
 
@@ -599,6 +573,49 @@ class FleetRuntime:
 
     async def info(self) -> dict[str, Any]:
         return await self._api("info", {})
+
+
+class FleetView:
+    """What front ends watch of a fleet: its jobs and shells live on their nodes (``list`` and
+    the resources show them), so what it holds here is none; it counts what runs."""
+
+    bash: str | None = "bash"
+
+    def __init__(self, fleet: FleetRuntime) -> None:
+        self._fleet = fleet
+
+    def add_listener(self, fn: Callable[[str | None], None]) -> Callable[[], None]:
+        return self._fleet.add_listener(fn)
+
+    def job(self, job_id: str) -> JobView:
+        raise ConchError("not_found", "a fleet's jobs live on their nodes: use `read`")
+
+    def retained(self) -> list[JobView]:
+        return []
+
+    def shell_summaries(self) -> list[ShellSummary]:
+        return []
+
+    def shells_available(self) -> list[ShellAvailable]:
+        return []
+
+    @property
+    def running(self) -> int:
+        """Running jobs on every usable node, as each last reported."""
+        return sum(n.running for n in self._fleet.table.usable())
+
+    @property
+    def retained_count(self) -> int:
+        return 0
+
+    async def type_secret(self, job_id: str, text: str) -> None:
+        raise ConchError("not_found", "a fleet's jobs live on their nodes")
+
+    def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
+        return None  # the jobs run on the nodes, never in this process's tree
+
+    def changed_resources(self, job_id: str | None) -> list[str]:
+        return resources.change_uris(self._fleet.registry, job_id)
 
 
 _LOCAL_ID = re.compile(r"\b([js]_[0-9a-f]{10})\b")

@@ -129,7 +129,7 @@ class ConchHTTP:
             bind_host=self.config.host,
             token=self.config.auth_token,
             throttle=self.signin_throttle,
-            sandboxed_caller=self.runtime.sandboxed_caller,
+            sandboxed_caller=self.runtime.view.sandboxed_caller,
         )
 
     # -- routes ----------------------------------------------------------------------------------
@@ -146,10 +146,10 @@ class ConchHTTP:
             "service": SERVICE_ID,
             "version": __version__,
             "cwd": self.config.resolved_default_cwd,
-            "shell": rt.bash,
-            "active_jobs": rt.running,
-            "retained_jobs": rt.retained_count,
-            "shells": len(rt.shell_summaries()),
+            "shell": rt.view.bash,
+            "active_jobs": rt.view.running,
+            "retained_jobs": rt.view.retained_count,
+            "shells": len(rt.view.shell_summaries()),
             "uptime_s": int(time.time() - self.started_at),
             "profiles": list(self.config.profiles),
             "registered": self.registrar.registered if self.registrar else False,

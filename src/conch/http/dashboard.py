@@ -67,9 +67,9 @@ def what_it_runs(job: JobView) -> dict[str, Any]:
 
 
 def jobs_state(rt: Host, *, control: bool = False) -> dict[str, Any]:
-    shells = rt.shell_summaries()
+    shells = rt.view.shell_summaries()
     return {
-        "jobs": [{**job_summary(j), **what_it_runs(j)} for j in jobs_newest_first(rt)],
+        "jobs": [{**job_summary(j), **what_it_runs(j)} for j in jobs_newest_first(rt.view)],
         "shells": shells,
         "control": control,
     }
@@ -80,7 +80,7 @@ def log_chunk(
 ) -> dict[str, Any]:
     """Log text from ``cursor`` (or the last 64 KiB) and where to continue: ``text`` normalized,
     ``lines`` the same bytes as styled segments (``conch.http.ansi``)."""
-    job = rt.job(job_id)
+    job = rt.view.job(job_id)
     total = job.log.size()
     start = cursor
     if start is None or start > total or start < 0:

@@ -125,7 +125,7 @@ class SecretPrompter:
         args = arguments or {}
         if job_id is None and name != "exec" and isinstance(args.get("job_id"), str):
             with contextlib.suppress(ConchError):
-                job_id = self._rt.job(args["job_id"]).job_id
+                job_id = self._rt.view.job(args["job_id"]).job_id
         parked = False
         try:
             while True:
@@ -226,7 +226,7 @@ class SecretPrompter:
             """Type the secret and Enter, only into a terminal still waiting with echo off."""
             if not awaiting_secret(job):
                 return False
-            await self._rt.write_secret(job.job_id, secret)
+            await self._rt.view.type_secret(job.job_id, secret)
             return True
 
         return deliver
@@ -235,7 +235,7 @@ class SecretPrompter:
         if job_id is None:
             return None
         try:
-            return self._rt.job(job_id)
+            return self._rt.view.job(job_id)
         except ConchError:
             return None
 

@@ -39,7 +39,7 @@ RESOURCE_NOT_FOUND = -32002
 
 
 def instructions(cfg: Config, rt: Host) -> str:
-    shell = rt.bash or "/bin/sh"
+    shell = rt.view.bash or "/bin/sh"
     where = (
         "on the nodes of a Ray cluster (`info` lists them; `node` on exec/shell_open/search "
         "picks one, ids remember theirs)"
@@ -87,7 +87,7 @@ def fill_instructions(template: str, cfg: Config, rt: Host) -> str:
     dialect = cfg.shell or "bash"
     if dialect.startswith("/"):
         dialect = "zsh" if dialect.rsplit("/", 1)[-1].startswith("zsh") else "bash"
-    found = rt.shells_available()
+    found = rt.view.shells_available()
     line = next((a.get("version_line", "") for a in found if a["name"] == dialect), "")
     values = {
         "dialect": dialect,
@@ -122,7 +122,7 @@ class ConchMCP:
         self.secrets: SecretPrompter | None = None
         if self.config.secret_prompt == "elicit" and secret_pages is not None:
             self.secrets = SecretPrompter(rt, secret_pages)
-        self.notifier = ResourceNotifier(rt.changed_resources)
+        self.notifier = ResourceNotifier(rt.view.changed_resources)
         self._unlisten: Callable[[], None] | None = None
         self._tools = rt.registry.tools
         self._by_name = {t.name: t for t in self._tools}
@@ -181,7 +181,7 @@ class ConchMCP:
     def start(self) -> None:
         """Start delivering resource notifications (call inside the running loop)."""
         if self._unlisten is None:
-            self._unlisten = self.rt.add_listener(self.notifier.on_runtime_change)
+            self._unlisten = self.rt.view.add_listener(self.notifier.on_runtime_change)
             self.notifier.start()
 
     async def aclose(self) -> None:

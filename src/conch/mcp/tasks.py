@@ -184,7 +184,7 @@ class ConchTasks(Extension):
         if params.name == "exec":
             work = asyncio.ensure_future(self._exec_work(ctx, args, meta, record))
         else:
-            job_id = self._mcp.rt.job(args["job_id"]).job_id
+            job_id = self._mcp.rt.view.job(args["job_id"]).job_id
             work = asyncio.ensure_future(self._mcp.run_tool(ctx, params.name, args, meta))
         self._track(work)
         try:
@@ -219,7 +219,7 @@ class ConchTasks(Extension):
         if not isinstance(args.get("job_id"), str):
             return False
         try:
-            job = self._mcp.rt.job(args["job_id"])
+            job = self._mcp.rt.view.job(args["job_id"])
         except ConchError:
             return False  # the tool itself reports not_found
         if job.terminal:
@@ -244,7 +244,7 @@ class ConchTasks(Extension):
         snap = first.structured_content or {}
         if first.is_error or "job_id" not in snap:
             return first
-        job = self._mcp.rt.job(snap["job_id"])
+        job = self._mcp.rt.view.job(snap["job_id"])
         if not job.terminal:
             rec = self._register(job.job_id, "exec")
             rec.work = asyncio.current_task()
@@ -292,7 +292,7 @@ class ConchTasks(Extension):
 
     def _job(self, rec: TaskRecord) -> JobView | None:
         try:
-            return self._mcp.rt.job(rec.task_id)
+            return self._mcp.rt.view.job(rec.task_id)
         except ConchError:
             return None
 

@@ -1,9 +1,9 @@
 """The host protocol: what the front ends (MCP, HTTP, CLI) are typed against.
 
 ``conch.Runtime`` (an engine on this machine) and the fleet's runtime (SPEC §9b, the engines of
-a cluster) both implement it; a front end never knows which it has. Everything in it is about
-the catalogue (tools, resources, calls) or a read-only view of what runs, so that no front end
-holds a live job or a driver.
+a cluster) both implement it; a front end never knows which it has. A host is the catalogue
+(tools, resources, calls) plus a :class:`HostView`: a read-only view of what runs, so that no
+front end holds a live job or a driver.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from conch.config import Config
-from conch.core import JobView, ShellAvailable, ShellSummary
+from conch.core import Engine, JobView, ShellAvailable, ShellSummary
+from conch.tools import resources
 from conch.tools.context import ToolContext
 from conch.tools.registry import ToolRegistry
 
@@ -20,18 +21,63 @@ if TYPE_CHECKING:
     from conch.tools.call import ToolOutcome
 
 
+class HostView(Protocol):
+    """What front ends watch (the dashboard, health, MCP resources and tasks, secret
+    prompts): jobs read-only, shells as summaries, change events."""
+
+    @property
+    def bash(self) -> str | None: ...
+
+    def add_listener(self, fn: Callable[[str | None], None]) -> Callable[[], None]:
+        """fn(job_id or None) on every job or shell change; returns an unsubscribe."""
+        ...
+
+    def job(self, job_id: str) -> JobView:
+        """A job of this host, read-only (``not_found`` for one it does not hold)."""
+        ...
+
+    def retained(self) -> list[JobView]:
+        """The jobs this host holds here (a fleet's live on their nodes: none)."""
+        ...
+
+    def shell_summaries(self) -> list[ShellSummary]: ...
+
+    def shells_available(self) -> list[ShellAvailable]: ...
+
+    @property
+    def running(self) -> int:
+        """Jobs running now."""
+        ...
+
+    @property
+    def retained_count(self) -> int: ...
+
+    async def type_secret(self, job_id: str, text: str) -> None:
+        """Type ``text`` and Enter into a job's terminal; nothing is returned or kept (the
+        value of a password prompt must reach no result, no log, no model)."""
+        ...
+
+    def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
+        """The sandboxed job or shell holding the client end of a loopback connection."""
+        ...
+
+    def changed_resources(self, job_id: str | None) -> list[str]:
+        """The resource URIs a change of ``job_id`` (or of the job/shell set) may update."""
+        ...
+
+
 class Host(Protocol):
     config: Config
     registry: ToolRegistry  # the catalogue: tools, resources, profile state
+
+    @property
+    def view(self) -> HostView: ...
 
     @property
     def closed(self) -> bool: ...
 
     @property
     def default_cwd(self) -> str: ...
-
-    @property
-    def bash(self) -> str | None: ...
 
     async def start(self) -> None: ...
 
@@ -64,39 +110,46 @@ class Host(Protocol):
 
     async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]: ...
 
+
+class EngineView:
+    """The host view of one engine (``conch.Runtime.view``)."""
+
+    def __init__(self, engine: Engine, registry: ToolRegistry) -> None:
+        self._engine = engine
+        self._registry = registry
+
+    @property
+    def bash(self) -> str | None:
+        return self._engine.bash
+
     def add_listener(self, fn: Callable[[str | None], None]) -> Callable[[], None]:
-        """fn(job_id or None) on every job or shell change; returns an unsubscribe."""
-        ...
+        return self._engine.add_listener(fn)
 
     def job(self, job_id: str) -> JobView:
-        """A job of this host, read-only (``not_found`` for one it does not hold)."""
-        ...
+        return self._engine.job(job_id)
 
     def retained(self) -> list[JobView]:
-        """The jobs this host holds here (a fleet's live on their nodes: none)."""
-        ...
+        return self._engine.retained()
 
-    def shell_summaries(self) -> list[ShellSummary]: ...
+    def shell_summaries(self) -> list[ShellSummary]:
+        return self._engine.shell_summaries()
 
-    def shells_available(self) -> list[ShellAvailable]: ...
+    def shells_available(self) -> list[ShellAvailable]:
+        return self._engine.shells_available()
 
     @property
     def running(self) -> int:
-        """Jobs running now."""
-        ...
+        return self._engine.running
 
     @property
-    def retained_count(self) -> int: ...
+    def retained_count(self) -> int:
+        return len(self._engine.retained())
 
-    async def write_secret(self, job_id: str, text: str) -> None:
-        """Type ``text`` and Enter into a job's terminal; nothing is returned or kept (the
-        value of a password prompt must reach no result, no log, no model)."""
-        ...
-
-    def changed_resources(self, job_id: str | None) -> list[str]:
-        """The resource URIs a change of ``job_id`` (or of the job/shell set) may update."""
-        ...
+    async def type_secret(self, job_id: str, text: str) -> None:
+        await self._engine.type_secret(job_id, text)
 
     def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
-        """The sandboxed job or shell holding the client end of a loopback connection."""
-        ...
+        return self._engine.sandboxed_caller(client, server)
+
+    def changed_resources(self, job_id: str | None) -> list[str]:
+        return resources.change_uris(self._registry, job_id)
