@@ -17,7 +17,7 @@ pytestmark = pytest.mark.anyio
 async def test_log_over_the_cap_shows_the_tail_after_a_note(tmp_path: Path):
     async with Runtime(Config(data_dir=str(tmp_path))) as rt:
         r = await rt.exec(command="yes 0123456789abcdef | head -c 1200000; echo END")
-        text = resources.log_text(rt, r["job_id"], cap=1024 * 1024)
+        text = resources.log_text(rt.engine, r["job_id"], cap=1024 * 1024)
         assert text.startswith(f"[... first {1200004 - 1024 * 1024} bytes omitted")
         assert text.endswith("END\n") and len(text.encode()) < 1024 * 1024 + 200
         with pytest.raises(ConchError):
