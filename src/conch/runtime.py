@@ -28,7 +28,7 @@ from conch.core import (
 from conch.tools import lean, resources
 from conch.tools.call import ToolOutcome, call_tool_full
 from conch.tools.context import ToolContext
-from conch.tools.host import EngineView
+from conch.tools.host import EngineView, HostBase
 from conch.tools.registry import ToolRegistry
 
 TRANSPORTS = ("embedded", "stdio", "streamable-http", "sse", "http-invoke")
@@ -84,7 +84,7 @@ def _op(
     return call
 
 
-class Runtime:
+class Runtime(HostBase):
     """Conch's engine with its tool catalogue, usable in-process.
 
     The typed methods take the tools' own arguments and return what ``call_tool`` returns
@@ -111,13 +111,6 @@ class Runtime:
         return self._engine
 
     # -- lifecycle -----------------------------------------------------------------------------
-
-    async def __aenter__(self) -> Runtime:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     async def start(self) -> None:
         await self._engine.start()
@@ -177,16 +170,6 @@ class Runtime:
         if not self.closed and not self.started:
             await self.start()
         return await call_tool_full(self._engine, self.registry, name, arguments, context)
-
-    async def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        context: ToolContext | None = None,
-    ) -> dict[str, Any]:
-        """Call a tool by name; returns its structured result or ``{"error": {...}}``."""
-        return (await self.call_tool_full(name, arguments, context)).result
 
     async def list_resources(self, *, seed_only: bool = False) -> builtins.list[dict[str, Any]]:
         """The resources front ends publish (``seed_only``: what a seed profile served alone

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 import conch.core.ops as ops
+import conch.core.requests as rq
+import conch.core.results as rs
 from conch._version import __version__
 from conch.config import Config
 from conch.core.containment.fence import Containment
@@ -31,27 +33,6 @@ from conch.core.jobs.snapshot import summary
 from conch.core.jobs.table import JobTable
 from conch.core.jobs.view import JobView
 from conch.core.process import hygiene, peer, procfs
-from conch.core.requests import (
-    CallContext,
-    CheckedExec,
-    ExecRequest,
-    ReadRequest,
-    SearchRequest,
-    ShellOpenRequest,
-    SignalRequest,
-    WriteRequest,
-    list_request,
-)
-from conch.core.results import (
-    InfoResult,
-    JobSnapshot,
-    ListResult,
-    SearchResult,
-    ShellAvailable,
-    ShellClosed,
-    ShellOpened,
-    ShellSummary,
-)
 from conch.core.search import Searcher
 from conch.core.shell.manager import ShellManager
 from conch.core.shutdown import Owned, shut_down
@@ -60,14 +41,14 @@ from conch.core.start import Starter
 from conch.errors import ConchError, RuntimeClosedError
 
 _HOUSEKEEPING_S = 0.5
-_NO_CONTEXT = CallContext()
+_NO_CONTEXT = rq.CallContext()
 
 
 class Engine:
     """Conch's engine, usable in-process: ``async with Engine(Config()) as engine: ...``.
 
     Users want ``conch.Runtime`` (which holds one, with the tool catalogue on top). Every
-    operation takes a request object (core/requests.py) and a :class:`CallContext`."""
+    operation takes a request object (core/requests.py) and a ``CallContext``."""
 
     def __init__(self, config: Config | None = None, *, owns_process: bool = False) -> None:
         self.config = config or Config()
@@ -284,10 +265,10 @@ class Engine:
     def running(self) -> int:
         return self.jobs.running
 
-    def shell_summaries(self) -> builtins.list[ShellSummary]:
+    def shell_summaries(self) -> builtins.list[rs.ShellSummary]:
         return self.shells.summaries() if self.shells is not None else []
 
-    def shells_available(self) -> builtins.list[ShellAvailable]:
+    def shells_available(self) -> builtins.list[rs.ShellAvailable]:
         return self.shells.available() if self.shells is not None else []
 
     def output_file(self, content: bytes = b"") -> str:
@@ -310,7 +291,9 @@ class Engine:
             raise ConchError("invalid_argument", "job_id must be a non-empty string")
         return self.jobs.get(job_id)
 
-    async def exec(self, request: ExecRequest, context: CallContext = _NO_CONTEXT) -> JobSnapshot:
+    async def exec(
+        self, request: rq.ExecRequest, context: rq.CallContext = _NO_CONTEXT
+    ) -> rs.JobSnapshot:
         """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3."""
         await self._open()
         req = request.checked(self.config, context.shell_env)
@@ -329,7 +312,7 @@ class Engine:
             result["cwd"] = job.cwd
         return result
 
-    async def _start_shell_command(self, req: CheckedExec, ctx: CallContext) -> Job:
+    async def _start_shell_command(self, req: rq.CheckedExec, ctx: rq.CallContext) -> Job:
         """A command in a persistent shell (the shell's own driver runs it)."""
         r = req.request
         assert r.shell_id is not None and r.command is not None
@@ -354,7 +337,7 @@ class Engine:
 
     async def _exec_result(
         self, job: Job, *, yield_ms: int, budget: int, ready: ReadySpec | None
-    ) -> JobSnapshot:
+    ) -> rs.JobSnapshot:
         """Wait up to yield_ms for the job to end (or become ready); the exec result."""
         try:
             if ready is not None:
@@ -374,12 +357,12 @@ class Engine:
 
     # -- read / write / signal (core/jobs/ops.py) ---------------------------------------------
 
-    async def read(self, request: ReadRequest) -> JobSnapshot:
+    async def read(self, request: rq.ReadRequest) -> rs.JobSnapshot:
         await self._open()
         job = self._job(request.job_id)
         return await ops.read(job, request.checked(self.config))
 
-    async def write(self, request: WriteRequest) -> JobSnapshot:
+    async def write(self, request: rq.WriteRequest) -> rs.JobSnapshot:
         await self._open()
         job = self._job(request.job_id)
         return await ops.write(job, request.checked(), self.config.default_max_output_bytes)
@@ -388,7 +371,7 @@ class Engine:
         """Type a secret and Enter into a job's terminal (core/ops.py ``type_secret``)."""
         await ops.type_secret(self._job(job_id), text)
 
-    async def signal(self, request: SignalRequest) -> JobSnapshot:
+    async def signal(self, request: rq.SignalRequest) -> rs.JobSnapshot:
         await self._open()
         job = self._job(request.job_id)
         signame = request.checked()
@@ -403,14 +386,14 @@ class Engine:
 
     # -- list / info ---------------------------------------------------------------------------
 
-    async def list(self, state: str = "all") -> ListResult:
+    async def list(self, state: str = "all") -> rs.ListResult:
         await self._open()
-        list_request(state)
+        rq.list_request(state)
         self.jobs.evict()
         jobs = [summary(j) for j in self.jobs if state == "all" or not j.terminal]
         return {"jobs": jobs, "shells": self.shell_summaries()}
 
-    async def info(self) -> InfoResult:
+    async def info(self) -> rs.InfoResult:
         await self._open()
         cfg = self.config
         c = self.spawn.containment
@@ -438,15 +421,15 @@ class Engine:
 
     # -- shells and search -----------------------------------------------------------------------
 
-    async def shell_open(self, request: ShellOpenRequest) -> ShellOpened:
+    async def shell_open(self, request: rq.ShellOpenRequest) -> rs.ShellOpened:
         await self._open()
         return await self._shell_manager().open(request)
 
-    async def shell_close(self, shell_id: str) -> ShellClosed:
+    async def shell_close(self, shell_id: str) -> rs.ShellClosed:
         await self._open()
         return await self._shell_manager().close(shell_id)
 
-    async def search(self, request: SearchRequest) -> SearchResult:
+    async def search(self, request: rq.SearchRequest) -> rs.SearchResult:
         await self._open()
         assert self.searcher is not None
         return await self.searcher.search(request)

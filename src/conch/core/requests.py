@@ -10,17 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
-from conch.config import (
-    MAX_OUTPUT_BYTES,
-    MAX_WAIT_MS,
-    NAME_PATTERN,
-    SEARCH_MAX_CONTEXT,
-    SEARCH_MAX_GLOBS,
-    SEARCH_MAX_MATCHES,
-    SEARCH_MAX_PATTERN_CHARS,
-    SEARCH_MAX_TIMEOUT_MS,
-    Config,
-)
+import conch.config as limits
+from conch.config import Config
 from conch.core.env import check_env
 from conch.core.jobs.label import JobLabel
 from conch.core.jobs.ready import ReadySpec, parse_ready
@@ -28,7 +19,7 @@ from conch.core.jobs.snapshot import STREAMS
 from conch.core.pattern import Pattern, compile_pattern
 from conch.errors import ConchError
 
-NAME = re.compile(NAME_PATTERN)
+NAME = re.compile(limits.NAME_PATTERN)
 OUTPUT_FORMATS = ("text", "json", "jsonl", "auto")
 UNTIL = ("change", "exit")
 LIST_STATES = ("all", "running")
@@ -51,8 +42,8 @@ def _invalid(field: str, message: str) -> ConchError:
 
 
 def check_wait(field: str, value: int) -> int:
-    if not 0 <= value <= MAX_WAIT_MS:
-        raise _invalid(field, f"{field} must be between 0 and {MAX_WAIT_MS}")
+    if not 0 <= value <= limits.MAX_WAIT_MS:
+        raise _invalid(field, f"{field} must be between 0 and {limits.MAX_WAIT_MS}")
     return value
 
 
@@ -62,8 +53,17 @@ def check_name(name: str | None) -> str | None:
     return name
 
 
+class _Fenced:
+    """A request that names containment values (SPEC §9a)."""
+
+    @property
+    def fence(self) -> dict[str, Any]:
+        """The containment values, as the spawn context's fence takes them."""
+        return {k: getattr(self, k) for k in FENCE_FIELDS}
+
+
 @dataclass(frozen=True, kw_only=True)
-class ExecRequest:
+class ExecRequest(_Fenced):
     """An ``exec`` as its caller gives it, in the tool's own field names (SPEC §3, §6): the
     embedded API and every tool build it (``ExecRequest(**args)``), ``checked`` resolves it."""
 
@@ -87,11 +87,6 @@ class ExecRequest:
     network: str | None = None
     memory_max: int | None = None
     pids_max: int | None = None
-
-    @property
-    def fence(self) -> dict[str, Any]:
-        """The containment values, as the spawn context's fence takes them."""
-        return {k: getattr(self, k) for k in FENCE_FIELDS}
 
     def checked(self, cfg: Config, shell_env: Mapping[str, str] | None = None) -> CheckedExec:
         return _check_exec(cfg, self, shell_env)
@@ -141,9 +136,9 @@ def _check_exec(cfg: Config, req: ExecRequest, shell_env: Mapping[str, str] | No
     budget = cfg.default_max_output_bytes if req.max_output_bytes is None else req.max_output_bytes
     if timeout_ms < 0:
         raise _invalid("timeout_ms", "timeout_ms must be >= 0 (0 = no deadline)")
-    if not 0 <= budget <= MAX_OUTPUT_BYTES:
+    if not 0 <= budget <= limits.MAX_OUTPUT_BYTES:
         raise _invalid(
-            "max_output_bytes", f"max_output_bytes must be between 0 and {MAX_OUTPUT_BYTES}"
+            "max_output_bytes", f"max_output_bytes must be between 0 and {limits.MAX_OUTPUT_BYTES}"
         )
     if req.output_format not in OUTPUT_FORMATS:
         raise _invalid("output_format", "output_format must be text, json, jsonl or auto")
@@ -190,8 +185,10 @@ class ReadRequest:
 
     def checked(self, cfg: Config) -> CheckedRead:
         budget = cfg.default_max_output_bytes if self.max_bytes is None else self.max_bytes
-        if not 1 <= budget <= MAX_OUTPUT_BYTES:
-            raise _invalid("max_bytes", f"max_bytes must be between 1 and {MAX_OUTPUT_BYTES}")
+        if not 1 <= budget <= limits.MAX_OUTPUT_BYTES:
+            raise _invalid(
+                "max_bytes", f"max_bytes must be between 1 and {limits.MAX_OUTPUT_BYTES}"
+            )
         check_wait("wait_ms", self.wait_ms)
         if self.stream not in STREAMS:
             raise _invalid("stream", "stream must be stdout or stderr")
@@ -257,7 +254,7 @@ BEYOND_SCHEMA = {"beyond_schema": True}
 
 
 @dataclass(frozen=True, kw_only=True)
-class ShellOpenRequest:
+class ShellOpenRequest(_Fenced):
     """A ``shell_open`` (SPEC §4). ``echo=False``: its terminal does not echo what ``write``
     sends; ``size``: the terminal's (rows, columns), default 50 × 200."""
 
@@ -272,10 +269,6 @@ class ShellOpenRequest:
     pids_max: int | None = None
     echo: bool = field(default=True, metadata=BEYOND_SCHEMA)
     size: tuple[int, int] | None = field(default=None, metadata=BEYOND_SCHEMA)
-
-    @property
-    def fence(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in FENCE_FIELDS}
 
     def checked(self) -> dict[str, str]:
         """The checked environment (the other values are checked in place)."""
@@ -321,9 +314,9 @@ class SearchRequest:
     def checked(self) -> SearchRequest:
         """This request with its values checked and ``glob`` a tuple."""
         _text("pattern", self.pattern, "pattern")
-        if len(self.pattern) > SEARCH_MAX_PATTERN_CHARS:
+        if len(self.pattern) > limits.SEARCH_MAX_PATTERN_CHARS:
             raise _invalid(
-                "pattern", f"pattern must be at most {SEARCH_MAX_PATTERN_CHARS} characters"
+                "pattern", f"pattern must be at most {limits.SEARCH_MAX_PATTERN_CHARS} characters"
             )
         if self.path is not None:
             _text("path", self.path, "path")
@@ -331,17 +324,17 @@ class SearchRequest:
         if self.glob is not None:
             if not isinstance(self.glob, list | tuple):
                 raise _invalid("glob", "glob must be a list of strings")
-            if len(self.glob) > SEARCH_MAX_GLOBS:
-                raise _invalid("glob", f"glob must have at most {SEARCH_MAX_GLOBS} entries")
+            if len(self.glob) > limits.SEARCH_MAX_GLOBS:
+                raise _invalid("glob", f"glob must have at most {limits.SEARCH_MAX_GLOBS} entries")
             globs = tuple(_text("glob", g, "glob entries") for g in self.glob)
         if self.mode not in SEARCH_MODES:
             raise _invalid("mode", f"mode must be one of: {', '.join(SEARCH_MODES)}")
         _flag("regex", self.regex)
         _flag("ignore_case", self.ignore_case)
         _flag("hidden", self.hidden)
-        _int_in("context", self.context, 0, SEARCH_MAX_CONTEXT)
-        _int_in("max_matches", self.max_matches, 1, SEARCH_MAX_MATCHES)
-        _int_in("timeout_ms", self.timeout_ms, 1, SEARCH_MAX_TIMEOUT_MS)
+        _int_in("context", self.context, 0, limits.SEARCH_MAX_CONTEXT)
+        _int_in("max_matches", self.max_matches, 1, limits.SEARCH_MAX_MATCHES)
+        _int_in("timeout_ms", self.timeout_ms, 1, limits.SEARCH_MAX_TIMEOUT_MS)
         return dataclasses.replace(self, glob=globs)
 
 

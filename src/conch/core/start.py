@@ -7,6 +7,7 @@ shell) and the warm processes. The engine asks it for jobs; shutdown asks it for
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from conch.config import Config
@@ -260,29 +261,19 @@ class Starter:
             )
             stdin = r.stdin.encode("utf-8") if r.stdin is not None else None
             driver: ProcessDriver
+            start: Callable[..., None]
+            limit = self.spawn.output_limit
             if r.pty:
                 if self._closed():
                     raise ConchError("closed", "the runtime is closing")
-                driver = PtyDriver(job, self.spawn.reaper, on_output_limit=self.spawn.output_limit)
-                driver.start(
-                    args,
-                    cwd=run_cwd,
-                    env=child_env,
-                    stdin=stdin,
-                    # typed input given and stdin not kept open: the program then reads EOF
-                    eof_after_stdin=r.stdin is not None and not r.stdin_open,
-                    fence=fence,
-                )
+                pty = PtyDriver(job, self.spawn.reaper, on_output_limit=limit)
+                # typed input given and stdin not kept open: the program then reads EOF
+                eof = r.stdin is not None and not r.stdin_open
+                driver, start = pty, functools.partial(pty.start, eof_after_stdin=eof)
             else:
-                driver = PipeDriver(job, self.spawn.reaper, on_output_limit=self.spawn.output_limit)
-                driver.start(
-                    args,
-                    cwd=run_cwd,
-                    env=child_env,
-                    stdin=stdin,
-                    stdin_open=r.stdin_open,
-                    fence=fence,
-                )
+                pipe = PipeDriver(job, self.spawn.reaper, on_output_limit=limit)
+                driver, start = pipe, functools.partial(pipe.start, stdin_open=r.stdin_open)
+            start(args, cwd=run_cwd, env=child_env, stdin=stdin, fence=fence)
         except BaseException:
             self.jobs.drop(job)
             if fence is not None and fence.cgroup is not None:

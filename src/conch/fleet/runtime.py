@@ -30,6 +30,7 @@ from conch.fleet.tools import FleetRegistry, takes_node
 from conch.tools import resources
 from conch.tools.call import ToolOutcome
 from conch.tools.context import ToolContext
+from conch.tools.host import HostBase
 from conch.tools.resources import JOBS_RESOURCE, JOBS_URI, log_uri, parse_log_uri
 from conch.tools.tool import ErrorResult, Tool
 
@@ -42,7 +43,7 @@ _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 LISTING = frozenset({"list", "bash.jobs"})
 
 
-class FleetRuntime:
+class FleetRuntime(HostBase):
     """``async with FleetRuntime(Config(fleet="ray", ray_address=...)) as rt: ...``
 
     Implements the host protocol (conch/tools/host.py) as the local runtime does; its jobs and
@@ -68,13 +69,6 @@ class FleetRuntime:
         self._ray: Any = None
 
     # -- lifecycle -----------------------------------------------------------------------------
-
-    async def __aenter__(self) -> FleetRuntime:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     async def start(self) -> None:
         """Attach to the cluster and start an executor on every alive node (once)."""
@@ -242,18 +236,11 @@ class FleetRuntime:
         """Every tool as ``tools/list`` shows it (``node`` where work is placed)."""
         return [t.describe() for t in self.registry.tools]
 
-    async def call_tool(
+    async def call_tool_full(
         self,
         name: str,
         arguments: Mapping[str, Any] | None = None,
-        *,
         context: ToolContext | None = None,
-    ) -> dict[str, Any]:
-        """Call a tool by name on the fleet; its structured result or ``{"error": {...}}``."""
-        return (await self.call_tool_full(name, arguments, context)).result
-
-    async def call_tool_full(
-        self, name: str, arguments: Mapping[str, Any] | None, context: ToolContext | None = None
     ) -> ToolOutcome:
         ctx = context or ToolContext()
         tool = self.registry.get(name)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -121,15 +121,10 @@ class TaskHost(Protocol):
     @property
     def tools(self) -> list[Any]: ...
 
-    async def run_tool(
-        self,
-        ctx: ServerRequestContext[Any, Any],
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        meta: dict[str, Any] | None,
-        *,
-        progress: bool = True,
-    ) -> types.CallToolResult: ...
+    @property
+    def run_tool(self) -> Callable[..., Awaitable[types.CallToolResult]]:
+        """ConchMCP.run_tool(ctx, name, arguments, meta, *, progress=True)."""
+        ...
 
 
 @dataclass

@@ -9,7 +9,7 @@ front end holds a live job or a driver.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from conch.config import Config
 from conch.core import Engine, JobView, ShellAvailable, ShellSummary
@@ -19,6 +19,8 @@ from conch.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
     from conch.tools.call import ToolOutcome
+
+_H = TypeVar("_H", bound="HostBase")
 
 
 class HostView(Protocol):
@@ -109,6 +111,38 @@ class Host(Protocol):
     async def list_resources(self, *, seed_only: bool = False) -> list[dict[str, Any]]: ...
 
     async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]: ...
+
+
+class HostBase:
+    """What both runtimes share: ``async with`` and ``call_tool`` on top of their own
+    ``start``/``aclose`` and ``call_tool_full``."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    # (name, arguments=None, context=None) -> ToolOutcome: each runtime's own call path
+    call_tool_full: Callable[..., Awaitable[ToolOutcome]]
+
+    async def __aenter__(self: _H) -> _H:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        context: ToolContext | None = None,
+    ) -> dict[str, Any]:
+        """Call a tool by name; its structured result or ``{"error": {...}}`` (never raises
+        for a tool's error)."""
+        return (await self.call_tool_full(name, arguments, context)).result
 
 
 class EngineView:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ from conch.tools.profiles.ai_device_bash.results import (
     failure,
     job_preview,
     seed_result,
+    wait_end,
 )
 
 if TYPE_CHECKING:
@@ -100,12 +100,4 @@ async def get_handler(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dic
 
 
 async def _wait_end_get(job: JobView, timeout: float) -> None:
-    limit = None if timeout >= FOREVER_S else timeout
-    while not job.terminal:
-        step = 3600.0 if limit is None else min(limit, 3600.0)
-        if step <= 0:
-            return
-        t0 = time.monotonic()
-        await job.wait_until(lambda: job.terminal, step)
-        if limit is not None:
-            limit -= time.monotonic() - t0
+    await wait_end(job, None if timeout >= FOREVER_S else timeout)

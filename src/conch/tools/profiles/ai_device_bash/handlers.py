@@ -31,6 +31,7 @@ from conch.tools.profiles.ai_device_bash.results import (
     job_result,
     sanitize,
     seed_result,
+    wait_end,
 )
 from conch.tools.profiles.ai_device_bash.validate import (
     caller_session_id,
@@ -57,14 +58,7 @@ def _output_file(rt: Engine, content: bytes = b"") -> str:
 async def _wait_end(rt: Engine, job: JobView, limit_s: float | None) -> None:
     """Wait for the job to end (forever when limit_s is None); a cancelled call kills it."""
     try:
-        while not job.terminal:
-            step = 3600.0 if limit_s is None else min(limit_s, 3600.0)
-            if step <= 0:
-                return
-            t0 = time.monotonic()
-            await job.wait_until(lambda: job.terminal, step)
-            if limit_s is not None:
-                limit_s -= time.monotonic() - t0
+        await wait_end(job, limit_s)
     except asyncio.CancelledError:
         if not job.terminal:
             with contextlib.suppress(Exception):

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal as signal_mod
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -248,3 +249,16 @@ def text_block(result: dict[str, Any], is_error: bool) -> str:
     if is_error:
         return str(result.get("message", ""))
     return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+
+
+async def wait_end(job: JobView, limit_s: float | None) -> None:
+    """Wait for the job to end, or ``limit_s`` (forever when None), in steps of an hour at
+    most (a timer that far out is what the loop handles well)."""
+    while not job.terminal:
+        step = 3600.0 if limit_s is None else min(limit_s, 3600.0)
+        if step <= 0:
+            return
+        t0 = time.monotonic()
+        await job.wait_until(lambda: job.terminal, step)
+        if limit_s is not None:
+            limit_s -= time.monotonic() - t0
