@@ -181,7 +181,7 @@ def test_the_graph_sees_lazy_and_type_only_imports():
 # inside core, lowest first: each part may import its own or a lower one (the surface,
 # conch/core/__init__.py, stands above them all)
 CORE_LAYERS = [
-    {"output", "datadir", "env", "pattern", "results", "netaddr"},
+    {"output", "datadir", "env", "pattern", "results", "netaddr", "once"},
     {"process"},
     {"containment"},
     {"jobs"},

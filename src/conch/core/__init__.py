@@ -15,6 +15,7 @@ from conch.core.env import CALLER_SESSION_VAR, check_env
 from conch.core.jobs.label import JobLabel
 from conch.core.jobs.view import JobView, LogView
 from conch.core.netaddr import is_loopback
+from conch.core.once import Once
 from conch.core.ops import job_summary, log_window, peek
 from conch.core.output.normalize import normalize
 from conch.core.output.utf8 import boundary_at_or_after
@@ -64,6 +65,7 @@ __all__ = [
     "JobView",
     "ListResult",
     "LogView",
+    "Once",
     "ReadRequest",
     "RuntimeClosedError",
     "SearchRequest",

@@ -32,6 +32,7 @@ from conch.core.jobs.ready import ReadySpec, wait_ready
 from conch.core.jobs.snapshot import summary
 from conch.core.jobs.table import JobTable
 from conch.core.jobs.view import JobView
+from conch.core.once import Once
 from conch.core.process import hygiene, peer, procfs
 from conch.core.search import Searcher
 from conch.core.shell.manager import ShellManager
@@ -53,7 +54,7 @@ class Engine:
     def __init__(self, config: Config | None = None, *, owns_process: bool = False) -> None:
         self.config = config or Config()
         self._started = False
-        self._start_task: asyncio.Task[None] | None = None
+        self._once = Once(self._start)
         self._closed = False
         self._close_task: asyncio.Task[None] | None = None
         self._listeners: builtins.list[Callable[[str | None], None]] = []
@@ -134,11 +135,7 @@ class Engine:
     async def start(self) -> None:
         """Prepare the data dir, reap what a dead server left, start housekeeping (once, even
         when several calls race to it)."""
-        if self._closed:
-            raise RuntimeClosedError()
-        if self._start_task is None:
-            self._start_task = asyncio.ensure_future(self._start())
-        await asyncio.shield(self._start_task)
+        await self._once.run(closed=self._closed)
 
     async def _start(self) -> None:
         self.data.prepare()
@@ -218,7 +215,7 @@ class Engine:
                 jobs=self.jobs,
                 log_pool=s.log_pool,
                 data=self.data,
-                starting=self._start_task,
+                starting=self._once.task,
                 warm=(s.warm, s.warm_sh),
                 housekeeping=self._housekeeping,
                 shells=self._shells,

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from conch.config import Config
-from conch.core import JobView, ShellAvailable, ShellSummary, is_loopback
+from conch.core import JobView, Once, ShellAvailable, ShellSummary, is_loopback
 from conch.errors import ConchError, ConfigError, RuntimeClosedError
 from conch.fleet.executor import KILL_CHILDREN_ENV, NICENESS_ENV, NodeExecutor
 from conch.fleet.ids import ID_KEYS, qualify, qualify_result, split
@@ -59,7 +59,7 @@ class FleetRuntime(HostBase):
         self._listeners: list[Callable[[str | None], None]] = []
         self._started = False
         self._closed = False
-        self._start_task: asyncio.Task[None] | None = None
+        self._once = Once(self._start)
         self._close_task: asyncio.Task[None] | None = None
         self._watch: asyncio.Task[None] | None = None
         self._refreshing: asyncio.Task[None] | None = None
@@ -72,11 +72,7 @@ class FleetRuntime(HostBase):
 
     async def start(self) -> None:
         """Attach to the cluster and start an executor on every alive node (once)."""
-        if self._closed:
-            raise RuntimeClosedError()
-        if self._start_task is None:
-            self._start_task = asyncio.ensure_future(self._start())
-        await asyncio.shield(self._start_task)
+        await self._once.run(closed=self._closed)
 
     async def _start(self) -> None:
         self._connect()  # once, at startup: ray.init wants the main thread
@@ -193,9 +189,10 @@ class FleetRuntime(HostBase):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        if self._start_task is not None and not self._start_task.done():
+        start = self._once.task
+        if start is not None and not start.done():
             with contextlib.suppress(BaseException):
-                await self._start_task
+                await start
         for t in list(self._starting.values()):
             with contextlib.suppress(BaseException):
                 await t
