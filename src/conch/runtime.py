@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from conch.config import Config
 from conch.core import CallContext as _EngineContext
@@ -28,7 +28,7 @@ from conch.core import (
 from conch.tools import lean, resources
 from conch.tools.call import ToolOutcome, call_tool_full
 from conch.tools.context import ToolContext
-from conch.tools.host import EngineView, HostBase
+from conch.tools.host import EngineView, Host, HostBase
 from conch.tools.registry import ToolRegistry
 
 TRANSPORTS = ("embedded", "stdio", "streamable-http", "sse", "http-invoke")
@@ -160,13 +160,9 @@ class Runtime(HostBase):
         """Every tool of the active profiles as MCP ``tools/list`` shows it."""
         return [t.describe(self.config) for t in self.registry.tools]
 
-    async def call_tool_full(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        context: ToolContext | None = None,
+    async def _call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, context: ToolContext | None
     ) -> ToolOutcome:
-        """Call a tool: its result, whether it is an error, and its ``_meta``."""
         if not self.closed and not self.started:
             await self.start()
         return await call_tool_full(self._engine, self.registry, name, arguments, context)
@@ -198,3 +194,9 @@ def _fleet_class(kind: str) -> Any:
 
 
 __all__: Sequence[str] = ("Runtime", "RuntimeInfo")
+
+
+if TYPE_CHECKING:  # mypy checks that this runtime is a host (conch/tools/host.py)
+
+    def _is_a_host(rt: Runtime) -> Host:
+        return rt

@@ -18,7 +18,7 @@ import os
 import re
 import signal
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conch.config import Config
 from conch.core import JobView, Once, ShellAvailable, ShellSummary, is_loopback
@@ -30,7 +30,7 @@ from conch.fleet.tools import FleetRegistry, takes_node
 from conch.tools import resources
 from conch.tools.call import ToolOutcome
 from conch.tools.context import ToolContext
-from conch.tools.host import HostBase
+from conch.tools.host import Host, HostBase
 from conch.tools.resources import JOBS_RESOURCE, JOBS_URI, log_uri, parse_log_uri
 from conch.tools.tool import ErrorResult, Tool
 
@@ -233,11 +233,8 @@ class FleetRuntime(HostBase):
         """Every tool as ``tools/list`` shows it (``node`` where work is placed)."""
         return [t.describe() for t in self.registry.tools]
 
-    async def call_tool_full(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        context: ToolContext | None = None,
+    async def _call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, context: ToolContext | None
     ) -> ToolOutcome:
         ctx = context or ToolContext()
         tool = self.registry.get(name)
@@ -651,3 +648,9 @@ def _stdout_to_stderr() -> Iterator[None]:
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+
+
+if TYPE_CHECKING:  # mypy checks that this runtime is a host (conch/tools/host.py)
+
+    def _is_a_host(rt: FleetRuntime) -> Host:
+        return rt

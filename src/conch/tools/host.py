@@ -70,7 +70,11 @@ class HostView(Protocol):
 
 class Host(Protocol):
     config: Config
-    registry: ToolRegistry  # the catalogue: tools, resources, profile state
+
+    @property
+    def registry(self) -> ToolRegistry:
+        """The catalogue: tools, resources, profile state."""
+        ...
 
     @property
     def view(self) -> HostView: ...
@@ -123,8 +127,20 @@ class HostBase:
     async def aclose(self) -> None:
         raise NotImplementedError
 
-    # (name, arguments=None, context=None) -> ToolOutcome: each runtime's own call path
-    call_tool_full: Callable[..., Awaitable[ToolOutcome]]
+    async def _call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, context: ToolContext | None
+    ) -> ToolOutcome:
+        raise NotImplementedError
+
+    async def call_tool_full(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        context: ToolContext | None = None,
+    ) -> ToolOutcome:
+        """Call a tool: its result, whether it is an error, and its ``_meta`` (the runtime's
+        own call path: the local one, or the fleet's routing)."""
+        return await self._call_tool(name, arguments, context)
 
     async def __aenter__(self: _H) -> _H:
         await self.start()
