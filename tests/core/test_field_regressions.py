@@ -189,7 +189,9 @@ async def _sees_password_prompt(rt: conch.Runtime, **where: Any) -> None:
     job = r["job_id"]
     for _ in range(100):
         r = await call(rt, "read", job_id=job, cursor=0)
-        if r.get("awaiting_secret"):  # (a shell reading its own command line waits, echo on)
+        # (a shell reading its own command line waits, echo on); the prompt's bytes may reach
+        # the log a moment after the terminal says it waits, on a loaded machine
+        if r.get("awaiting_secret") and r["output"].endswith("Password: "):
             break
         await asyncio.sleep(0.05)
     assert r["state"] == "running"
