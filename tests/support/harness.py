@@ -5,8 +5,7 @@ sequence, in the same working directory with the same environment; the results a
 volatile values (ids, pids, temp paths, times) are normalized, and every remaining difference
 must be on the profile's allow-list, each entry citing a listed seed bug or a SPEC sentence.
 
-Shared by every profile's differential test (copy it unchanged: ``git checkout h8tfbash --
-tests/differential/harness.py``).
+Shared by every profile's differential test (tests/tools/profiles/differential/).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from conch.tools.render import render
 pytestmark = pytest.mark.anyio
 
 
-#: the `rt` of tests/core/conftest.py gives results at Config's default detail (lean) here
+#: the `rt` of tests/conftest.py gives results at Config's default detail (lean) here
 RESULT_DETAIL = None
 
 

@@ -28,7 +28,7 @@ from conch.core.output.utf8 import utf8_len
 pytestmark = pytest.mark.anyio
 
 
-#: the `rt` of tests/core/conftest.py gives results at Config's default detail (lean) here
+#: the `rt` of tests/conftest.py gives results at Config's default detail (lean) here
 RESULT_DETAIL = None
 
 

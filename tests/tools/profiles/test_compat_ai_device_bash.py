@@ -64,7 +64,7 @@ async def test_tools_are_the_seeds_in_its_order(rt):
         assert t["inputSchema"]["additionalProperties"] is False
         assert "outputSchema" not in t  # the original publishes none (FastMCP, ToolResult)
     # the original's own descriptions and annotations (checked against 0.2.0 by
-    # tests/differential/test_ai_device_bash_diff.py)
+    # tests/tools/profiles/differential/test_ai_device_bash_diff.py)
     assert tools[0]["description"].startswith("Execute a bash command and return the output.")
     assert [t.get("annotations") for t in tools] == [{"summary_key": "purpose"}] * 3 + [None]
 

@@ -2,7 +2,7 @@
 ``posix_spawnattr_setcgroup_np`` (glibc 2.39+) is ``clone3(CLONE_INTO_CGROUP)``, so a pipe job
 is inside its cgroup v2 directory from its first instruction, with no ``sh`` entering it first.
 
-This host runs glibc 2.36 (a sh enters the cgroup); tests/containment/newer_glibc.py runs the
+This host runs glibc 2.36 (a sh enters the cgroup); tests/support/newer_glibc.py runs the
 same Python on Debian 13's glibc 2.41 to exercise the other path. Both run the jobs of
 placed_jobs.py at the cgroup level of this hybrid host and read what each job saw of itself.
 """
@@ -20,7 +20,7 @@ import pytest
 from newer_glibc import python_on_newer_glibc
 
 SCRIPT = Path(__file__).with_name("placed_jobs.py")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def run_jobs(python: list[str], tmp_path: Path, *flags: str) -> dict[str, Any]:
