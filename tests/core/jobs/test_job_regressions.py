@@ -1,29 +1,23 @@
-"""Bugs found using Conch as a new user would (issue 8, part 1): each stays fixed.
+"""Bugs of jobs found using Conch as a new user would (issue 8, part 1): each stays fixed.
 
-Descriptors stay flat however many jobs are retained, children start with default signal
-state, ctrl-d on a terminal is end-of-file, /dev/tty password prompts are seen, progress bars
-do not flood previews, tiny budgets are valid, and a stopped job's state agrees with its
-process whenever a call looks.
+Descriptors stay flat however many jobs are retained, ctrl-d on a terminal is end-of-file,
+/dev/tty password prompts are seen, and a stopped job's state agrees with its process whenever
+a call looks. (The same issue's output bugs: tests/core/output/test_output_regressions.py; its
+inherited signal state: tests/core/process/test_spawn_signals.py.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from fresh_python import run_child
 
 import conch
-from conch.core.output import window as win
-from conch.core.output.log import JobLog
-from conch.core.output.utf8 import utf8_len
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +27,6 @@ RESULT_DETAIL = None
 
 
 GETPASS = "python3 -c \"import getpass; print('got:' + getpass.getpass('Password: '))\""
-SIG_LINES = "awk '/^Sig(Ign|Blk):/ {print $1, $2}' /proc/self/status"
 
 
 async def call(rt: conch.Runtime, tool: str, **args: Any) -> dict[str, Any]:
@@ -42,22 +35,7 @@ async def call(rt: conch.Runtime, tool: str, **args: Any) -> dict[str, Any]:
     return r
 
 
-def run_child(tmp_path: Path, body: str, timeout: float = 240) -> dict[str, Any]:
-    """Run an embedded Runtime in a fresh interpreter (its own limits and signal state)."""
-    script = tmp_path / "child.py"
-    script.write_text(textwrap.dedent(body))
-    proc = subprocess.run(
-        [sys.executable, str(script), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
-
-
-# -- 1. descriptors -------------------------------------------------------------------------
+# -- descriptors ----------------------------------------------------------------------------
 
 
 def test_descriptors_stay_flat_over_a_thousand_retained_jobs(tmp_path: Path) -> None:
@@ -120,56 +98,7 @@ def test_descriptors_stay_flat_over_a_thousand_retained_jobs(tmp_path: Path) -> 
     assert out["last"] <= out["first"], json.dumps(out)
 
 
-# -- 3. inherited signal state ----------------------------------------------------------------
-
-
-def test_children_start_with_default_signals_whatever_the_server_inherited(
-    tmp_path: Path,
-) -> None:
-    out = run_child(
-        tmp_path,
-        f"""
-        import asyncio, json, signal, sys
-        import conch
-
-        # what nohup, a supervisor or a background shell hand down
-        for s in (signal.SIGHUP, signal.SIGQUIT, signal.SIGINT):
-            signal.signal(s, signal.SIG_IGN)
-        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
-        tmp = sys.argv[1]
-        SIG = {SIG_LINES!r}
-
-        async def main():
-            cfg = conch.Config(result_detail="full", data_dir=tmp + "/data", default_cwd=tmp)
-            out = {{}}
-            async with conch.Runtime(cfg) as rt:
-                for pty in (False, True):
-                    kind = "pty" if pty else "pipe"
-                    cmd = SIG + "; kill -HUP $$; echo alive"
-                    r = await rt.call_tool("exec", {{"command": cmd, "pty": pty}})
-                    out[kind] = [r["output"], r["state"], r.get("signal")]
-                    text = SIG + "\\nkill -INT $$\\necho alive"
-                    r = await rt.call_tool("exec", {{"script": text, "pty": pty}})
-                    out[kind + "_script"] = [r["output"], r["state"], r.get("signal")]
-                s = await rt.call_tool("shell_open", {{}})
-                r = await rt.call_tool("exec", {{"shell_id": s["shell_id"], "command": SIG}})
-                out["shell"] = [r["output"], r["state"], r.get("signal")]
-                await rt.call_tool("shell_close", {{"shell_id": s["shell_id"]}})
-            print(json.dumps(out))
-
-        asyncio.run(main())
-        """,
-        timeout=120,
-    )
-    clean = "SigBlk: 0000000000000000\nSigIgn: 0000000000000000\n"
-    assert out["pipe"] == [clean, "exited", "SIGHUP"], out
-    assert out["pty"] == [clean, "exited", "SIGHUP"], out
-    assert out["pipe_script"] == [clean, "exited", "SIGINT"], out
-    assert out["pty_script"] == [clean, "exited", "SIGINT"], out
-    assert out["shell"][0] == clean, out
-
-
-# -- 4. ctrl-d on a terminal ----------------------------------------------------------------
+# -- ctrl-d on a terminal -------------------------------------------------------------------
 
 
 async def test_ctrl_d_key_is_end_of_file_on_a_terminal(rt: conch.Runtime) -> None:
@@ -181,7 +110,7 @@ async def test_ctrl_d_key_is_end_of_file_on_a_terminal(rt: conch.Runtime) -> Non
         assert (w["state"], w["exit_code"], w.get("signal")) == ("exited", 0, None), w
 
 
-# -- 5. password prompts on /dev/tty ----------------------------------------------------------
+# -- password prompts on /dev/tty -------------------------------------------------------------
 
 
 async def _sees_password_prompt(rt: conch.Runtime, **where: Any) -> None:
@@ -213,60 +142,7 @@ async def test_getpass_on_dev_tty_is_awaiting_a_secret_in_a_shell(rt: conch.Runt
         await call(rt, "shell_close", shell_id=s["shell_id"])
 
 
-# -- 6. progress bars -------------------------------------------------------------------------
-
-
-async def test_a_rewritten_progress_line_previews_as_its_final_content(rt: conch.Runtime) -> None:
-    r = await call(rt, "exec", command="for i in $(seq 1 20000); do printf '\\r%d' $i; done; echo")
-    assert r["state"] == "exited"
-    assert r["output"] == "20000\n", r["output"][:300]
-    # lean result: nothing cut, so neither truncated nor omitted_bytes is there
-    assert "truncated" not in r and "omitted_bytes" not in r
-    assert (await rt.list())["jobs"][-1]["total_bytes"] > 100_000
-
-
-def _log(tmp_path: Path, data: bytes) -> JobLog:
-    path = str(tmp_path / "x.log")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    log = JobLog(path, fd, 1 << 30)
-    log.append(data)
-    log.close_writer()
-    return log
-
-
-def test_preview_of_a_huge_rewritten_log_is_bounded_and_its_marker_cursors_are_raw(
-    tmp_path: Path,
-) -> None:
-    frames = b"".join(b"\r%07d" % i for i in range(500_000))  # 4 MB of one rewritten line
-    data = b"start\n" + frames + b"\nend\n"
-    log = _log(tmp_path, data)
-    w = win.preview(log, 400)
-    assert utf8_len(w.text) <= 400 and w.truncated
-    assert w.text.startswith("start\n") and w.text.endswith("end\n")
-    a, b = (int(x) for x in w.text.split("read cursor ")[1].split(" ")[0].split("-"))
-    assert b - a == w.omitted_bytes and 0 < a < b < len(data)
-    # the marker's range is exactly what the head and tail left out, in raw bytes
-    head_raw = win.forward(log, 0, a, 1 << 20, stream=None, raw=True, final=True)
-    assert head_raw.next_cursor == a
-    log.unlink()
-
-
-# -- 7. tiny budgets ----------------------------------------------------------------------------
-
-
-async def test_tiny_read_and_exec_budgets_keep_the_newest_tail(rt: conch.Runtime) -> None:
-    r = await call(rt, "exec", command="printf 'one two three héllo wörld'", max_output_bytes=5)
-    assert r["truncated"] and utf8_len(r["output"]) <= 5
-    assert "wörld".endswith(r["output"]) and r["output"]
-    for n in (1, 2, 3, 5, 15):
-        got = await call(rt, "read", job_id=r["job_id"], cursor=0, max_bytes=n)
-        assert 0 < utf8_len(got["output"]) <= n, got
-        assert got["output"] == "one two three héllo wörld"[: len(got["output"])]
-    one = await call(rt, "exec", command="echo 12345", max_output_bytes=1)
-    assert one["output"] == "\n"
-
-
-# -- 8. state and processes agree --------------------------------------------------------------
+# -- state and processes agree -----------------------------------------------------------------
 
 
 async def test_a_cancelled_exec_is_never_listed_running_once_its_process_is_gone(

@@ -1,4 +1,5 @@
-"""SPEC §2 (orphans of a SIGKILLed server) and §10 (configuration)."""
+"""SPEC §2: the orphans of a SIGKILLed server are killed at the next start, and nothing else is
+(core/process/hygiene.py: instance tags, the sweep, the reaper)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,7 @@ import pytest
 import system_tools
 
 import conch
-from conch.config import Config, parse_setting
 from conch.core.process import procfs
-from conch.errors import ConfigError
 
 SERVER = r"""
 import asyncio, sys, conch
@@ -161,62 +160,6 @@ async def test_jobs_of_a_live_server_are_not_touched(tmp_path):
             assert r["pid"] not in b.engine.orphans_killed
         assert (await a.read(r["job_id"]))["state"] == "running"
         await a.signal(r["job_id"], "kill")
-
-
-def test_one_name_three_ways(tmp_path):
-    env_file = tmp_path / "conch.env"
-    env_file.write_text("# comment\nCONCH_MAX_RUNNING=5\nexport CONCH_KILL_GRACE_MS='300'\n")
-    cfg = Config.from_sources(
-        flags={"max_running": 7}, environ={"CONCH_MAX_RUNNING": "6"}, env_file=str(env_file)
-    )
-    assert cfg.max_running == 7 and cfg.kill_grace_ms == 300
-    cfg = Config.from_sources(environ={"CONCH_MAX_RUNNING": "6"}, env_file=str(env_file))
-    assert cfg.max_running == 6
-    cfg = Config.from_sources(environ={}, env_file=str(env_file))
-    assert cfg.max_running == 5
-    assert Config(max_running=4).max_running == 4
-    assert Config.from_sources(environ={"CONCH_PROFILES": "conch, tfbash"}).profiles == [
-        "conch",
-        "tfbash",
-    ]
-    assert Config.from_sources(environ={"CONCH_AGENT_ENV": "false"}).agent_env is False
-
-
-@pytest.mark.parametrize(
-    "kwargs,name",
-    [
-        ({"max_running": 0}, "max_running"),
-        ({"max_running": True}, "max_running"),
-        ({"kill_grace_ms": -1}, "kill_grace_ms"),
-        ({"text_format": "xml"}, "text_format"),
-        ({"default_cwd": "/definitely/not/here"}, "default_cwd"),
-        ({"port": 70000}, "port"),
-    ],
-)
-def test_invalid_values_name_the_setting(kwargs, name):
-    with pytest.raises(ConfigError, match=name):
-        Config(**kwargs)
-
-
-def test_invalid_environment_value_names_the_setting():
-    with pytest.raises(ConfigError, match="max_jobs"):
-        Config.from_sources(environ={"CONCH_MAX_JOBS": "many"})
-    with pytest.raises(ConfigError, match="agent_env"):
-        parse_setting("agent_env", "maybe")
-
-
-def test_secrets_are_not_inherited(tmp_path, monkeypatch):
-    monkeypatch.setenv("SOME_COPY", "tok-123")
-
-    async def main() -> str:
-        cfg = conch.Config(result_detail="full", data_dir=str(tmp_path / "d"), auth_token="tok-123")
-        async with conch.Runtime(cfg) as rt:
-            r = await rt.exec(command="env")
-            return r["output"]
-
-    out = asyncio.run(main())
-    assert "tok-123" not in out
-    assert os.environ["SOME_COPY"] == "tok-123"
 
 
 def test_reap_all_leaves_a_fresh_zombie_to_its_own_waiter():

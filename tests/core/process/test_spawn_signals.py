@@ -1,5 +1,6 @@
 """Signals a server inherited as ignored never reach its children, and undoing them keeps the
-fast spawn path (no preexec function, so Popen can vfork): core/process/hygiene.spawning."""
+fast spawn path (no preexec function, so Popen can vfork): core/process/hygiene.spawning.
+Neither ignored nor blocked signals reach a pipe, PTY, script or shell job."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from fresh_python import run_child
 
 
 def test_inherited_ignored_signals_are_default_in_children_and_stay_ignored_here(
@@ -61,3 +64,54 @@ def test_inherited_ignored_signals_are_default_in_children_and_stay_ignored_here
     assert out["here"] == [True, True]  # the server still ignores them
     spawns = [slow for _, slow in out["preexec"]]
     assert spawns and not any(spawns), out["preexec"]  # every spawn kept the vfork path
+
+
+# -- inherited signal state (issue 8, part 1) -------------------------------------------------
+
+SIG_LINES = "awk '/^Sig(Ign|Blk):/ {print $1, $2}' /proc/self/status"
+
+
+def test_children_start_with_default_signals_whatever_the_server_inherited(
+    tmp_path: Path,
+) -> None:
+    out = run_child(
+        tmp_path,
+        f"""
+        import asyncio, json, signal, sys
+        import conch
+
+        # what nohup, a supervisor or a background shell hand down
+        for s in (signal.SIGHUP, signal.SIGQUIT, signal.SIGINT):
+            signal.signal(s, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+        tmp = sys.argv[1]
+        SIG = {SIG_LINES!r}
+
+        async def main():
+            cfg = conch.Config(result_detail="full", data_dir=tmp + "/data", default_cwd=tmp)
+            out = {{}}
+            async with conch.Runtime(cfg) as rt:
+                for pty in (False, True):
+                    kind = "pty" if pty else "pipe"
+                    cmd = SIG + "; kill -HUP $$; echo alive"
+                    r = await rt.call_tool("exec", {{"command": cmd, "pty": pty}})
+                    out[kind] = [r["output"], r["state"], r.get("signal")]
+                    text = SIG + "\\nkill -INT $$\\necho alive"
+                    r = await rt.call_tool("exec", {{"script": text, "pty": pty}})
+                    out[kind + "_script"] = [r["output"], r["state"], r.get("signal")]
+                s = await rt.call_tool("shell_open", {{}})
+                r = await rt.call_tool("exec", {{"shell_id": s["shell_id"], "command": SIG}})
+                out["shell"] = [r["output"], r["state"], r.get("signal")]
+                await rt.call_tool("shell_close", {{"shell_id": s["shell_id"]}})
+            print(json.dumps(out))
+
+        asyncio.run(main())
+        """,
+        timeout=120,
+    )
+    clean = "SigBlk: 0000000000000000\nSigIgn: 0000000000000000\n"
+    assert out["pipe"] == [clean, "exited", "SIGHUP"], out
+    assert out["pty"] == [clean, "exited", "SIGHUP"], out
+    assert out["pipe_script"] == [clean, "exited", "SIGINT"], out
+    assert out["pty_script"] == [clean, "exited", "SIGINT"], out
+    assert out["shell"][0] == clean, out
