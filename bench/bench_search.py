@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 
+from conch.core.requests import SearchRequest
 from conch.core.search import Searcher, find_rg
 
 NEEDLE = "xq_needle_7f3a"
@@ -79,7 +80,9 @@ def main() -> int:
 
         async def run_searcher() -> float:
             t = time.perf_counter()
-            result = await searcher.search(pattern=NEEDLE, path=tmp, max_matches=1000)
+            result = await searcher.search(
+                SearchRequest(pattern=NEEDLE, path=tmp, max_matches=1000)
+            )
             elapsed = time.perf_counter() - t
             # Each needle file holds the needle once per copy of its text (3 copies).
             assert len(result["matches"]) == 3 * n_needle, len(result["matches"])

@@ -1,18 +1,54 @@
-"""Suite-wide rules: asyncio for async tests, and no test may leave a process behind."""
+"""Suite-wide rules: asyncio for async tests, and no test may leave a process behind; the
+fixtures more than one directory uses (the helpers themselves live in tests/support/)."""
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import psutil
 import pytest
 import system_tools
+from frontend_servers import HttpServer, kill_group, start_http
+
+import conch
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+async def rt(request, tmp_path) -> AsyncIterator[conch.Runtime]:
+    """A runtime on a private data dir, default cwd tmp_path. Results in full detail (these
+    tests read pid, log_path, duration_ms), unless the module sets ``RESULT_DETAIL`` (None:
+    the detail a Config gives by default)."""
+    detail = getattr(request.module, "RESULT_DETAIL", "full")
+    settings = {} if detail is None else {"result_detail": detail}
+    cfg = conch.Config(data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path), **settings)
+    async with conch.Runtime(cfg) as runtime:
+        yield runtime
+
+
+# -- the front ends' (tests/mcp, tests/http, tests/cli): real `conch serve` subprocesses
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[HttpServer]:
+    srv = start_http(tmp_path)
+    try:
+        yield srv
+    finally:
+        kill_group(srv.proc)
+
+
+@pytest.fixture
+def serve_args(tmp_path: Path) -> list[str]:
+    """Arguments of `python -m conch serve` over stdio with a private data dir."""
+    return ["-m", "conch", "serve", "--data-dir", str(tmp_path / "data")]
 
 
 def _leftovers() -> list[psutil.Process]:
@@ -70,16 +106,16 @@ RAY_TESTS = ("tests/fleet/test_fleet.py::", "tests/test_bench_smoke.py::")
 # originals, the browser, Node, the nested pytest runs, and single tests of 5 s or more
 SLOW_TESTS = (
     *RAY_TESTS,
-    "tests/differential/",
+    "tests/tools/profiles/differential/",
     "tests/test_provisioning.py::",
-    "tests/frontends/test_dashboard_browser.py::",
-    "tests/frontends/test_ts_client.py::",
-    "tests/frontends/test_mcp_tasks.py::test_a_five_second_exec",
-    "tests/frontends/test_mcp_tasks.py::test_a_waiting_read_runs_as_a_task",
-    "tests/frontends/test_mcp_tasks.py::test_listening_for_task_ids",
-    "tests/frontends/test_secret_prompt.py::test_without_url_elicitation",
-    "tests/frontends/test_mcp_stdio.py::test_progress_notifications_carry",
-    "tests/core/test_field_regressions.py::test_descriptors_stay_flat",
+    "tests/http/test_dashboard_browser.py::",
+    "tests/http/test_ts_client.py::",
+    "tests/mcp/test_mcp_tasks.py::test_a_five_second_exec",
+    "tests/mcp/test_mcp_tasks.py::test_a_waiting_read_runs_as_a_task",
+    "tests/mcp/test_mcp_tasks.py::test_listening_for_task_ids",
+    "tests/mcp/test_secret_prompt.py::test_without_url_elicitation",
+    "tests/mcp/test_mcp_stdio.py::test_progress_notifications_carry",
+    "tests/core/jobs/test_job_regressions.py::test_descriptors_stay_flat",
     "tests/core/test_base_install.py::",
 )
 

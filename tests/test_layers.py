@@ -153,7 +153,7 @@ def test_inside_core_nothing_imports_the_engine():
     importers = [
         a
         for a, targets in import_graph().items()
-        if a.startswith("conch.core")
+        if a.startswith("conch.core.")  # (conch.core itself is the surface: it shows it)
         and a != "conch.core.engine"
         and "conch.core.engine" in targets
     ]
@@ -181,13 +181,14 @@ def test_the_graph_sees_lazy_and_type_only_imports():
 # inside core, lowest first: each part may import its own or a lower one (the surface,
 # conch/core/__init__.py, stands above them all)
 CORE_LAYERS = [
-    {"output", "datadir", "env", "pattern", "results", "netaddr"},
+    {"output", "datadir", "env", "pattern", "results", "netaddr", "once"},
     {"process"},
     {"containment"},
     {"jobs"},
     {"spawn", "requests"},
-    {"shell", "search"},
-    {"engine", "shutdown"},
+    {"shell", "search", "start", "ops"},
+    {"shutdown"},
+    {"engine"},
 ]
 
 
@@ -228,3 +229,16 @@ def test_inside_core_each_part_imports_only_its_own_level_or_lower_ones():
             if pb is not None and pb != pa:
                 collapsed.setdefault(pa, {}).setdefault(pb, set()).update(kinds)
     assert _cycles(collapsed) == []
+
+
+def test_above_the_core_only_its_surface_is_imported():
+    """Issue 19: the layers above the core import ``conch.core`` (its __init__, the surface)
+    and none of its modules, lazy and TYPE_CHECKING imports counted."""
+    inside = [
+        f"{a} -> {b}"
+        for a, targets in import_graph().items()
+        if not a.startswith("conch.core")
+        for b in targets
+        if b.startswith("conch.core.")
+    ]
+    assert inside == []

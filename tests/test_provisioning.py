@@ -17,11 +17,11 @@ from system_tools import tools
 
 ROOT = Path(__file__).resolve().parents[1]
 SELECTION = [
-    "tests/shell/test_shell_session.py::test_cwd_env_and_functions_persist",
-    "tests/containment/test_sandbox.py::test_a_workspace_under_tmp_stays_visible_through_the_private_tmp",
-    "tests/frontends/test_dashboard_browser.py::test_dashboard_shows_what_each_job_runs_its_purpose_and_colours",
-    "tests/frontends/test_ts_client.py::test_typescript_sdk_over_stdio",
-    "tests/search/test_search.py::test_gitignore_respected",
+    "tests/core/shell/test_shell_session.py::test_cwd_env_and_functions_persist",
+    "tests/core/containment/test_sandbox.py::test_a_workspace_under_tmp_stays_visible_through_the_private_tmp",
+    "tests/http/test_dashboard_browser.py::test_dashboard_shows_what_each_job_runs_its_purpose_and_colours",
+    "tests/http/test_ts_client.py::test_typescript_sdk_over_stdio",
+    "tests/core/search/test_search.py::test_gitignore_respected",
 ]
 HIDDEN = sorted(tools())  # every command of system-tools.txt
 

@@ -184,6 +184,15 @@ class Config:
 
     # -- sources ---------------------------------------------------------------------------
 
+    def limits(self) -> dict[str, int]:
+        """The limits ``info`` reports (SPEC §6)."""
+        names = (
+            "max_running", "max_jobs", "retention_s", "max_log_bytes", "kill_grace_ms",
+            "max_shells", "close_timeout_ms", "default_yield_ms", "default_timeout_ms",
+            "default_max_output_bytes",
+        )  # fmt: skip
+        return {n: getattr(self, n) for n in names}
+
     @staticmethod
     def settings() -> list[dataclasses.Field[Any]]:
         return [f for f in dataclasses.fields(Config) if not f.metadata.get("internal")]

@@ -1,27 +1,39 @@
 """The embedded API (SPEC §8): ``async with conch.Runtime(conch.Config(...)) as rt:``.
 
-:class:`Runtime` is the tool host (conch/tools/host.py: the engine of conch/core/engine.py plus
-the tool registry of the configured profiles, with their per-runtime state) and the façade on
-top: ``tools()``, ``call_tool()`` and the profile/transport facts of ``info()``. Front ends
-(MCP, HTTP, CLI) take a Runtime; nothing in ``conch.core`` or ``conch.tools`` imports this
-module.
+:class:`Runtime` **holds** an engine (conch/core/engine.py) and the tool registry of the
+configured profiles, with their per-runtime state; its public API is SPEC §8's methods plus
+``tools()`` and ``call_tool()`` (httpx's client holds its transport the same way). Front ends
+(MCP, HTTP, CLI) are typed against the :class:`~conch.tools.host.Host` protocol it implements;
+nothing in ``conch.core`` or ``conch.tools`` imports this module.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Concatenate, ParamSpec
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from conch.config import Config
-from conch.core.engine import Engine
-from conch.core.results import InfoResult
+from conch.core import CallContext as _EngineContext
+from conch.core import (
+    Engine,
+    ExecRequest,
+    InfoResult,
+    ReadRequest,
+    SearchRequest,
+    ShellOpenRequest,
+    SignalRequest,
+    WriteRequest,
+)
 from conch.tools import lean, resources
 from conch.tools.call import ToolOutcome, call_tool_full
-from conch.tools.context import CallContext
-from conch.tools.host import ToolHost
+from conch.tools.context import ToolContext
+from conch.tools.host import EngineView, Host, HostBase
+from conch.tools.registry import ToolRegistry
 
 TRANSPORTS = ("embedded", "stdio", "streamable-http", "sse", "http-invoke")
+FLEETS_GROUP = "conch.fleets"  # entry points: fleet kind -> its runtime class (conch.fleet)
+_WARM = _EngineContext(warm=True)  # the embedded exec may use a process started ahead
 
 
 class RuntimeInfo(InfoResult):
@@ -32,39 +44,53 @@ class RuntimeInfo(InfoResult):
 
 
 P = ParamSpec("P")
-Shape = Callable[[Any, str], dict[str, Any]]
+R = TypeVar("R")
 
 
-def _facade(
+def _shaped(
+    rt: Runtime, result: Mapping[str, Any], lean_form: Callable[[Any], dict[str, Any]]
+) -> dict[str, Any]:
+    """A result in the configured detail (SPEC §6: what the ``conch`` tools return)."""
+    return lean_form(result) if rt.config.result_detail == "lean" else dict(result)
+
+
+def _snapshot(rt: Runtime, result: Any) -> dict[str, Any]:
+    return _shaped(rt, result, lambda r: lean.snapshot(r, rt.default_cwd))
+
+
+def _shell_summary(rt: Runtime, result: Any) -> dict[str, Any]:
+    return _shaped(rt, result, lean.shell_summary)
+
+
+def _search(rt: Runtime, result: Any) -> dict[str, Any]:
+    return _shaped(rt, result, lean.search)
+
+
+def _op(
     name: str,
-    method: Callable[Concatenate[Engine, P], Awaitable[Any]],
-    shape: Shape,
-    **defaults: Any,
+    make: Callable[P, R],
+    run: Callable[[Engine, R], Awaitable[Any]],
+    shape: Callable[[Runtime, Any], dict[str, Any]],
+    doc: str | None = None,
 ) -> Callable[Concatenate[Runtime, P], Awaitable[dict[str, Any]]]:
-    """A typed method of the embedded API: the engine's ``method`` (with the ``conch`` tool's
-    ``defaults``) with its result in the configured detail (SPEC §6: the same dictionaries as
-    the ``conch`` tools return)."""
+    """A typed method of the embedded API: its arguments are the request's (``make``), its
+    result the engine's (``run``) in the configured detail (``shape``)."""
 
     async def call(self: Runtime, *args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
-        result = await method(self, *args, **{**defaults, **kwargs})
-        if self.config.result_detail == "lean":
-            return shape(result, self.default_cwd)
-        return dict(result)
+        return shape(self, await run(self._engine, make(*args, **kwargs)))
 
     call.__name__, call.__qualname__ = name, f"Runtime.{name}"
-    call.__doc__ = method.__doc__
+    call.__doc__ = doc or run.__doc__ or make.__doc__
     return call
 
 
-FLEETS_GROUP = "conch.fleets"  # entry points: fleet kind -> its runtime class (conch.fleet)
-
-
-class Runtime(ToolHost):
+class Runtime(HostBase):
     """Conch's engine with its tool catalogue, usable in-process.
 
-    With ``Config(fleet="ray")`` the object made is the fleet's runtime instead (the same
-    surface, over every node of a cluster: SPEC §9b), found through the ``conch.fleets`` entry
-    points so that this layer never imports the one above it."""
+    The typed methods take the tools' own arguments and return what ``call_tool`` returns
+    (the result in the configured detail). With ``Config(fleet="ray")`` the object made is the
+    fleet's runtime instead (the same surface over every node of a cluster: SPEC §9b), found
+    through the ``conch.fleets`` entry points so that this layer never imports the one above."""
 
     def __new__(cls, config: Config | None = None, **kwargs: Any) -> Runtime:
         if cls is Runtime and config is not None and config.fleet != "off":
@@ -72,61 +98,88 @@ class Runtime(ToolHost):
             return fleet
         return super().__new__(cls)
 
-    async def __aenter__(self) -> Runtime:
-        await self.start()
-        return self
+    def __init__(self, config: Config | None = None, *, owns_process: bool = False) -> None:
+        self._engine = Engine(config, owns_process=owns_process)
+        self.config = self._engine.config
+        self.registry = ToolRegistry(self.config.profiles)
+        self._view = EngineView(self._engine, self.registry)
 
-    # The typed methods (SPEC §8). The tools call the engine's own methods (``exec_job`` …),
-    # which always give the full result; these give what ``call_tool`` gives.
-    exec = _facade("exec", Engine.exec_job, lean.snapshot, warm=True)
-    read = _facade("read", Engine.read_job, lean.snapshot)
-    write = _facade("write", Engine.write_job, lean.snapshot)
-    signal = _facade("signal", Engine.signal_job, lean.snapshot)
-    list = _facade("list", Engine.list_jobs, lean.listing)
-    shell_open = _facade("shell_open", Engine.open_shell, lambda r, cwd: lean.shell_summary(r))
-    shell_close = _facade("shell_close", Engine.close_shell, lambda r, cwd: lean.shell_close(r))
-    search = _facade("search", Engine.search_files, lambda r, cwd: lean.search(r))
+    @property
+    def engine(self) -> Engine:
+        """The engine this runtime holds (``conch.core``'s API: request objects in, full
+        results out), for code that wants the level below the tools."""
+        return self._engine
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._engine.start()
+
+    async def aclose(self) -> None:
+        """Stop every job and shell, reap everything; idempotent and safe to call concurrently."""
+        await self._engine.aclose()
+
+    @property
+    def closed(self) -> bool:
+        return self._engine.closed
+
+    @property
+    def started(self) -> bool:
+        return self._engine.started
+
+    @property
+    def default_cwd(self) -> str:
+        return self._engine.default_cwd
+
+    # -- the typed methods (SPEC §8): each takes its request's fields (core/requests.py) ------
+
+    exec = _op("exec", ExecRequest, lambda e, r: e.exec(r, _WARM), _snapshot, Engine.exec.__doc__)
+    read = _op("read", ReadRequest, Engine.read, _snapshot)
+    write = _op("write", WriteRequest, Engine.write, _snapshot)
+    signal = _op("signal", SignalRequest, Engine.signal, _snapshot)
+    shell_open = _op("shell_open", ShellOpenRequest, Engine.shell_open, _shell_summary)
+    search = _op("search", SearchRequest, Engine.search, _search)
+
+    async def list(self, state: str = "all") -> dict[str, Any]:
+        result = await self._engine.list(state)
+        return _shaped(self, result, lambda r: lean.listing(r, self.default_cwd))
+
+    async def shell_close(self, shell_id: str) -> dict[str, Any]:
+        return _shaped(self, await self._engine.shell_close(shell_id), lean.shell_close)
 
     async def info(self) -> RuntimeInfo:
         return {
-            **await super().info(),
-            "profiles": list(self.config.profiles),
-            "transports": list(TRANSPORTS),
+            **await self._engine.info(),
+            "profiles": builtins.list(self.config.profiles),
+            "transports": builtins.list(TRANSPORTS),
         }
 
-    async def list_resources(self, *, seed_only: bool = False) -> builtins.list[dict[str, Any]]:
-        """The resources front ends publish (``seed_only``: what a seed profile served alone
-        publishes)."""
-        return resources.resource_list(self, seed_only=seed_only)
-
-    async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
-        """(mime type, text) of a resource; ``not_found`` for an unknown one."""
-        return resources.read_resource(self, uri, seed_only=seed_only)
+    # -- the catalogue -------------------------------------------------------------------------
 
     def tools(self) -> builtins.list[dict[str, Any]]:
         """Every tool of the active profiles as MCP ``tools/list`` shows it."""
         return [t.describe(self.config) for t in self.registry.tools]
 
-    async def call_tool_full(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        context: CallContext | None = None,
+    async def _call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, context: ToolContext | None
     ) -> ToolOutcome:
-        """Call a tool: its result, whether it is an error, and its ``_meta``."""
         if not self.closed and not self.started:
             await self.start()
-        return await call_tool_full(self, name, arguments, context)
+        return await call_tool_full(self._engine, self.registry, name, arguments, context)
 
-    async def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        context: CallContext | None = None,
-    ) -> dict[str, Any]:
-        """Call a tool by name; returns its structured result or ``{"error": {...}}``."""
-        return (await self.call_tool_full(name, arguments, context)).result
+    async def list_resources(self, *, seed_only: bool = False) -> builtins.list[dict[str, Any]]:
+        """The resources front ends publish (``seed_only``: what a seed profile served alone
+        publishes)."""
+        return resources.resource_list(self._engine, self.registry, seed_only=seed_only)
+
+    async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
+        """(mime type, text) of a resource; ``not_found`` for an unknown one."""
+        return resources.read_resource(self._engine, self.registry, uri, seed_only=seed_only)
+
+    @property
+    def view(self) -> EngineView:
+        """What front ends watch (the host protocol's view, conch/tools/host.py)."""
+        return self._view
 
 
 def _fleet_class(kind: str) -> Any:
@@ -138,3 +191,12 @@ def _fleet_class(kind: str) -> Any:
     if not found:
         raise ConfigError(f"fleet: no fleet named {kind!r} is installed (conch[{kind}])")
     return found[0].load()
+
+
+__all__: Sequence[str] = ("Runtime", "RuntimeInfo")
+
+
+if TYPE_CHECKING:  # mypy checks that this runtime is a host (conch/tools/host.py)
+
+    def _is_a_host(rt: Runtime) -> Host:
+        return rt

@@ -43,14 +43,14 @@ async def test_bad_argv_is_rejected_before_running(rt, argv):
     with pytest.raises(ConchError) as e:
         await rt.exec(argv=argv)
     assert e.value.code == "invalid_argument"
-    assert len(rt.jobs) == 0
+    assert len(rt.engine.jobs) == 0
 
 
 async def test_missing_program_is_spawn_failed_naming_it(rt):
     with pytest.raises(ConchError) as e:
         await rt.exec(argv=["definitely-not-a-program-xyz"])
     assert e.value.code == "spawn_failed" and "definitely-not-a-program-xyz" in e.value.message
-    assert len(rt.jobs) == 0
+    assert len(rt.engine.jobs) == 0
 
 
 async def test_exactly_one_mode(rt):
@@ -308,7 +308,7 @@ async def test_script_syntax_check_gets_the_child_env_without_conch_secrets(tmp_
     bash.chmod(0o755)
     cfg = conch.Config(result_detail="full", data_dir=str(tmp_path / "d"), auth_token=secret)
     async with conch.Runtime(cfg) as rt:
-        rt.bash = str(bash)
+        rt.engine.bash = rt.engine.starter.bash = str(bash)
         r = await rt.exec(script="echo ok\n")
     assert r["output"] == "ok\n"
     env = seen.read_text()

@@ -11,7 +11,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from conch._version import __version__
@@ -69,6 +69,13 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
             **bare,
             help=f"{meta.get('help', '')}{extra} [default: {_describe_default(f)}]",
         )
+
+
+def _takes_settings(parser: argparse.ArgumentParser, func: Callable[..., int]) -> None:
+    """A command that reads the settings: --env-file and one flag per setting."""
+    parser.add_argument("--env-file", metavar="FILE", help="read CONCH_* settings from FILE")
+    add_setting_flags(parser)
+    parser.set_defaults(func=func)
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
@@ -234,9 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
         "GET /manifest and the dashboard at /.",
     )
     serve.add_argument("--http", action="store_true", help="serve HTTP instead of stdio")
-    serve.add_argument("--env-file", metavar="FILE", help="read CONCH_* settings from FILE")
-    add_setting_flags(serve)
-    serve.set_defaults(func=cmd_serve)
+    _takes_settings(serve, cmd_serve)
 
     invoke = sub.add_parser(
         "invoke",
@@ -271,9 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools.add_argument(
         "--manifest", action="store_true", help="print the HTTP service manifest instead"
     )
-    tools.add_argument("--env-file", metavar="FILE", help="read CONCH_* settings from FILE")
-    add_setting_flags(tools)
-    tools.set_defaults(func=cmd_tools)
+    _takes_settings(tools, cmd_tools)
 
     info = sub.add_parser(
         "info",
@@ -281,9 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Start a runtime in this process and print what `info` "
         "reports: version, shells, ripgrep, containment, limits.",
     )
-    info.add_argument("--env-file", metavar="FILE", help="read CONCH_* settings from FILE")
-    add_setting_flags(info)
-    info.set_defaults(func=cmd_info)
+    _takes_settings(info, cmd_info)
 
     service = sub.add_parser(
         "service",

@@ -4,29 +4,22 @@ from conch/config.py. What depends on a job (its streams, its cursor) the engine
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
-from conch.config import (
-    MAX_OUTPUT_BYTES,
-    MAX_WAIT_MS,
-    NAME_PATTERN,
-    SEARCH_MAX_CONTEXT,
-    SEARCH_MAX_GLOBS,
-    SEARCH_MAX_MATCHES,
-    SEARCH_MAX_PATTERN_CHARS,
-    SEARCH_MAX_TIMEOUT_MS,
-    Config,
-)
+import conch.config as limits
+from conch.config import Config
 from conch.core.env import check_env
+from conch.core.jobs.label import JobLabel
 from conch.core.jobs.ready import ReadySpec, parse_ready
 from conch.core.jobs.snapshot import STREAMS
 from conch.core.pattern import Pattern, compile_pattern
 from conch.errors import ConchError
 
-NAME = re.compile(NAME_PATTERN)
+NAME = re.compile(limits.NAME_PATTERN)
 OUTPUT_FORMATS = ("text", "json", "jsonl", "auto")
 UNTIL = ("change", "exit")
 LIST_STATES = ("all", "running")
@@ -49,8 +42,8 @@ def _invalid(field: str, message: str) -> ConchError:
 
 
 def check_wait(field: str, value: int) -> int:
-    if not 0 <= value <= MAX_WAIT_MS:
-        raise _invalid(field, f"{field} must be between 0 and {MAX_WAIT_MS}")
+    if not 0 <= value <= limits.MAX_WAIT_MS:
+        raise _invalid(field, f"{field} must be between 0 and {limits.MAX_WAIT_MS}")
     return value
 
 
@@ -60,159 +53,239 @@ def check_name(name: str | None) -> str | None:
     return name
 
 
-@dataclass(frozen=True)
-class ExecRequest:
-    command: str | None
-    argv: list[str] | None
-    script: str | None
-    shell_id: str | None
-    stdin: str | None
-    stdin_open: bool
-    pty: bool
-    cwd: str | None
-    env: dict[str, str]
-    shell_env: dict[str, str]
-    timeout_ms: int
-    yield_ms: int
-    budget: int
-    output_format: str
-    ready: ReadySpec | None
-    name: str | None
+class _Fenced:
+    """A request that names containment values (SPEC §9a)."""
+
+    @property
+    def fence(self) -> dict[str, Any]:
+        """The containment values, as the spawn context's fence takes them."""
+        return {k: getattr(self, k) for k in FENCE_FIELDS}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecRequest(_Fenced):
+    """An ``exec`` as its caller gives it, in the tool's own field names (SPEC §3, §6): the
+    embedded API and every tool build it (``ExecRequest(**args)``), ``checked`` resolves it."""
+
+    command: str | None = None
+    argv: Sequence[str] | None = None
+    script: str | None = None
+    shell_id: str | None = None
+    stdin: str | None = None
+    stdin_open: bool = False
+    pty: bool = False
+    cwd: str | None = None
+    env: Mapping[str, str] | None = None
+    timeout_ms: int | None = None
+    yield_ms: int | None = None
+    max_output_bytes: int | None = None
+    output_format: str = "text"
+    ready: Mapping[str, Any] | None = None
+    name: str | None = None
     # containment (SPEC §9a): checked against the server's settings by the engine
     sandbox: str | None = None
     network: str | None = None
     memory_max: int | None = None
     pids_max: int | None = None
 
+    def checked(self, cfg: Config, shell_env: Mapping[str, str] | None = None) -> CheckedExec:
+        return _check_exec(cfg, self, shell_env)
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What the host adds to a request, apart from the caller's arguments: the caller's
+    session (``AI_ASSISTANT_CALLER_SESSION_ID``), the host's ``_meta.shell_env``, server
+    variables a profile keeps from one-shot jobs, a hook called as soon as the job exists
+    (progress, tasks), whether a plain command may run in a process started ahead, and what
+    the dashboard shows of the call."""
+
+    caller_session_id: str = ""
+    shell_env: Mapping[str, str] = field(default_factory=dict)
+    inherit_not: tuple[str, ...] = ()
+    on_start: Callable[[Any], None] | None = None  # fn(JobView)
+    warm: bool = False
+    label: JobLabel | None = None
+
+
+@dataclass(frozen=True)
+class CheckedExec:
+    """An ExecRequest resolved against the config: defaults filled, values checked."""
+
+    request: ExecRequest
+    argv: list[str] | None
+    env: dict[str, str]
+    shell_env: dict[str, str]
+    timeout_ms: int
+    yield_ms: int
+    budget: int
+    ready: ReadySpec | None
+
 
 FENCE_FIELDS = ("sandbox", "network", "memory_max", "pids_max")
 
 
-def exec_request(
-    cfg: Config,
-    *,
-    command: str | None,
-    argv: list[str] | None,
-    script: str | None,
-    shell_id: str | None,
-    stdin: str | None,
-    stdin_open: bool,
-    pty: bool,
-    cwd: str | None,
-    env: Mapping[str, str] | None,
-    timeout_ms: int | None,
-    yield_ms: int | None,
-    max_output_bytes: int | None,
-    output_format: str,
-    ready: Mapping[str, Any] | None,
-    name: str | None,
-    shell_env: Mapping[str, str] | None,
-    sandbox: str | None = None,
-    network: str | None = None,
-    memory_max: int | None = None,
-    pids_max: int | None = None,
-) -> ExecRequest:
+def _check_exec(cfg: Config, req: ExecRequest, shell_env: Mapping[str, str] | None) -> CheckedExec:
+    command, argv, script = req.command, req.argv, req.script
     if sum(v is not None for v in (command, argv, script)) != 1:
         raise _invalid("command", "give exactly one of command, argv or script")
-    yield_ms = check_wait("yield_ms", cfg.default_yield_ms if yield_ms is None else yield_ms)
-    timeout_ms = cfg.default_timeout_ms if timeout_ms is None else timeout_ms
-    budget = cfg.default_max_output_bytes if max_output_bytes is None else max_output_bytes
+    yield_ms = check_wait(
+        "yield_ms", cfg.default_yield_ms if req.yield_ms is None else req.yield_ms
+    )
+    timeout_ms = cfg.default_timeout_ms if req.timeout_ms is None else req.timeout_ms
+    budget = cfg.default_max_output_bytes if req.max_output_bytes is None else req.max_output_bytes
     if timeout_ms < 0:
         raise _invalid("timeout_ms", "timeout_ms must be >= 0 (0 = no deadline)")
-    if not 0 <= budget <= MAX_OUTPUT_BYTES:
+    if not 0 <= budget <= limits.MAX_OUTPUT_BYTES:
         raise _invalid(
-            "max_output_bytes", f"max_output_bytes must be between 0 and {MAX_OUTPUT_BYTES}"
+            "max_output_bytes", f"max_output_bytes must be between 0 and {limits.MAX_OUTPUT_BYTES}"
         )
-    if output_format not in OUTPUT_FORMATS:
+    if req.output_format not in OUTPUT_FORMATS:
         raise _invalid("output_format", "output_format must be text, json, jsonl or auto")
-    checked_env = check_env(env)
+    checked_env = check_env(req.env)
     checked_shell_env = check_env(shell_env, "_meta.shell_env")
-    ready_spec = parse_ready(ready)
-    fence = {"sandbox": sandbox, "network": network, "memory_max": memory_max, "pids_max": pids_max}
-    if shell_id is not None:
-        given = [k for k in FENCE_FIELDS if fence[k] is not None]
+    ready_spec = parse_ready(req.ready)
+    if req.shell_id is not None:
+        given = [k for k in FENCE_FIELDS if getattr(req, k) is not None]
         if given:
             raise _invalid(
                 given[0], f"{', '.join(given)} apply to the whole shell: give them to shell_open"
             )
         if command is None:
             raise _invalid("command", "a shell runs `command` (not argv or script)")
-        if stdin is not None or stdin_open or pty:
+        if req.stdin is not None or req.stdin_open or req.pty:
             raise _invalid(
                 "stdin", "stdin, stdin_open and pty do not apply to shell jobs; use write"
             )
-    return ExecRequest(
-        command, argv, script, shell_id, stdin, stdin_open, pty, cwd,
-        checked_env, checked_shell_env, timeout_ms, yield_ms, budget, output_format,
-        ready_spec, name, sandbox, network, memory_max, pids_max,
-    )  # fmt: skip
+    return CheckedExec(
+        request=req,
+        argv=list(argv) if argv is not None else None,
+        env=checked_env,
+        shell_env=checked_shell_env,
+        timeout_ms=timeout_ms,
+        yield_ms=yield_ms,
+        budget=budget,
+        ready=ready_spec,
+    )
 
 
 @dataclass(frozen=True)
 class ReadRequest:
+    """A ``read`` (SPEC §6): a window of a job's output, after an optional wait."""
+
+    job_id: str
+    _: KW_ONLY
+    cursor: int | None = None
+    max_bytes: int | None = None
+    wait_ms: int = 0
+    until: str | Mapping[str, str] = "change"
+    stream: str | None = None
+    raw: bool = False
+    tail: bool = False
+
+    def checked(self, cfg: Config) -> CheckedRead:
+        budget = cfg.default_max_output_bytes if self.max_bytes is None else self.max_bytes
+        if not 1 <= budget <= limits.MAX_OUTPUT_BYTES:
+            raise _invalid(
+                "max_bytes", f"max_bytes must be between 1 and {limits.MAX_OUTPUT_BYTES}"
+            )
+        check_wait("wait_ms", self.wait_ms)
+        if self.stream not in STREAMS:
+            raise _invalid("stream", "stream must be stdout or stderr")
+        if self.cursor is not None and (not isinstance(self.cursor, int) or self.cursor < 0):
+            raise _invalid("cursor", "cursor must be a non-negative integer")
+        pattern = None
+        if isinstance(self.until, Mapping):
+            pattern = compile_pattern(self.until.get("pattern", ""), "until.pattern")
+            mode = "pattern"
+        elif self.until in UNTIL:
+            mode = self.until
+        else:
+            raise _invalid("until", "until must be change, exit or {pattern}")
+        return CheckedRead(self, budget, mode, pattern)
+
+
+@dataclass(frozen=True)
+class CheckedRead:
+    request: ReadRequest
     budget: int
-    wait_ms: int
-    stream: str | None
-    cursor: int | None
     until: str  # change | exit | pattern
     pattern: Pattern | None
 
 
-def read_request(
-    cfg: Config,
-    *,
-    cursor: int | None,
-    max_bytes: int | None,
-    wait_ms: int,
-    until: str | Mapping[str, str],
-    stream: str | None,
-) -> ReadRequest:
-    budget = cfg.default_max_output_bytes if max_bytes is None else max_bytes
-    if not 1 <= budget <= MAX_OUTPUT_BYTES:
-        raise _invalid("max_bytes", f"max_bytes must be between 1 and {MAX_OUTPUT_BYTES}")
-    check_wait("wait_ms", wait_ms)
-    if stream not in STREAMS:
-        raise _invalid("stream", "stream must be stdout or stderr")
-    if cursor is not None and (not isinstance(cursor, int) or cursor < 0):
-        raise _invalid("cursor", "cursor must be a non-negative integer")
-    pattern = None
-    if isinstance(until, Mapping):
-        pattern = compile_pattern(until.get("pattern", ""), "until.pattern")
-        mode = "pattern"
-    elif until in UNTIL:
-        mode = until
-    else:
-        raise _invalid("until", "until must be change, exit or {pattern}")
-    return ReadRequest(budget, wait_ms, stream, cursor, mode, pattern)
+@dataclass(frozen=True)
+class WriteRequest:
+    """A ``write``: text and/or named keys to a job's stdin or terminal, or EOF."""
+
+    job_id: str
+    _: KW_ONLY
+    text: str | None = None
+    keys: Sequence[str] | None = None
+    eof: bool = False
+    yield_ms: int = 1000
+
+    def checked(self) -> WriteRequest:
+        check_wait("yield_ms", self.yield_ms)
+        if self.text is None and not self.keys and not self.eof:
+            raise _invalid("text", "give text, keys or eof")
+        return self
 
 
-def write_request(
-    *, text: str | None, keys: list[str] | None, eof: bool, yield_ms: int
-) -> tuple[str | None, list[str], bool, int]:
-    check_wait("yield_ms", yield_ms)
-    if text is None and not keys and not eof:
-        raise _invalid("text", "give text, keys or eof")
-    return text, list(keys or []), eof, yield_ms
+@dataclass(frozen=True)
+class SignalRequest:
+    """A ``signal``: a named signal to a job's process tree."""
+
+    job_id: str
+    signal: str = "terminate"
+    _: KW_ONLY
+    wait_ms: int = 2000
+
+    def checked(self) -> str:
+        """The signal's SIG name."""
+        if self.signal not in SIGNALS:
+            raise _invalid("signal", f"signal must be one of {', '.join(SIGNALS)}")
+        check_wait("wait_ms", self.wait_ms)
+        return SIGNALS[self.signal]
 
 
-def signal_request(signal: str, wait_ms: int) -> tuple[str, int]:
-    """(the signal's SIG name, wait_ms)."""
-    if signal not in SIGNALS:
-        raise _invalid("signal", f"signal must be one of {', '.join(SIGNALS)}")
-    return SIGNALS[signal], check_wait("wait_ms", wait_ms)
+# fields a request has beyond its tool's input schema (what profiles and the embedded API may
+# also give); tests/core/test_requests.py ties the rest to the schemas
+BEYOND_SCHEMA = {"beyond_schema": True}
 
 
-def shell_open_request(
-    env: Mapping[str, str] | None, name: str | None, startup_command: str | None
-) -> tuple[dict[str, str], str | None, str | None]:
-    """(env, name, startup_command) of a ``shell_open``, checked."""
-    checked_env = check_env(env)
-    check_name(name)
-    if startup_command is not None and (
-        not isinstance(startup_command, str) or "\x00" in startup_command
-    ):
-        raise _invalid("startup_command", "startup_command must be a string without NUL")
-    return checked_env, name, startup_command
+@dataclass(frozen=True, kw_only=True)
+class ShellOpenRequest(_Fenced):
+    """A ``shell_open`` (SPEC §4). ``echo=False``: its terminal does not echo what ``write``
+    sends; ``size``: the terminal's (rows, columns), default 50 × 200."""
+
+    cwd: str | None = None
+    env: Mapping[str, str] | None = None
+    shell: str | None = None
+    startup_command: str | None = None
+    name: str | None = None
+    sandbox: str | None = None
+    network: str | None = None
+    memory_max: int | None = None
+    pids_max: int | None = None
+    echo: bool = field(default=True, metadata=BEYOND_SCHEMA)
+    size: tuple[int, int] | None = field(default=None, metadata=BEYOND_SCHEMA)
+
+    def checked(self) -> dict[str, str]:
+        """The checked environment (the other values are checked in place)."""
+        checked_env = check_env(self.env)
+        check_name(self.name)
+        if self.startup_command is not None and (
+            not isinstance(self.startup_command, str) or "\x00" in self.startup_command
+        ):
+            raise _invalid("startup_command", "startup_command must be a string without NUL")
+        size = self.size
+        if size is not None and not (
+            isinstance(size, tuple)
+            and len(size) == 2
+            and all(isinstance(n, int) and 1 <= n <= 10000 for n in size)
+        ):
+            raise ConchError("invalid_argument", "size must be (rows, columns), each 1..10000")
+        return checked_env
 
 
 def list_request(state: str) -> str:
@@ -223,16 +296,46 @@ def list_request(state: str) -> str:
 
 @dataclass(frozen=True)
 class SearchRequest:
+    """A ``search`` (ripgrep, SPEC §6), checked by ``checked`` (types too: the embedded API
+    has no schema in front)."""
+
     pattern: str
-    path: str | None  # None: the default cwd
-    regex: bool
-    ignore_case: bool
-    hidden: bool
-    glob: tuple[str, ...]
-    context: int
-    mode: str
-    max_matches: int
-    timeout_ms: int
+    _: KW_ONLY
+    path: str | None = None  # None: the default cwd
+    regex: bool = False
+    ignore_case: bool = False
+    hidden: bool = False
+    glob: Sequence[str] | None = None
+    context: int = 0
+    mode: str = "matches"
+    max_matches: int = 100
+    timeout_ms: int = 30000
+
+    def checked(self) -> SearchRequest:
+        """This request with its values checked and ``glob`` a tuple."""
+        _text("pattern", self.pattern, "pattern")
+        if len(self.pattern) > limits.SEARCH_MAX_PATTERN_CHARS:
+            raise _invalid(
+                "pattern", f"pattern must be at most {limits.SEARCH_MAX_PATTERN_CHARS} characters"
+            )
+        if self.path is not None:
+            _text("path", self.path, "path")
+        globs: tuple[str, ...] = ()
+        if self.glob is not None:
+            if not isinstance(self.glob, list | tuple):
+                raise _invalid("glob", "glob must be a list of strings")
+            if len(self.glob) > limits.SEARCH_MAX_GLOBS:
+                raise _invalid("glob", f"glob must have at most {limits.SEARCH_MAX_GLOBS} entries")
+            globs = tuple(_text("glob", g, "glob entries") for g in self.glob)
+        if self.mode not in SEARCH_MODES:
+            raise _invalid("mode", f"mode must be one of: {', '.join(SEARCH_MODES)}")
+        _flag("regex", self.regex)
+        _flag("ignore_case", self.ignore_case)
+        _flag("hidden", self.hidden)
+        _int_in("context", self.context, 0, limits.SEARCH_MAX_CONTEXT)
+        _int_in("max_matches", self.max_matches, 1, limits.SEARCH_MAX_MATCHES)
+        _int_in("timeout_ms", self.timeout_ms, 1, limits.SEARCH_MAX_TIMEOUT_MS)
+        return dataclasses.replace(self, glob=globs)
 
 
 def _text(field: str, value: object, what: str) -> str:
@@ -258,39 +361,3 @@ def _int_in(field: str, value: object, lo: int, hi: int) -> int:
     if not lo <= value <= hi:
         raise _invalid(field, f"{field} must be between {lo} and {hi}")
     return value
-
-
-def search_request(
-    *,
-    pattern: str,
-    path: str | None,
-    regex: bool,
-    ignore_case: bool,
-    hidden: bool,
-    glob: list[str] | None,
-    context: int,
-    mode: str,
-    max_matches: int,
-    timeout_ms: int,
-) -> SearchRequest:
-    """A ``search``'s arguments, checked (types too: the embedded API has no schema)."""
-    _text("pattern", pattern, "pattern")
-    if len(pattern) > SEARCH_MAX_PATTERN_CHARS:
-        raise _invalid("pattern", f"pattern must be at most {SEARCH_MAX_PATTERN_CHARS} characters")
-    if path is not None:
-        _text("path", path, "path")
-    globs: tuple[str, ...] = ()
-    if glob is not None:
-        if not isinstance(glob, list):
-            raise _invalid("glob", "glob must be a list of strings")
-        if len(glob) > SEARCH_MAX_GLOBS:
-            raise _invalid("glob", f"glob must have at most {SEARCH_MAX_GLOBS} entries")
-        globs = tuple(_text("glob", g, "glob entries") for g in glob)
-    if mode not in SEARCH_MODES:
-        raise _invalid("mode", f"mode must be one of: {', '.join(SEARCH_MODES)}")
-    return SearchRequest(
-        pattern, path, _flag("regex", regex), _flag("ignore_case", ignore_case),
-        _flag("hidden", hidden), globs, _int_in("context", context, 0, SEARCH_MAX_CONTEXT),
-        mode, _int_in("max_matches", max_matches, 1, SEARCH_MAX_MATCHES),
-        _int_in("timeout_ms", timeout_ms, 1, SEARCH_MAX_TIMEOUT_MS),
-    )  # fmt: skip

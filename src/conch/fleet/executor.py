@@ -22,7 +22,7 @@ from conch.config import Config
 from conch.errors import ConchError
 from conch.fleet.guard import STOP
 from conch.runtime import Runtime
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
 
 NODE_ENV = "CONCH_NODE_ID"
 NICENESS_ENV = "RAY_worker_niceness"  # read by the raylet when it starts the worker
@@ -70,13 +70,13 @@ class NodeExecutor:
         return {"node": self.node_id, "hostname": socket.gethostname(), "pid": os.getpid()}
 
     def running(self) -> int:
-        return self.rt.jobs.running
+        return self.rt.view.running
 
     async def call(
         self, name: str, args: Mapping[str, Any], meta: Mapping[str, Any] | None, trusted: bool
     ) -> tuple[dict[str, Any], bool, dict[str, Any] | None, int]:
         """(result, is_error, result _meta, running jobs on this node)."""
-        out = await self.rt.call_tool_full(name, args, CallContext(meta=meta, trusted=trusted))
+        out = await self.rt.call_tool_full(name, args, ToolContext(meta=meta, trusted=trusted))
         return out.result, out.is_error, out.meta, self.running()
 
     async def resources(self) -> list[dict[str, Any]]:

@@ -14,8 +14,7 @@ from __future__ import annotations
 import sys
 import time
 
-from conch.core.process import procfs
-from conch.core.process.hygiene import kill_orphans_of_dead_servers
+from conch.core import kill_orphans_of_dead_servers, pid_alive
 
 _ROUNDS = 10
 _PAUSE_S = 0.05
@@ -34,7 +33,7 @@ def main() -> int:
     if said == STOP:
         return 0
     deadline = time.monotonic() + _OWNER_EXIT_S
-    while owner is not None and procfs.is_alive(owner) and time.monotonic() < deadline:
+    while owner is not None and pid_alive(owner) and time.monotonic() < deadline:
         time.sleep(_PAUSE_S)  # exiting: its files are closed, the process not yet gone
     for _ in range(_ROUNDS):  # escapees forking while we kill: a few rounds
         if not kill_orphans_of_dead_servers():

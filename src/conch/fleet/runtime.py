@@ -18,17 +18,19 @@ import os
 import re
 import signal
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conch.config import Config
-from conch.core.netaddr import is_loopback
+from conch.core import JobView, Once, ShellAvailable, ShellSummary, is_loopback
 from conch.errors import ConchError, ConfigError, RuntimeClosedError
 from conch.fleet.executor import KILL_CHILDREN_ENV, NICENESS_ENV, NodeExecutor
 from conch.fleet.ids import ID_KEYS, qualify, qualify_result, split
 from conch.fleet.nodes import Node, NodeTable
 from conch.fleet.tools import FleetRegistry, takes_node
+from conch.tools import resources
 from conch.tools.call import ToolOutcome
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
+from conch.tools.host import Host, HostBase
 from conch.tools.resources import JOBS_RESOURCE, JOBS_URI, log_uri, parse_log_uri
 from conch.tools.tool import ErrorResult, Tool
 
@@ -41,44 +43,23 @@ _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 LISTING = frozenset({"list", "bash.jobs"})
 
 
-class FleetJobs:
-    """What front ends read of a runtime's job table (health, dashboard): in a fleet the jobs
-    live on their nodes, so only the count of running ones, as last reported, is here."""
+class FleetRuntime(HostBase):
+    """``async with FleetRuntime(Config(fleet="ray", ray_address=...)) as rt: ...``
 
-    def __init__(self, table: NodeTable) -> None:
-        self._table = table
-
-    @property
-    def running(self) -> int:
-        return sum(n.running for n in self._table.usable())
-
-    def __len__(self) -> int:
-        return 0
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(())
-
-    def evict(self) -> None:
-        return None
-
-
-class FleetRuntime:
-    """``async with FleetRuntime(Config(fleet="ray", ray_address=...)) as rt: ...``"""
-
-    shells: Any = None  # shells live on their nodes (`list` shows them)
+    Implements the host protocol (conch/tools/host.py) as the local runtime does; its jobs and
+    shells live on their nodes, so what it holds itself is none (``list`` shows them)."""
 
     def __init__(self, config: Config | None = None, **_: Any) -> None:
         # (conch.Runtime hands its keywords on, e.g. owns_process: a fleet owns no process)
         self.config = config or Config(fleet="ray")
         self.table = NodeTable()
-        self.jobs = FleetJobs(self.table)
-        self.bash = "bash"
         self.info_extra: dict[str, Any] = {}
         self.registry = FleetRegistry(self.config.profiles)
+        self._view = FleetView(self)
         self._listeners: list[Callable[[str | None], None]] = []
         self._started = False
         self._closed = False
-        self._start_task: asyncio.Task[None] | None = None
+        self._once = Once(self._start)
         self._close_task: asyncio.Task[None] | None = None
         self._watch: asyncio.Task[None] | None = None
         self._refreshing: asyncio.Task[None] | None = None
@@ -89,20 +70,9 @@ class FleetRuntime:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    async def __aenter__(self) -> FleetRuntime:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
     async def start(self) -> None:
         """Attach to the cluster and start an executor on every alive node (once)."""
-        if self._closed:
-            raise RuntimeClosedError()
-        if self._start_task is None:
-            self._start_task = asyncio.ensure_future(self._start())
-        await asyncio.shield(self._start_task)
+        await self._once.run(closed=self._closed)
 
     async def _start(self) -> None:
         self._connect()  # once, at startup: ray.init wants the main thread
@@ -219,9 +189,10 @@ class FleetRuntime:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        if self._start_task is not None and not self._start_task.done():
+        start = self._once.task
+        if start is not None and not start.done():
             with contextlib.suppress(BaseException):
-                await self._start_task
+                await start
         for t in list(self._starting.values()):
             with contextlib.suppress(BaseException):
                 await t
@@ -262,20 +233,10 @@ class FleetRuntime:
         """Every tool as ``tools/list`` shows it (``node`` where work is placed)."""
         return [t.describe() for t in self.registry.tools]
 
-    async def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        context: CallContext | None = None,
-    ) -> dict[str, Any]:
-        """Call a tool by name on the fleet; its structured result or ``{"error": {...}}``."""
-        return (await self.call_tool_full(name, arguments, context)).result
-
-    async def call_tool_full(
-        self, name: str, arguments: Mapping[str, Any] | None, context: CallContext | None = None
+    async def _call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, context: ToolContext | None
     ) -> ToolOutcome:
-        ctx = context or CallContext()
+        ctx = context or ToolContext()
         tool = self.registry.get(name)
         if tool is None:
             return ToolOutcome(ConchError("not_found", f"unknown tool {name!r}").envelope(), True)
@@ -295,7 +256,7 @@ class FleetRuntime:
         if not self._started:
             await self.start()
 
-    async def _route(self, tool: Tool, args: dict[str, Any], ctx: CallContext) -> ToolOutcome:
+    async def _route(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         spec = args.pop("node", None) if takes_node(tool) else None
         if spec is not None and (not isinstance(spec, str) or not spec.strip()):
             raise ConchError("invalid_argument", "node must be a node id or label")
@@ -334,7 +295,7 @@ class FleetRuntime:
             node.pending -= 1
 
     async def _call(
-        self, node: Node, tool: Tool, args: dict[str, Any], ctx: CallContext
+        self, node: Node, tool: Tool, args: dict[str, Any], ctx: ToolContext
     ) -> ToolOutcome:
         if not node.alive or node.lost_reason:
             raise ConchError(
@@ -455,7 +416,7 @@ class FleetRuntime:
         return "text/markdown", "\n\n".join(parts) or "(no node of the fleet is ready)"
 
     async def _call_anywhere(
-        self, tool: Tool, args: dict[str, Any], ctx: CallContext
+        self, tool: Tool, args: dict[str, Any], ctx: ToolContext
     ) -> ToolOutcome:
         """An id without a node (a job's name): the first node that knows it answers."""
         nodes = self.table.usable()
@@ -491,7 +452,7 @@ class FleetRuntime:
     # -- fan-out calls -----------------------------------------------------------------------------
 
     async def _each_node(
-        self, tool: Tool, args: dict[str, Any], ctx: CallContext
+        self, tool: Tool, args: dict[str, Any], ctx: ToolContext
     ) -> list[tuple[Node, ToolOutcome | BaseException]]:
         nodes = self.table.usable()
         outcomes = await asyncio.gather(
@@ -499,7 +460,7 @@ class FleetRuntime:
         )
         return list(zip(nodes, outcomes, strict=True))
 
-    async def _list(self, tool: Tool, args: dict[str, Any], ctx: CallContext) -> ToolOutcome:
+    async def _list(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         merged: dict[str, Any] = {}
         unreachable: list[str] = []
         for node, out in await self._each_node(tool, args, ctx):
@@ -523,7 +484,7 @@ class FleetRuntime:
             merged["unreachable_nodes"] = unreachable
         return ToolOutcome(merged, False)
 
-    async def _info(self, tool: Tool, args: dict[str, Any], ctx: CallContext) -> ToolOutcome:
+    async def _info(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         base: ToolOutcome | None = None
         for _node, out in await self._each_node(tool, args, ctx):
             if isinstance(out, ToolOutcome) and not out.is_error:
@@ -538,8 +499,19 @@ class FleetRuntime:
         result.update(self.info_extra)
         return ToolOutcome(result, False)
 
-    def job(self, job_id: str) -> Any:
-        raise ConchError("not_found", "a fleet's jobs live on their nodes: use `read`")
+    # -- the host protocol (conch/tools/host.py) ------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def default_cwd(self) -> str:
+        return self.config.resolved_default_cwd
+
+    @property
+    def view(self) -> FleetView:
+        return self._view
 
     # -- the Python API ------------------------------------------------------------------------
 
@@ -557,29 +529,74 @@ class FleetRuntime:
     async def exec(self, **args: Any) -> dict[str, Any]:
         return await self._api("exec", args)
 
-    async def read(self, **args: Any) -> dict[str, Any]:
-        return await self._api("read", args)
+    async def read(self, job_id: str, **args: Any) -> dict[str, Any]:
+        return await self._api("read", {"job_id": job_id, **args})
 
-    async def write(self, **args: Any) -> dict[str, Any]:
-        return await self._api("write", args)
+    async def write(self, job_id: str, **args: Any) -> dict[str, Any]:
+        return await self._api("write", {"job_id": job_id, **args})
 
-    async def signal(self, **args: Any) -> dict[str, Any]:
-        return await self._api("signal", args)
+    async def signal(
+        self, job_id: str, signal: str = "terminate", *, wait_ms: int = 2000
+    ) -> dict[str, Any]:
+        return await self._api("signal", {"job_id": job_id, "signal": signal, "wait_ms": wait_ms})
 
-    async def list(self, **args: Any) -> dict[str, Any]:
-        return await self._api("list", args)
+    async def list(self, state: str = "all") -> dict[str, Any]:
+        return await self._api("list", {"state": state})
 
     async def shell_open(self, **args: Any) -> dict[str, Any]:
         return await self._api("shell_open", args)
 
-    async def shell_close(self, **args: Any) -> dict[str, Any]:
-        return await self._api("shell_close", args)
+    async def shell_close(self, shell_id: str) -> dict[str, Any]:
+        return await self._api("shell_close", {"shell_id": shell_id})
 
     async def search(self, **args: Any) -> dict[str, Any]:
         return await self._api("search", args)
 
     async def info(self) -> dict[str, Any]:
         return await self._api("info", {})
+
+
+class FleetView:
+    """What front ends watch of a fleet: its jobs and shells live on their nodes (``list`` and
+    the resources show them), so what it holds here is none; it counts what runs."""
+
+    bash: str | None = "bash"
+
+    def __init__(self, fleet: FleetRuntime) -> None:
+        self._fleet = fleet
+
+    def add_listener(self, fn: Callable[[str | None], None]) -> Callable[[], None]:
+        return self._fleet.add_listener(fn)
+
+    def job(self, job_id: str) -> JobView:
+        raise ConchError("not_found", "a fleet's jobs live on their nodes: use `read`")
+
+    def retained(self) -> list[JobView]:
+        return []
+
+    def shell_summaries(self) -> list[ShellSummary]:
+        return []
+
+    def shells_available(self) -> list[ShellAvailable]:
+        return []
+
+    @property
+    def running(self) -> int:
+        """Running jobs on every usable node, as each last reported."""
+        return sum(n.running for n in self._fleet.table.usable())
+
+    @property
+    def retained_count(self) -> int:
+        return 0
+
+    async def type_secret(self, job_id: str, text: str) -> None:
+        raise ConchError("not_found", "a fleet's jobs live on their nodes")
+
+    def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
+        return None  # the jobs run on the nodes, never in this process's tree
+
+    def changed_resources(self, job_id: str | None) -> list[str]:
+        return resources.change_uris(self._fleet.registry, job_id)
 
 
 _LOCAL_ID = re.compile(r"\b([js]_[0-9a-f]{10})\b")
@@ -631,3 +648,9 @@ def _stdout_to_stderr() -> Iterator[None]:
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+
+
+if TYPE_CHECKING:  # mypy checks that this runtime is a host (conch/tools/host.py)
+
+    def _is_a_host(rt: FleetRuntime) -> Host:
+        return rt

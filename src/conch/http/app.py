@@ -36,7 +36,8 @@ from conch.http.secret_page import LoopbackSecretPages
 from conch.http.security import MAX_BODY_BYTES, Guard
 from conch.mcp.server import ConchMCP
 from conch.runtime import Runtime
-from conch.tools.context import CallContext, caller_context_trusted
+from conch.tools.context import ToolContext, caller_context_trusted
+from conch.tools.host import Host
 
 log = logging.getLogger("conch.http")
 # The guard checks Host/Origin on every route; the SDK's own check would only repeat it
@@ -73,7 +74,7 @@ class ConchHTTP:
         self.config = cfg
         # --register: checked here, so a bad gateway URL fails before the socket is bound
         self.registrar = registrar or (Registrar(cfg) if cfg.register else None)
-        self.runtime = Runtime(cfg, owns_process=True)
+        self.runtime: Host = Runtime(cfg, owns_process=True)
         self.signin_throttle = signin.Throttle()  # 5 wrong tokens a minute per client
         pages = LoopbackSecretPages() if cfg.secret_prompt == "elicit" else None
         self.mcp = ConchMCP(self.runtime, transport="http", secret_pages=pages)
@@ -128,7 +129,7 @@ class ConchHTTP:
             bind_host=self.config.host,
             token=self.config.auth_token,
             throttle=self.signin_throttle,
-            sandboxed_caller=getattr(self.runtime, "sandboxed_caller", None),
+            sandboxed_caller=self.runtime.view.sandboxed_caller,
         )
 
     # -- routes ----------------------------------------------------------------------------------
@@ -145,10 +146,10 @@ class ConchHTTP:
             "service": SERVICE_ID,
             "version": __version__,
             "cwd": self.config.resolved_default_cwd,
-            "shell": rt.bash,
-            "active_jobs": rt.jobs.running,
-            "retained_jobs": len(rt.jobs),
-            "shells": len(rt.shells.summaries()) if rt.shells is not None else 0,
+            "shell": rt.view.bash,
+            "active_jobs": rt.view.running,
+            "retained_jobs": rt.view.retained_count,
+            "shells": len(rt.view.shell_summaries()),
             "uptime_s": int(time.time() - self.started_at),
             "profiles": list(self.config.profiles),
             "registered": self.registrar.registered if self.registrar else False,
@@ -192,7 +193,7 @@ class ConchHTTP:
             meta = params.pop("_meta", None) if isinstance(params.get("_meta"), dict) else None
             if meta is None and isinstance(body.get("_meta"), dict):
                 meta = body["_meta"]
-            ctx = CallContext(
+            ctx = ToolContext(
                 meta=meta, trusted=caller_context_trusted(self.config, request.headers)
             )
             outcome = await self.runtime.call_tool_full(method, params, ctx)

@@ -18,10 +18,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from conch.core.jobs.snapshot import summary
-from conch.core.output import window as win
-from conch.core.output.normalize import normalize
-from conch.core.output.utf8 import boundary_at_or_after
+from conch.core import JobView, boundary_at_or_after, job_summary, log_window, normalize
 from conch.errors import ConchError
 from conch.http import ansi
 from conch.http.security import AUTH_SCOPE_KEY
@@ -29,8 +26,7 @@ from conch.tools.context import invisible
 from conch.tools.views import jobs_newest_first
 
 if TYPE_CHECKING:
-    from conch.core.jobs.job import Job
-    from conch.runtime import Runtime
+    from conch.tools.host import Host
 
 FIRST_VIEW_BYTES = 64 * 1024
 CHUNK_BYTES = 256 * 1024
@@ -51,7 +47,7 @@ def _visible(text: str) -> str:
     return "".join(f"\\u{ord(c):04x}" if invisible(c) else c for c in text)
 
 
-def what_it_runs(job: Job) -> dict[str, Any]:
+def what_it_runs(job: JobView) -> dict[str, Any]:
     """``what`` (display text of the command, argv or the script's first lines), ``what_kind``
     and ``purpose``; empty when the job was not started through a tool call."""
     label = job.label
@@ -70,21 +66,21 @@ def what_it_runs(job: Job) -> dict[str, Any]:
     return out
 
 
-def jobs_state(rt: Runtime, *, control: bool = False) -> dict[str, Any]:
-    shells = rt.shells.summaries() if rt.shells is not None else []
+def jobs_state(rt: Host, *, control: bool = False) -> dict[str, Any]:
+    shells = rt.view.shell_summaries()
     return {
-        "jobs": [{**summary(j), **what_it_runs(j)} for j in jobs_newest_first(rt)],
+        "jobs": [{**job_summary(j), **what_it_runs(j)} for j in jobs_newest_first(rt.view)],
         "shells": shells,
         "control": control,
     }
 
 
 def log_chunk(
-    rt: Runtime, job_id: str, cursor: int | None, style: str | None = None
+    rt: Host, job_id: str, cursor: int | None, style: str | None = None
 ) -> dict[str, Any]:
     """Log text from ``cursor`` (or the last 64 KiB) and where to continue: ``text`` normalized,
     ``lines`` the same bytes as styled segments (``conch.http.ansi``)."""
-    job = rt.job(job_id)
+    job = rt.view.job(job_id)
     total = job.log.size()
     start = cursor
     if start is None or start > total or start < 0:
@@ -92,7 +88,7 @@ def log_chunk(
         if start:
             start += boundary_at_or_after(job.log.read(start, min(total, start + 4)), 0)
         style = None
-    w = win.forward(job.log, start, total, CHUNK_BYTES, stream=None, raw=True, final=job.terminal)
+    w = log_window(job, start, CHUNK_BYTES)
     data = job.log.read(w.cursor, w.next_cursor)
     styled = ansi.render(w.text, ansi.style_from_token(style))
     return {
@@ -115,14 +111,14 @@ def _control(request: Request) -> bool:
 
 
 async def api_jobs(request: Request) -> Response:
-    rt: Runtime = request.app.state.runtime
+    rt: Host = request.app.state.runtime
     body = jobs_state(rt, control=_control(request))
     body["signed_in"] = request.scope.get(AUTH_SCOPE_KEY) == "cookie"
     return JSONResponse(body, headers=_NO_STORE)
 
 
 async def api_log(request: Request) -> Response:
-    rt: Runtime = request.app.state.runtime
+    rt: Host = request.app.state.runtime
     raw = request.query_params.get("cursor")
     cursor = int(raw) if raw is not None and raw.isdigit() else None
     try:
@@ -157,7 +153,7 @@ async def api_signal(request: Request) -> Response:
     sig = body.get("signal", "terminate")
     if sig not in STOP_SIGNALS:
         return _refuse(400, "invalid_argument", f"signal must be one of {', '.join(STOP_SIGNALS)}")
-    rt: Runtime = request.app.state.runtime
+    rt: Host = request.app.state.runtime
     try:
         result = await rt.signal(request.path_params["job_id"], sig, wait_ms=3000)
     except ConchError as e:

@@ -16,7 +16,7 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from conch.core.netaddr import is_loopback
+from conch.core import is_loopback
 from conch.http import signin
 
 MAX_BODY_BYTES = 4 * 1024 * 1024

@@ -35,13 +35,12 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from conch.core.process.keys import encode_keys
 from conch.errors import ConchError
 from conch.tools.views import last_line
 
 if TYPE_CHECKING:
-    from conch.core.jobs.job import Job
-    from conch.runtime import Runtime
+    from conch.core import JobView
+    from conch.tools.host import Host
 
 log = logging.getLogger("conch.mcp")
 WATCH_INTERVAL_S = 0.1
@@ -74,11 +73,11 @@ def url_elicitation_supported(ctx: ServerRequestContext[Any, Any]) -> bool:
     return bool(caps and caps.elicitation and caps.elicitation.url is not None)
 
 
-def awaiting_secret(job: Job) -> bool:
-    if job.terminal or job.driver is None or job.mode not in ("pty", "shell"):
+def awaiting_secret(job: JobView) -> bool:
+    if job.terminal or job.mode not in ("pty", "shell"):
         return False
     try:
-        return bool(job.driver.input_state()[1])
+        return job.input_state()[1]
     except Exception:
         return False
 
@@ -92,7 +91,7 @@ class _Pending:
 
 
 class SecretPrompter:
-    def __init__(self, rt: Runtime, pages: SecretPages) -> None:
+    def __init__(self, rt: Host, pages: SecretPages) -> None:
         self._rt = rt
         self._pages = pages
         self._key = secrets.token_bytes(32)
@@ -109,32 +108,32 @@ class SecretPrompter:
         name: str,
         arguments: Mapping[str, Any] | None,
         request_state: str | None,
-        call: Callable[[], Awaitable[types.CallToolResult]],
+        call: Callable[[Callable[[JobView], None]], Awaitable[types.CallToolResult]],
     ) -> types.CallToolResult | types.InputRequiredResult:
+        """``call(on_started)`` runs the tool; the engine reports the job an ``exec`` starts
+        through ``on_started`` (never guessed from the job table: a concurrent call's job
+        could look the same)."""
         binding = _binding(name, arguments)
+        started: list[JobView] = []
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         resumed = self._resume(request_state, binding) if modern and request_state else None
         if resumed is not None:
             work, job_id = resumed.work, resumed.job_id
         else:
-            work = asyncio.ensure_future(call())
+            work = asyncio.ensure_future(call(started.append))
             job_id = None
         args = arguments or {}
-        before = None if job_id or name != "exec" else {j.job_id for j in self._rt.jobs}
         if job_id is None and name != "exec" and isinstance(args.get("job_id"), str):
             with contextlib.suppress(ConchError):
-                job_id = self._rt.job(args["job_id"]).job_id
+                job_id = self._rt.view.job(args["job_id"]).job_id
         parked = False
         try:
             while True:
                 done, _ = await asyncio.wait({work}, timeout=WATCH_INTERVAL_S)
                 if done:
                     return work.result()
-                if job_id is None and before is not None:
-                    fresh = [
-                        j for j in self._rt.jobs if j.job_id not in before and _started_by(j, args)
-                    ]
-                    job_id = fresh[-1].job_id if fresh else None
+                if job_id is None and started:
+                    job_id = started[-1].job_id
                 job = self._job(job_id)
                 if job is None:
                     continue
@@ -187,7 +186,7 @@ class SecretPrompter:
 
     # -- tasks (conch.mcp.tasks) -----------------------------------------------------------------
 
-    async def task_input(self, job: Job) -> tuple[str, dict[str, Any]] | None:
+    async def task_input(self, job: JobView) -> tuple[str, dict[str, Any]] | None:
         """For a task on ``job``: (key, the ``elicitation/create`` request) while the job waits
         for a secret — the same key and page on every poll until the prompt goes — or None."""
         if not awaiting_secret(job):
@@ -214,7 +213,7 @@ class SecretPrompter:
 
     # -- pages ---------------------------------------------------------------------------------
 
-    async def _open(self, job: Job) -> SecretPage:
+    async def _open(self, job: JobView) -> SecretPage:
         for job_id, page in list(self._prompted.items()):  # prompts of jobs that have ended
             known = self._job(job_id)
             if known is None or known.terminal:
@@ -222,21 +221,21 @@ class SecretPrompter:
                 self._declined.discard(page.page_id)
         return await self._pages.open(_message(job), self._deliverer(job))
 
-    def _deliverer(self, job: Job) -> Callable[[str], Awaitable[bool]]:
+    def _deliverer(self, job: JobView) -> Callable[[str], Awaitable[bool]]:
         async def deliver(secret: str) -> bool:
             """Type the secret and Enter, only into a terminal still waiting with echo off."""
-            if not awaiting_secret(job) or job.driver is None:
+            if not awaiting_secret(job):
                 return False
-            await job.driver.write(secret.encode("utf-8") + encode_keys(["enter"]))
+            await self._rt.view.type_secret(job.job_id, secret)
             return True
 
         return deliver
 
-    def _job(self, job_id: str | None) -> Job | None:
+    def _job(self, job_id: str | None) -> JobView | None:
         if job_id is None:
             return None
         try:
-            return self._rt.job(job_id)
+            return self._rt.view.job(job_id)
         except ConchError:
             return None
 
@@ -282,26 +281,12 @@ class SecretPrompter:
         await self._pages.aclose()
 
 
-def _started_by(job: Job, args: Mapping[str, Any]) -> bool:
-    """Whether a job that appeared during an ``exec`` call is the one it started (and not a
-    concurrent call's): same shell, same command."""
-    label = job.label
-    if label is None or job.shell_id != args.get("shell_id"):
-        return False
-    argv = args.get("argv")
-    return (
-        label.command == args.get("command")
-        and label.script == args.get("script")
-        and label.argv == (tuple(argv) if isinstance(argv, list) else None)
-    )
-
-
 def _binding(name: str, arguments: Mapping[str, Any] | None) -> str:
     text = json.dumps([name, arguments or {}], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _message(job: Job) -> str:
+def _message(job: JobView) -> str:
     prompt = last_line(job, 120)
     asks = f" ({prompt!r})" if prompt else ""
     return (

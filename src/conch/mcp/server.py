@@ -22,14 +22,15 @@ from mcp.shared.exceptions import MCPError
 
 from conch._version import __version__
 from conch.config import Config
+from conch.core import JobView
 from conch.errors import ConchError
 from conch.mcp.notify import ResourceNotifier
 from conch.mcp.secrets import WATCHED_TOOLS, SecretPages, SecretPrompter, url_elicitation_supported
 from conch.mcp.seed_wire import SeedWire
 from conch.mcp.tasks import ConchTasks, TaskListenHandler, install
-from conch.runtime import Runtime
 from conch.tools import resources
-from conch.tools.context import CallContext, caller_context_trusted
+from conch.tools.context import ToolContext, caller_context_trusted
+from conch.tools.host import Host
 from conch.tools.profiles import seed_module, server_identity
 from conch.tools.render import render
 
@@ -37,8 +38,8 @@ log = logging.getLogger("conch.mcp")
 RESOURCE_NOT_FOUND = -32002
 
 
-def instructions(cfg: Config, rt: Runtime) -> str:
-    shell = rt.bash or "/bin/sh"
+def instructions(cfg: Config, rt: Host) -> str:
+    shell = rt.view.bash or "/bin/sh"
     where = (
         "on the nodes of a Ray cluster (`info` lists them; `node` on exec/shell_open/search "
         "picks one, ids remember theirs)"
@@ -80,13 +81,13 @@ def _fence_note(cfg: Config) -> str:
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
-def fill_instructions(template: str, cfg: Config, rt: Runtime) -> str:
+def fill_instructions(template: str, cfg: Config, rt: Host) -> str:
     """A seed profile's instructions with ``{dialect}``, ``{platform}``, ``{shell_version}``,
     ``{default_cwd}`` and ``{workspace_root}`` filled in (other braces are left alone)."""
     dialect = cfg.shell or "bash"
     if dialect.startswith("/"):
         dialect = "zsh" if dialect.rsplit("/", 1)[-1].startswith("zsh") else "bash"
-    found = rt.shells.available() if rt.shells is not None else []
+    found = rt.view.shells_available()
     line = next((a.get("version_line", "") for a in found if a["name"] == dialect), "")
     values = {
         "dialect": dialect,
@@ -113,7 +114,7 @@ class ConchMCP:
     ``http`` (trusted only with the caller-context header matching the configured token)."""
 
     def __init__(
-        self, rt: Runtime, *, transport: str = "stdio", secret_pages: SecretPages | None = None
+        self, rt: Host, *, transport: str = "stdio", secret_pages: SecretPages | None = None
     ) -> None:
         self.rt = rt
         self.config = rt.config
@@ -121,7 +122,7 @@ class ConchMCP:
         self.secrets: SecretPrompter | None = None
         if self.config.secret_prompt == "elicit" and secret_pages is not None:
             self.secrets = SecretPrompter(rt, secret_pages)
-        self.notifier = ResourceNotifier(lambda job_id: resources.change_uris(rt, job_id))
+        self.notifier = ResourceNotifier(rt.view.changed_resources)
         self._unlisten: Callable[[], None] | None = None
         self._tools = rt.registry.tools
         self._by_name = {t.name: t for t in self._tools}
@@ -169,7 +170,9 @@ class ConchMCP:
         )
         install(self.server, self.tasks, self._call_tool)
         # what the SDK's models would drop from a seed's own listing and initialize result
-        wire = SeedWire(self.seed, [t.describe(self.config) for t in self._tools if t.describer])
+        wire = SeedWire(
+            self.seed, [t.describe(self.config) for t in self._tools if t.wire.describer]
+        )
         if wire.needed:
             self.server.middleware.append(wire)
 
@@ -178,7 +181,7 @@ class ConchMCP:
     def start(self) -> None:
         """Start delivering resource notifications (call inside the running loop)."""
         if self._unlisten is None:
-            self._unlisten = self.rt.add_listener(self.notifier.on_runtime_change)
+            self._unlisten = self.rt.view.add_listener(self.notifier.on_runtime_change)
             self.notifier.start()
 
     async def aclose(self) -> None:
@@ -241,7 +244,9 @@ class ConchMCP:
                 params.name,
                 params.arguments,
                 params.request_state,
-                lambda: self.run_tool(ctx, params.name, params.arguments, meta),
+                lambda on_started: self.run_tool(
+                    ctx, params.name, params.arguments, meta, on_started=on_started
+                ),
             )
         return await self.run_tool(ctx, params.name, params.arguments, meta)
 
@@ -253,6 +258,7 @@ class ConchMCP:
         meta: dict[str, Any] | None,
         *,
         progress: bool = True,
+        on_started: Callable[[JobView], None] | None = None,
     ) -> types.CallToolResult:
         """Run one tool call as ``tools/call`` does (also for the work of an MCP task, which
         sends no progress: the request that started it has been answered)."""
@@ -265,7 +271,9 @@ class ConchMCP:
                 step += 1
                 await ctx.session.report_progress(step, None, message)
 
-        call = CallContext(meta=meta, trusted=self._trusted(ctx), progress=report)
+        call = ToolContext(
+            meta=meta, trusted=self._trusted(ctx), progress=report, on_started=on_started
+        )
         self._in_flight += 1
         try:
             outcome = await self.rt.call_tool_full(name, arguments, call)
@@ -280,7 +288,7 @@ class ConchMCP:
                 is_error=True,
             )
         own_text = (
-            tool.render_text or self.rt.registry.profile_of(tool).render_text
+            tool.wire.render_text or self.rt.registry.profile_of(tool).render_text
             if tool is not None
             else None
         )
@@ -299,7 +307,7 @@ class ConchMCP:
             # a seed profile's failure without a result (tfbash: "The tool failed unexpectedly.")
             # or one whose original sends its result as text only (ai-device-bash)
             structured_content=outcome.result
-            if (outcome.result or not outcome.is_error) and (tool is None or tool.structured)
+            if (outcome.result or not outcome.is_error) and (tool is None or tool.wire.structured)
             else None,
             is_error=outcome.is_error,
             _meta=outcome.meta,

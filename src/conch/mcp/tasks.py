@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -50,9 +50,9 @@ from conch.tools.views import last_line
 
 if TYPE_CHECKING:
     from conch.config import Config
-    from conch.core.jobs.job import Job
+    from conch.core import JobView
     from conch.mcp.secrets import SecretPrompter
-    from conch.runtime import Runtime
+    from conch.tools.host import Host
 
 log = logging.getLogger("conch.mcp")
 
@@ -114,22 +114,17 @@ def _not_found(task_id: str) -> MCPError:
 class TaskHost(Protocol):
     """What the extension needs of the MCP server it serves (``ConchMCP``)."""
 
-    rt: Runtime
+    rt: Host
     config: Config
     secrets: SecretPrompter | None
 
     @property
     def tools(self) -> list[Any]: ...
 
-    async def run_tool(
-        self,
-        ctx: ServerRequestContext[Any, Any],
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        meta: dict[str, Any] | None,
-        *,
-        progress: bool = True,
-    ) -> types.CallToolResult: ...
+    @property
+    def run_tool(self) -> Callable[..., Awaitable[types.CallToolResult]]:
+        """ConchMCP.run_tool(ctx, name, arguments, meta, *, progress=True)."""
+        ...
 
 
 @dataclass
@@ -184,7 +179,7 @@ class ConchTasks(Extension):
         if params.name == "exec":
             work = asyncio.ensure_future(self._exec_work(ctx, args, meta, record))
         else:
-            job_id = self._mcp.rt.job(args["job_id"]).job_id
+            job_id = self._mcp.rt.view.job(args["job_id"]).job_id
             work = asyncio.ensure_future(self._mcp.run_tool(ctx, params.name, args, meta))
         self._track(work)
         try:
@@ -219,7 +214,7 @@ class ConchTasks(Extension):
         if not isinstance(args.get("job_id"), str):
             return False
         try:
-            job = self._mcp.rt.job(args["job_id"])
+            job = self._mcp.rt.view.job(args["job_id"])
         except ConchError:
             return False  # the tool itself reports not_found
         if job.terminal:
@@ -244,7 +239,7 @@ class ConchTasks(Extension):
         snap = first.structured_content or {}
         if first.is_error or "job_id" not in snap:
             return first
-        job = self._mcp.rt.job(snap["job_id"])
+        job = self._mcp.rt.view.job(snap["job_id"])
         if not job.terminal:
             rec = self._register(job.job_id, "exec")
             rec.work = asyncio.current_task()
@@ -290,9 +285,9 @@ class ConchTasks(Extension):
 
     # -- views ---------------------------------------------------------------------------------
 
-    def _job(self, rec: TaskRecord) -> Job | None:
+    def _job(self, rec: TaskRecord) -> JobView | None:
         try:
-            return self._mcp.rt.job(rec.task_id)
+            return self._mcp.rt.view.job(rec.task_id)
         except ConchError:
             return None
 
@@ -326,7 +321,7 @@ class ConchTasks(Extension):
             line = last_line(job)
             if line:
                 message += f" · {line}"
-            if not job.terminal and job.driver is not None and job.driver.input_state()[0]:
+            if job.input_state()[0]:
                 message += " · awaiting input"
         out["statusMessage"] = message
         if not detailed or work is None or not work.done():

@@ -10,12 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from conch.core.engine import Engine
-from conch.core.jobs.job import Job
-from conch.core.jobs.label import JobLabel, current_label
+from conch.core import Engine, JobLabel, JobView
 from conch.errors import ConchError, RuntimeClosedError
-from conch.tools.context import CallContext, check_purpose
-from conch.tools.host import ToolHost
+from conch.tools.context import ToolContext, check_purpose
+from conch.tools.registry import ToolRegistry
 from conch.tools.tool import Tool
 from conch.tools.validate import check_text, validate
 from conch.tools.views import last_line
@@ -34,16 +32,17 @@ class ToolOutcome:
 
 
 async def call_tool_full(
-    rt: ToolHost,
+    rt: Engine,
+    registry: ToolRegistry,
     name: str,
     arguments: Mapping[str, Any] | None,
-    context: CallContext | None = None,
+    context: ToolContext | None = None,
 ) -> ToolOutcome:
-    """Call tool ``name`` of the host's registry on it: the one call path of every front end
-    (MCP, HTTP invoke, CLI, embedded). The tool gets the registry's profile state in its
-    context."""
-    ctx = (CallContext() if context is None else context.for_call()).with_state(rt.registry.state)
-    tool = rt.registry.get(name)
+    """Call tool ``name`` of ``registry`` on the engine: the one call path of every front end
+    (MCP, HTTP invoke, CLI, embedded). The tool gets the registry's profile state and what the
+    call runs (the dashboard's label) in its context."""
+    ctx = (ToolContext() if context is None else context.for_call()).with_state(registry.state)
+    tool = registry.get(name)
     if tool is None:
         return ToolOutcome(ConchError("not_found", f"unknown tool {name!r}").envelope(), True)
     args = dict(arguments or {})
@@ -66,7 +65,7 @@ async def call_tool_full(
                 coerced = tool.wire.validator(args)
             except ConchError as e:
                 # the original's SDK rejected the call before the tool ran: no summary
-                return _error(e, rt, tool, args, summary=False)
+                return _error(e, registry, tool, args, summary=False)
             if coerced is not None:
                 args = coerced  # as the original's SDK coerced them (pydantic lax mode)
         else:
@@ -76,26 +75,27 @@ async def call_tool_full(
             summary = check_purpose(args.get(tool.wire.summary_arg))
             if summary is not None:
                 meta = {"summary": summary}
-        token = current_label.set(describe_call(args))
-        try:
-            result = await _run_with_progress(rt, tool, args, ctx)
-        finally:
-            current_label.reset(token)
-        judge = rt.registry.profile_of(tool).result_is_error
+        ctx.label = describe_call(args)
+        result = await _run_with_progress(rt, tool, args, ctx)
+        judge = registry.profile_of(tool).result_is_error
         is_error = judge(result) if judge is not None else False
         if tool.wire.lean is not None and rt.config.result_detail == "lean":
             return ToolOutcome(tool.wire.lean(result, rt.default_cwd), is_error, meta, result)
         return ToolOutcome(result, is_error, meta)
     except ConchError as e:
-        return _error(e, rt, tool, args)
+        return _error(e, registry, tool, args)
     except RuntimeClosedError:
-        return _error(ConchError("closed", "the Conch runtime is shutting down"), rt, tool, args)
+        closed = ConchError("closed", "the Conch runtime is shutting down")
+        return _error(closed, registry, tool, args)
     except asyncio.CancelledError:
         raise
     except Exception:
         log.exception("tool %s failed", name)
         return _error(
-            ConchError("internal", f"internal error in {name}; see the server log"), rt, tool, args
+            ConchError("internal", f"internal error in {name}; see the server log"),
+            registry,
+            tool,
+            args,
         )
 
 
@@ -118,10 +118,15 @@ def describe_call(args: Mapping[str, Any]) -> JobLabel | None:
 
 
 def _error(
-    e: ConchError, rt: ToolHost, tool: Tool, args: Mapping[str, Any], *, summary: bool = True
+    e: ConchError,
+    registry: ToolRegistry,
+    tool: Tool,
+    args: Mapping[str, Any],
+    *,
+    summary: bool = True,
 ) -> ToolOutcome:
     """A failed call in its profile's words (the tool's own, where it has them)."""
-    shape = rt.registry.error_result_of(tool)
+    shape = registry.error_result_of(tool)
     if shape is None:
         return ToolOutcome(e.envelope(), True)
     result, is_error = shape(e, args)
@@ -130,7 +135,7 @@ def _error(
 
 
 async def _run_with_progress(
-    rt: Engine, tool: Tool, args: dict[str, Any], ctx: CallContext
+    rt: Engine, tool: Tool, args: dict[str, Any], ctx: ToolContext
 ) -> dict[str, Any]:
     if ctx.progress is None or not tool.progress:
         return await tool.handler(rt, args, ctx)
@@ -156,12 +161,12 @@ async def _run_with_progress(
                 await task
 
 
-def _progress_job(rt: Engine, ctx: CallContext, job_id: str | None) -> Job | None:
+def _progress_job(rt: Engine, ctx: ToolContext, job_id: str | None) -> JobView | None:
     """The job this call waits on: the one it names, else the one it started (the engine
     reports it through ``ctx.job_started``; another call's job is never mistaken for it)."""
     if ctx.started is not None:
         return ctx.started
     if job_id:
-        with contextlib.suppress(ConchError):
-            return rt.jobs.get(job_id)
+        with contextlib.suppress(ConchError, RuntimeClosedError):
+            return rt.job(job_id)
     return None

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from conch.config import Config
-from conch.core.env import check_env
-from conch.core.jobs.job import Job
+from conch.core import CALLER_SESSION_VAR, CallContext, JobLabel, JobView, check_env
 from conch.errors import ConchError
 from conch.tools.state import ProfileState
 
@@ -23,24 +22,42 @@ CALLER_CONTEXT_HEADER = "x-ai-assistant-caller-context"
 
 
 @dataclass
-class CallContext:
-    """meta: the request's ``_meta``; trusted: the transport may project caller context
-    (stdio, in-process, or HTTP with the caller-context header matching the token);
-    progress: async fn(message) the tool may call while it waits; started: the job this call
-    started (set by the engine through :meth:`job_started`, read by progress reporting);
-    state: the runtime's profile state (``conch.Runtime.call_tool`` passes its registry's)."""
+class ToolContext:
+    """What a front end knows about a tool call besides its arguments. meta: the request's
+    ``_meta``; trusted: the transport may project caller context (stdio, in-process, or HTTP
+    with the caller-context header matching the token); progress: async fn(message) the tool
+    may call while it waits; started: the job this call started (set by the engine through
+    :meth:`job_started`, read by progress reporting); state: the runtime's profile state
+    (``conch.Runtime.call_tool`` passes its registry's); label: what the call runs, for the
+    dashboard (set by the call path)."""
 
     meta: Mapping[str, Any] | None = None
     trusted: bool = True
     progress: Callable[[str], Awaitable[None]] | None = None
-    started: Job | None = None
+    started: JobView | None = None
     state: ProfileState | None = None
+    label: JobLabel | None = None
+    on_started: Callable[[JobView], None] | None = None  # the front end's own hook
 
-    def for_call(self) -> CallContext:
+    def engine_context(
+        self, *, inherit_not: tuple[str, ...] = (), warm: bool = False
+    ) -> CallContext:
+        """The engine's context of this call: the caller's session and shell environment
+        from ``_meta`` (as far as the transport is trusted), the job hook, the label."""
+        return CallContext(
+            caller_session_id=self.caller_session_id(),
+            shell_env=self.shell_env(),
+            inherit_not=inherit_not,
+            on_start=self.job_started,
+            warm=warm,
+            label=self.label,
+        )
+
+    def for_call(self) -> ToolContext:
         """A copy for one call: what one call learns (its job) never leaks into another."""
-        return dataclasses.replace(self, started=None)
+        return dataclasses.replace(self, started=None, label=None)
 
-    def with_state(self, state: ProfileState) -> CallContext:
+    def with_state(self, state: ProfileState) -> ToolContext:
         """This context for a call on the runtime whose profile state is ``state``."""
         return dataclasses.replace(self, state=state)
 
@@ -52,16 +69,18 @@ class CallContext:
             )
         return self.state.get(cls)
 
-    def job_started(self, job: Job) -> None:
-        """``on_start`` of ``Engine.exec_job``: remember the job this call started."""
+    def job_started(self, job: JobView) -> None:
+        """``on_start`` of ``Engine.exec``: remember the job this call started."""
         self.started = job
+        if self.on_started is not None:
+            self.on_started(job)
 
     def shell_env(self) -> dict[str, str]:
         raw = (self.meta or {}).get("shell_env")
         if raw is None:
             return {}
         env = check_env(raw, "_meta.shell_env")
-        env.pop("AI_ASSISTANT_CALLER_SESSION_ID", None)
+        env.pop(CALLER_SESSION_VAR, None)
         return env
 
     def caller_session_id(self) -> str:

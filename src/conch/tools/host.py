@@ -1,20 +1,205 @@
-"""What tools run on: the engine plus the tool registry of its configured profiles.
+"""The host protocol: what the front ends (MCP, HTTP, CLI) are typed against.
 
-``conch.Runtime`` (conch/runtime.py) is this host with the public façade on top (``tools()``,
-``call_tool()``, the profile facts of ``info()``); the call path (tools/call.py) and the
-resources (tools/resources.py) read the registry from the host's typed attribute, and each call
-gets the registry's profile state in its :class:`~conch.tools.context.CallContext`."""
+``conch.Runtime`` (an engine on this machine) and the fleet's runtime (SPEC §9b, the engines of
+a cluster) both implement it; a front end never knows which it has. A host is the catalogue
+(tools, resources, calls) plus a :class:`HostView`: a read-only view of what runs, so that no
+front end holds a live job or a driver.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
 from conch.config import Config
-from conch.core.engine import Engine
+from conch.core import Engine, JobView, ShellAvailable, ShellSummary
+from conch.tools import resources
+from conch.tools.context import ToolContext
 from conch.tools.registry import ToolRegistry
 
+if TYPE_CHECKING:
+    from conch.tools.call import ToolOutcome
 
-class ToolHost(Engine):
-    """An engine that owns the tool registry (tools, resources, profile state) of its config."""
+_H = TypeVar("_H", bound="HostBase")
 
-    def __init__(self, config: Config | None = None, *, owns_process: bool = False) -> None:
-        super().__init__(config, owns_process=owns_process)
-        self.registry = ToolRegistry(self.config.profiles)
+
+class HostView(Protocol):
+    """What front ends watch (the dashboard, health, MCP resources and tasks, secret
+    prompts): jobs read-only, shells as summaries, change events."""
+
+    @property
+    def bash(self) -> str | None: ...
+
+    def add_listener(self, fn: Callable[[str | None], None]) -> Callable[[], None]:
+        """fn(job_id or None) on every job or shell change; returns an unsubscribe."""
+        ...
+
+    def job(self, job_id: str) -> JobView:
+        """A job of this host, read-only (``not_found`` for one it does not hold)."""
+        ...
+
+    def retained(self) -> list[JobView]:
+        """The jobs this host holds here (a fleet's live on their nodes: none)."""
+        ...
+
+    def shell_summaries(self) -> list[ShellSummary]: ...
+
+    def shells_available(self) -> list[ShellAvailable]: ...
+
+    @property
+    def running(self) -> int:
+        """Jobs running now."""
+        ...
+
+    @property
+    def retained_count(self) -> int: ...
+
+    async def type_secret(self, job_id: str, text: str) -> None:
+        """Type ``text`` and Enter into a job's terminal; nothing is returned or kept (the
+        value of a password prompt must reach no result, no log, no model)."""
+        ...
+
+    def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
+        """The sandboxed job or shell holding the client end of a loopback connection."""
+        ...
+
+    def changed_resources(self, job_id: str | None) -> list[str]:
+        """The resource URIs a change of ``job_id`` (or of the job/shell set) may update."""
+        ...
+
+
+class Host(Protocol):
+    config: Config
+
+    @property
+    def registry(self) -> ToolRegistry:
+        """The catalogue: tools, resources, profile state."""
+        ...
+
+    @property
+    def view(self) -> HostView: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def default_cwd(self) -> str: ...
+
+    async def start(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> Host: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    def tools(self) -> list[dict[str, Any]]:
+        """Every tool of the active profiles as MCP ``tools/list`` shows it."""
+        ...
+
+    async def call_tool_full(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        context: ToolContext | None = None,
+    ) -> ToolOutcome: ...
+
+    async def info(self) -> Mapping[str, Any]: ...
+
+    def signal(
+        self, job_id: str, signal: str = "terminate", *, wait_ms: int = 2000
+    ) -> Awaitable[dict[str, Any]]:
+        """SPEC §8's ``signal`` (the dashboard's stop button, a task's cancel)."""
+        ...
+
+    async def list_resources(self, *, seed_only: bool = False) -> list[dict[str, Any]]: ...
+
+    async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]: ...
+
+
+class HostBase:
+    """What both runtimes share: ``async with`` and ``call_tool`` on top of their own
+    ``start``/``aclose`` and ``call_tool_full``."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def _call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, context: ToolContext | None
+    ) -> ToolOutcome:
+        raise NotImplementedError
+
+    async def call_tool_full(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        context: ToolContext | None = None,
+    ) -> ToolOutcome:
+        """Call a tool: its result, whether it is an error, and its ``_meta`` (the runtime's
+        own call path: the local one, or the fleet's routing)."""
+        return await self._call_tool(name, arguments, context)
+
+    async def __aenter__(self: _H) -> _H:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        context: ToolContext | None = None,
+    ) -> dict[str, Any]:
+        """Call a tool by name; its structured result or ``{"error": {...}}`` (never raises
+        for a tool's error)."""
+        return (await self.call_tool_full(name, arguments, context)).result
+
+
+class EngineView:
+    """The host view of one engine (``conch.Runtime.view``)."""
+
+    def __init__(self, engine: Engine, registry: ToolRegistry) -> None:
+        self._engine = engine
+        self._registry = registry
+
+    @property
+    def bash(self) -> str | None:
+        return self._engine.bash
+
+    def add_listener(self, fn: Callable[[str | None], None]) -> Callable[[], None]:
+        return self._engine.add_listener(fn)
+
+    def job(self, job_id: str) -> JobView:
+        return self._engine.job(job_id)
+
+    def retained(self) -> list[JobView]:
+        return self._engine.retained()
+
+    def shell_summaries(self) -> list[ShellSummary]:
+        return self._engine.shell_summaries()
+
+    def shells_available(self) -> list[ShellAvailable]:
+        return self._engine.shells_available()
+
+    @property
+    def running(self) -> int:
+        return self._engine.running
+
+    @property
+    def retained_count(self) -> int:
+        return len(self._engine.retained())
+
+    async def type_secret(self, job_id: str, text: str) -> None:
+        await self._engine.type_secret(job_id, text)
+
+    def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
+        return self._engine.sandboxed_caller(client, server)
+
+    def changed_resources(self, job_id: str | None) -> list[str]:
+        return resources.change_uris(self._registry, job_id)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from conch.core import Engine
 from conch.errors import ConchError
-from conch.tools.host import ToolHost
+from conch.tools.registry import ToolRegistry
 from conch.tools.views import LOG_URI_TEMPLATE, log_text, log_uri, overview_markdown
 
 __all__ = ["JOBS_RESOURCE", "JOBS_URI", "LOG_URI_TEMPLATE", "log_text", "log_uri", "parse_log_uri"]
@@ -31,14 +32,16 @@ def parse_log_uri(uri: str) -> str | None:
     return m.group(1) if m else None
 
 
-def resource_list(rt: ToolHost, *, seed_only: bool = False) -> list[dict[str, Any]]:
+def resource_list(
+    rt: Engine, registry: ToolRegistry, *, seed_only: bool = False
+) -> list[dict[str, Any]]:
     """The concrete resources: the overview and one log per retained job; ``seed_only`` (a
     seed profile served alone): only what that profile's original publishes."""
     if seed_only:
-        return [r.describe() for r in rt.registry.resources]
+        return [r.describe() for r in registry.resources]
     out = [dict(JOBS_RESOURCE)]
-    out += [r.describe() for r in rt.registry.resources]
-    for job in rt.jobs:
+    out += [r.describe() for r in registry.resources]
+    for job in rt.retained():
         out.append(
             {
                 "uri": log_uri(job.job_id),
@@ -51,9 +54,9 @@ def resource_list(rt: ToolHost, *, seed_only: bool = False) -> list[dict[str, An
     return out
 
 
-def change_uris(rt: ToolHost, job_id: str | None) -> list[str]:
+def change_uris(registry: ToolRegistry, job_id: str | None) -> list[str]:
     """The resources a runtime change (of ``job_id``, or of the job/shell set) may update."""
-    uris = [JOBS_URI, *(r.uri for r in rt.registry.resources)]
+    uris = [JOBS_URI, *(r.uri for r in registry.resources)]
     if job_id is not None:
         uris.append(log_uri(job_id))
     return uris
@@ -71,12 +74,14 @@ def resource_templates() -> list[dict[str, Any]]:
     ]
 
 
-def read_resource(rt: ToolHost, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
+def read_resource(
+    rt: Engine, registry: ToolRegistry, uri: str, *, seed_only: bool = False
+) -> tuple[str, str]:
     """(mime type, text) of a resource; ``not_found`` for an unknown URI or job (for
     ``seed_only``, anything the seed profile does not publish)."""
-    extra = rt.registry.resource(uri)
+    extra = registry.resource(uri)
     if extra is not None:
-        return extra.mime_type, extra.render(rt, rt.registry.state)
+        return extra.mime_type, extra.render(rt, registry.state)
     if seed_only:
         raise ConchError("not_found", f"unknown resource {uri!r}")
     if uri == JOBS_URI:

@@ -16,8 +16,7 @@ from conch.config import (
     SEARCH_MAX_TIMEOUT_MS,
     MiB,
 )
-from conch.core.process.keys import KEY_NAMES
-from conch.core.requests import SEARCH_MODES
+from conch.core import KEY_NAMES, SEARCH_MODES
 
 ID = {
     "type": "string",

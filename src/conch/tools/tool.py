@@ -11,15 +11,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from conch.core.engine import Engine
+from conch.core import Engine
 from conch.errors import ConchError
 from conch.tools import schemas as S
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
 
 if TYPE_CHECKING:
     from conch.config import Config
 
-Handler = Callable[["Engine", dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
+Handler = Callable[["Engine", dict[str, Any], ToolContext], Awaitable[dict[str, Any]]]
 ErrorResult = Callable[[ConchError, Mapping[str, Any]], tuple[dict[str, Any], bool]]
 # lean(full result, default cwd) -> the lean result (conch.tools.lean)
 Lean = Callable[[dict[str, Any], str], dict[str, Any]]
@@ -76,20 +76,6 @@ class Tool:
     # the tool may wait on a job: front ends send progress notifications while it does
     progress: bool = False
     wire: WireShape = field(default_factory=WireShape)
-
-    # conch.mcp.server and tests/compat still read these three on the tool: until they read
-    # ``tool.wire``, they are views of it (not fields: a tool is built with ``wire=``)
-    @property
-    def describer(self) -> Callable[[Config | None], dict[str, Any]] | None:
-        return self.wire.describer
-
-    @property
-    def render_text(self) -> Callable[[dict[str, Any], bool], str] | None:
-        return self.wire.render_text
-
-    @property
-    def structured(self) -> bool:
-        return self.wire.structured
 
     @property
     def annotations(self) -> dict[str, Any]:

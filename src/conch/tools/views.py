@@ -4,12 +4,16 @@ Markdown overview of jobs and shells. No MCP import."""
 
 from __future__ import annotations
 
-from conch.core.engine import Engine
-from conch.core.jobs.job import Job
-from conch.core.jobs.snapshot import summary
-from conch.core.output.normalize import normalize
-from conch.core.output.utf8 import boundary_at_or_after
-from conch.core.results import JobSummary
+from typing import Protocol
+
+from conch.core import (
+    Engine,
+    JobSummary,
+    JobView,
+    boundary_at_or_after,
+    job_summary,
+    normalize,
+)
 
 OVERVIEW_TAIL_CHARS = 500
 LOG_CAP_BYTES = 1024 * 1024
@@ -20,7 +24,7 @@ def log_uri(job_id: str) -> str:
     return LOG_URI_TEMPLATE.format(job_id=job_id)
 
 
-def tail_text(job: Job, max_bytes: int) -> tuple[str, int]:
+def tail_text(job: JobView, max_bytes: int) -> tuple[str, int]:
     """Normalized text of the last ``max_bytes`` raw bytes of a job's log, and how many
     bytes before them were left out."""
     size = job.log.size()
@@ -51,7 +55,7 @@ def overview_markdown(rt: Engine) -> str:
     """Markdown overview of jobs (running first, then recent) and shells; the last
     ``OVERVIEW_TAIL_CHARS`` characters of each job's normalized output."""
     jobs = jobs_newest_first(rt)
-    shells = rt.shells.summaries() if rt.shells is not None else []
+    shells = rt.shell_summaries()
     running = sum(1 for j in jobs if not j.terminal)
     lines = [
         "# Conch jobs",
@@ -71,7 +75,7 @@ def overview_markdown(rt: Engine) -> str:
     if jobs:
         lines += ["## Jobs", ""]
         for job in jobs:
-            s = summary(job)
+            s = job_summary(job)
             name = f" ({job.name})" if job.name else ""
             where = f" · shell `{job.shell_id}`" if job.shell_id else ""
             lines.append(f"### `{job.job_id}`{name} — {job_line(s)}")
@@ -99,7 +103,7 @@ def log_text(rt: Engine, job_id: str, cap: int = LOG_CAP_BYTES) -> str:
     return text
 
 
-def last_line(job: Job, limit: int = 200) -> str:
+def last_line(job: JobView, limit: int = 200) -> str:
     """The last non-blank line of a job's normalized output (for progress messages)."""
     text, _ = tail_text(job, 4096)
     for line in reversed(text.splitlines()):
@@ -108,7 +112,10 @@ def last_line(job: Job, limit: int = 200) -> str:
     return ""
 
 
-def jobs_newest_first(engine: Engine) -> list[Job]:
+class Holder(Protocol):
+    def retained(self) -> list[JobView]: ...
+
+
+def jobs_newest_first(holder: Holder) -> list[JobView]:
     """Retained jobs, running first, then finished, each newest first (expired ones evicted)."""
-    engine.jobs.evict()
-    return sorted(engine.jobs, key=lambda j: (j.terminal, -j.started_at.timestamp()))
+    return sorted(holder.retained(), key=lambda j: (j.terminal, -j.started_at.timestamp()))

@@ -81,7 +81,7 @@ class Fence:
 # may write every one whose mode lets root write (sysctl files check the file mode, not a
 # capability: kernel.core_pattern runs a program as root outside every namespace). So they
 # are bound read-only over the sandbox's /proc (the list Docker and runc also keep read-only,
-# plus what a walk of this kernel's procfs found writable: tests/containment/test_sandbox.py).
+# plus what a walk of this kernel's procfs found writable: tests/core/containment/test_sandbox.py).
 HOST_PROC_READ_ONLY = (
     "/proc/sys",
     "/proc/sysrq-trigger",

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from conch.core.jobs.label import JobLabel, current_label
+from conch.core.jobs.label import JobLabel
 from conch.core.output.log import JobLog
 
 RUNNING = "running"
@@ -73,6 +73,7 @@ class Job:
         output_format: str = "text",
         on_change: Callable[[Job], None] | None = None,
         on_finish: Callable[[Job], None] | None = None,
+        label: JobLabel | None = None,
     ) -> None:
         self.job_id = job_id
         self.name = name
@@ -103,7 +104,7 @@ class Job:
         self._finish_callbacks: list[Callable[[Job], None]] = [on_finish] if on_finish else []
         self.tmp_files: list[str] = []  # removed when the job ends (its script file)
         self.parsed: tuple[Any, str | None] | None = None  # cached (data, parse_error)
-        self.label: JobLabel | None = current_label.get()  # for the dashboard only
+        self.label = label  # what the call runs and why: for the dashboard only
 
     # -- state -----------------------------------------------------------------------------
 
@@ -149,13 +150,19 @@ class Job:
         self.notify()
         return True
 
-    def begin(self, on_change: Callable[[Job], None] | None) -> None:
+    def begin(self, on_change: Callable[[Job], None] | None, label: JobLabel | None) -> None:
         """The job starts now: a process started ahead of need (core/jobs/warm.py) waited
         for it, unobserved until this moment."""
         self.started_at = datetime.now(timezone.utc)
         self._t0 = time.monotonic()
         self._on_change = on_change
-        self.label = current_label.get()  # what this call runs (not the call that made it)
+        self.label = label  # what this call runs (not the call that made it)
+
+    def input_state(self) -> tuple[bool, bool]:
+        """(awaiting_input, awaiting_secret): what its terminal says now (SPEC §2)."""
+        if self.driver is None or self.terminal:
+            return False, False
+        return self.driver.input_state()
 
     def on_finish(self, fn: Callable[[Job], None]) -> None:
         """Call fn(job) once, when the job reaches a terminal state."""

@@ -41,7 +41,8 @@ class PtyDriver(ProcessDriver):
         fence: SpawnFence | None = None,
     ) -> None:
         self._fence(fence)
-        pid, master, self._tty, _ = terminal.spawn(argv, cwd=cwd, env=env, fence=fence)
+        run, env, place = fence.prepare(argv, cwd=cwd, env=env) if fence else (argv, env, None)
+        pid, master, self._tty, _ = terminal.spawn(run, cwd=cwd, env=env, place=place)
         self._master = master
         self._loop.add_reader(master, self._on_readable)
         self._watch_leader(pid, env[TAG_VAR].encode())

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Sequence
+
 from conch.errors import ConchError
 
 _NAMED = {
@@ -69,3 +72,24 @@ def encode_keys(names: list[str]) -> bytes:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ConchError("invalid_argument", "keys must be a list of key names")
     return b"".join(encode_key(n) for n in names)
+
+
+def pipe_keys(names: Sequence[str]) -> tuple[bytes, list[int], bool]:
+    """What named keys mean to a process on pipes, which has no terminal to turn them into
+    signals: what a person pressing them would mean. Returns (bytes to write, signals to
+    send, whether stdin closes)."""
+    data, eof = b"", False
+    signals: list[int] = []
+    for key in names:
+        k = key.strip().lower()
+        if k in ("enter", "return"):
+            data += b"\n"
+        elif k in ("ctrl-c", "c-c"):
+            signals.append(signal.SIGINT)
+        elif k in ("ctrl-d", "c-d"):
+            eof = True
+        elif k in ("ctrl-\\",):
+            signals.append(signal.SIGQUIT)
+        else:
+            data += encode_keys([key])
+    return data, signals, eof

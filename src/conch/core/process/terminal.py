@@ -13,8 +13,8 @@ import os
 import platform
 import struct
 import termios
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable
+from typing import Any
 
 from conch.core.process import popen, procfs
 
@@ -31,43 +31,23 @@ _TTY_WCHAN = ("n_tty_read", "wait_woken")
 _POLL_WCHAN = ("do_select", "poll_schedule_timeout", "do_sys_poll", "ep_poll")
 
 
-class Fence(Protocol):
-    """What a spawn needs of its fence (core/containment/fence.py ``SpawnFence``): the argv
-    and environment that run ``argv`` inside it, and the cgroup to start the child in."""
-
-    def prepare(
-        self,
-        argv: Sequence[str],
-        *,
-        cwd: str,
-        env: Mapping[str, str],
-        exposed: Sequence[str] = (),
-        merge_sh: bool = False,
-    ) -> tuple[list[str], dict[str, str], str | None]: ...
-
-
 def spawn(
     argv: list[str],
     *,
     cwd: str,
     env: dict[str, str],
-    fence: Fence | None = None,
-    exposed: Sequence[str] = (),
+    place: str | None = None,
     echo: bool = True,
     size: tuple[int, int] = (ROWS, COLS),
 ) -> tuple[int, int, str, list[Any]]:
     """Start argv in its own session with a new PTY (``size`` rows × columns) as controlling
-    terminal, inside the fence's cgroup and sandbox when given; ``echo=False`` turns the
-    terminal's echo off, so what is typed into it never shows in the output.
+    terminal (``argv`` and ``env`` as a fence prepared them: core/containment/fence.py; in the
+    cgroup ``place`` when given); ``echo=False`` turns the terminal's echo off, so what is
+    typed into it never shows in the output.
 
     Returns (pid, master fd (non-blocking), slave path, the terminal's initial attributes).
     The caller owns reaping the pid.
     """
-    run, env, place = (
-        fence.prepare(argv, cwd=cwd, env=env, exposed=exposed)
-        if fence is not None
-        else (argv, env, None)
-    )
     master, slave = os.openpty()
     try:
         tty = os.ttyname(slave)
@@ -78,7 +58,7 @@ def spawn(
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
         pid = popen.spawn(
-            run,
+            argv,
             stdin=slave,
             stdout=slave,
             stderr=slave,

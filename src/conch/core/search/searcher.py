@@ -24,7 +24,7 @@ from typing import Literal, Union
 
 from conch.core.env import build_env
 from conch.core.process.hygiene import child_signal_reset
-from conch.core.requests import SearchRequest, search_request
+from conch.core.requests import SearchRequest
 from conch.core.results import RgSummary, SearchResult
 from conch.core.search.parse import JsonParser, NullParser, Results
 from conch.core.search.proc import RgProtocol, reap
@@ -84,7 +84,7 @@ def _rg_args(req: SearchRequest) -> list[str]:
         argv.append("--ignore-case")
     if req.hidden:
         argv.append("--hidden")
-    argv += [f"--glob={g}" for g in req.glob]
+    argv += [f"--glob={g}" for g in req.glob or ()]
     if req.mode == "matches":
         # Per file, one more than the global cap: enough to know the result is truncated.
         argv.append(f"--max-count={req.max_matches + 1}")
@@ -134,33 +134,10 @@ class Searcher:
 
     # -- search --------------------------------------------------------------------------
 
-    async def search(
-        self,
-        *,
-        pattern: str,
-        path: str | None = None,
-        regex: bool = False,
-        ignore_case: bool = False,
-        hidden: bool = False,
-        glob: list[str] | None = None,
-        context: int = 0,
-        mode: str = "matches",
-        max_matches: int = 100,
-        timeout_ms: int = 30000,
-    ) -> SearchResult:
+    async def search(self, request: SearchRequest) -> SearchResult:
         """Search ``path`` (default: the default cwd) for ``pattern``; see SPEC §6 ``search``."""
-        req = search_request(
-            pattern=pattern,
-            path=path,
-            regex=regex,
-            ignore_case=ignore_case,
-            hidden=hidden,
-            glob=glob,
-            context=context,
-            mode=mode,
-            max_matches=max_matches,
-            timeout_ms=timeout_ms,
-        )
+        req = request.checked()
+        path = req.path
         rg = await self._rg()
         argv = [rg.path, *_rg_args(req)]
 

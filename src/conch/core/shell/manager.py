@@ -10,12 +10,10 @@ import contextlib
 import os
 import re
 import subprocess
-from collections.abc import Mapping
-from typing import Any
 
 from conch.core.jobs.job import new_id
 from conch.core.jobs.launch import find_shell
-from conch.core.requests import shell_open_request
+from conch.core.requests import ShellOpenRequest
 from conch.core.results import ShellAvailable, ShellClosed, ShellOpened, ShellSummary
 from conch.core.shell.session import Shell
 from conch.core.shell.state import ShellState
@@ -117,46 +115,24 @@ class ShellManager:
 
     # -- open / close ------------------------------------------------------------------------
 
-    async def open(
-        self,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        shell: str | None = None,
-        startup_command: str | None = None,
-        name: str | None = None,
-        sandbox: str | None = None,
-        network: str | None = None,
-        memory_max: int | None = None,
-        pids_max: int | None = None,
-        echo: bool = True,
-        size: tuple[int, int] | None = None,
-    ) -> ShellOpened:
-        """Open a shell. ``echo=False``: its terminal does not echo what ``write`` sends (a
-        password prompt or ``read`` shows nothing typed, as on a terminal with ``stty -echo``);
-        ``size``: the terminal's (rows, columns), default 50 × 200."""
-        if size is not None and not (
-            isinstance(size, tuple)
-            and len(size) == 2
-            and all(isinstance(n, int) and 1 <= n <= 10000 for n in size)
-        ):
-            raise ConchError("invalid_argument", "size must be (rows, columns), each 1..10000")
+    async def open(self, req: ShellOpenRequest) -> ShellOpened:
+        """Open a shell (SPEC §4)."""
         if self._closed:
             raise ConchError("closed", "the runtime is closing")
-        env, name, startup_command = shell_open_request(env, name, startup_command)
+        env = req.checked()
+        name = req.name
         if name is not None and any(
             s.name == name or s.shell_id == name for s in self._shells.values()
         ):
             raise ConchError(
                 "invalid_argument", f"a shell named {name!r} is already open", field="name"
             )
-        run_cwd = self.ctx.resolve_cwd(cwd)
-        fence_args: dict[str, Any] = dict(
-            sandbox=sandbox, network=network, memory_max=memory_max, pids_max=pids_max
-        )
+        run_cwd = self.ctx.resolve_cwd(req.cwd)
+        fence_args = req.fence
         self.ctx.check_fence(**fence_args)  # before anything runs
         if self._available is None:
             await asyncio.to_thread(self.available)
-        kind, path, version = self._pick(shell)
+        kind, path, version = self._pick(req.shell)
         if len(self._shells) >= self.ctx.config.max_shells:
             raise ConchError("capacity", f"at most {self.ctx.config.max_shells} shells can be open")
         shell_id = new_id("s")
@@ -169,10 +145,10 @@ class ShellManager:
             version=version,
             cwd=run_cwd,
             env=env,
-            startup_command=startup_command,
+            startup_command=req.startup_command,
             fence_args=fence_args,
-            echo=echo,
-            size=size,
+            echo=req.echo,
+            size=req.size,
         )
         self._shells[shell_id] = sh  # holds the capacity slot while it starts
         try:

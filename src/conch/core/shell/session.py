@@ -175,14 +175,12 @@ class Shell:
         self._drop_cgroup()
         self._fence = await self.ctx.fence(tag_id, shell=True, **self._fence_args)
         try:
+            argv, place = [self.path, *ARGV[self.kind]], None
+            if self._fence is not None:
+                exposed = [self._cmd_path] if self._cmd_path else []
+                argv, env, place = self._fence.prepare(argv, cwd=cwd, env=env, exposed=exposed)
             pid, master, self._tty, self._sane = terminal.spawn(
-                [self.path, *ARGV[self.kind]],
-                cwd=cwd,
-                env=env,
-                fence=self._fence,
-                exposed=[self._cmd_path] if self._cmd_path else [],
-                echo=self.echo,
-                size=self.size,
+                argv, cwd=cwd, env=env, place=place, echo=self.echo, size=self.size
             )
         except BaseException:
             self._drop_cgroup()

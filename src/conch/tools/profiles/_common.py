@@ -8,13 +8,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from conch.core.engine import Engine
-from conch.tools.context import CallContext
+from conch.core import Engine
+from conch.tools.context import ToolContext
 from conch.tools.state import ProfileState
 from conch.tools.tool import ErrorResult, Tool
 
 T = TypeVar("T")
-Handler = Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
+Handler = Callable[[Engine, dict[str, Any], ToolContext], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def guard(
 ) -> Handler:
     """The handler ``fn`` with its profile errors (``kind``) shaped by ``shape(error, args)``."""
 
-    async def run(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    async def run(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         try:
             return await fn(rt, args, ctx)
         except kind as e:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from conch.core.engine import Engine
+import conch.core as core
+from conch.core import Engine
 from conch.tools import lean as L
 from conch.tools import schemas as S
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
 from conch.tools.profiles._common import Profile
 from conch.tools.tool import Tool, WireShape
 
@@ -17,47 +18,41 @@ def _without(args: dict[str, Any], *names: str) -> dict[str, Any]:
     return {k: v for k, v in args.items() if k not in names}
 
 
-async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(
-        await rt.exec_job(
-            **_without(args, "purpose"),
-            shell_env=ctx.shell_env(),
-            caller_session_id=ctx.caller_session_id(),
-            on_start=ctx.job_started,
-            warm=True,
-        )
-    )
+# `purpose` is the call's (its label, for the dashboard), not the request's
+async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    req = core.ExecRequest(**_without(args, "purpose"))
+    return dict(await rt.exec(req, ctx.engine_context(warm=True)))
 
 
-async def _read(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.read_job(**args))
+async def _read(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.read(core.ReadRequest(**args)))
 
 
-async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.write_job(**_without(args, "purpose")))
+async def _write(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.write(core.WriteRequest(**_without(args, "purpose"))))
 
 
-async def _signal(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.signal_job(**_without(args, "purpose")))
+async def _signal(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.signal(core.SignalRequest(**_without(args, "purpose"))))
 
 
-async def _list(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.list_jobs(**args))
+async def _list(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.list(**args))
 
 
-async def _shell_open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.open_shell(**args))
+async def _shell_open(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.shell_open(core.ShellOpenRequest(**args)))
 
 
-async def _shell_close(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.close_shell(**args))
+async def _shell_close(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.shell_close(**args))
 
 
-async def _search(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    return dict(await rt.search_files(**args))
+async def _search(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return dict(await rt.search(core.SearchRequest(**args)))
 
 
-async def _info(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _info(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return dict(await rt.info())
 
 
@@ -124,116 +119,82 @@ SEARCH_DESCRIPTION = (
 )
 
 
+DESCRIPTIONS = {
+    "exec": EXEC_DESCRIPTION,
+    "read": (
+        "Read a job's output from where the last read stopped (or from `cursor`), "
+        "optionally waiting up to `wait_ms` for new output, the end (`until: exit`) or a "
+        "regex. Returns the job snapshot; `next_cursor`, `eof`, `total_bytes` tell what is "
+        "left (absent: nothing is). `tail: true` gives the last `max_bytes`; `stream` picks "
+        "stdout or stderr. Fields left out have their default (see the output schema)."
+    ),
+    "write": (
+        "Send text and/or keys (enter, ctrl-c, up, tab, ...) to a running job's stdin or "
+        "terminal; `eof: true` closes stdin. Returns the output produced since, once it "
+        "settles (up to `yield_ms`). Fields left out have their default."
+    ),
+    "signal": (
+        "Send a signal to a job's whole process tree. `terminate` (default) sends TERM "
+        "then KILL after the grace period; `interrupt` is ctrl-c. On a finished job it "
+        "kills processes the job left running (`lingering_pids`). Fields left out have their "
+        "default."
+    ),
+    "list": (
+        "List jobs (running and recent) and open persistent shells. Fields left out have "
+        "their default (see the output schema)."
+    ),
+    "shell_open": (
+        "Start a persistent interactive shell (bash, or zsh) on a terminal. Run commands "
+        "in it with `exec {shell_id, command}`: cwd, variables, functions, aliases and "
+        "activated virtualenvs persist between commands. Fields left out have their default."
+    ),
+    "shell_close": (
+        "Close a shell and kill every process in it. `cleanup_complete` left out: true."
+    ),
+    "info": (
+        "Version, platform, available shells, ripgrep, process containment level, "
+        "limits, profiles and transports."
+    ),
+    "search": SEARCH_DESCRIPTION + " Fields left out have their default (see the output schema).",
+}
+
+
+# name, title, input schema, output schema, handler, lean form, what it is (SPEC §6): r = read
+# only, d = destructive, i = idempotent, p = sends progress while it waits, s = `purpose` is
+# its _meta summary
+_SNAP, _LEAN = S.SNAPSHOT_OUTPUT, _lean_snapshot
+_CATALOGUE: tuple[tuple[str, str, dict[str, Any], dict[str, Any], Any, Any, str], ...] = (
+    ("exec", "Run a command", S.EXEC_INPUT, _SNAP, _exec, _LEAN, "dps"),
+    ("read", "Read a job's output", S.READ_INPUT, _SNAP, _read, _LEAN, "rp"),
+    ("write", "Send input to a job", S.WRITE_INPUT, _SNAP, _write, _LEAN, "ps"),
+    ("signal", "Signal or stop a job", S.SIGNAL_INPUT, _SNAP, _signal, _LEAN, "ds"),
+    ("list", "List jobs and shells", S.LIST_INPUT, S.LIST_OUTPUT, _list, _lean_list, "ri"),
+    ("shell_open", "Open a persistent shell", S.SHELL_OPEN_INPUT, S.SHELL_OPEN_OUTPUT,
+     _shell_open, _lean_shell_open, ""),
+    ("shell_close", "Close a persistent shell", S.SHELL_CLOSE_INPUT, S.SHELL_CLOSE_OUTPUT,
+     _shell_close, _lean_shell_close, "di"),
+    ("search", "Search files", S.SEARCH_INPUT, S.SEARCH_OUTPUT, _search, _lean_search, "ri"),
+    ("info", "About this Conch server", S.INFO_INPUT, S.INFO_OUTPUT, _info, None, "ri"),
+)  # fmt: skip
+
+
 @lru_cache(maxsize=1)
 def conch_tools() -> tuple[Tool, ...]:
-    return (
+    return tuple(
         Tool(
-            "exec",
-            "Run a command",
-            EXEC_DESCRIPTION,
-            S.EXEC_INPUT,
-            S.SNAPSHOT_OUTPUT,
-            _exec,
-            destructive=True,
-            progress=True,
-            wire=WireShape(summary_arg="purpose", lean=_lean_snapshot),
-        ),
-        Tool(
-            "read",
-            "Read a job's output",
-            "Read a job's output from where the last read stopped (or from `cursor`), "
-            "optionally waiting up to `wait_ms` for new output, the end (`until: exit`) or a "
-            "regex. Returns the job snapshot; `next_cursor`, `eof`, `total_bytes` tell what is "
-            "left (absent: nothing is). `tail: true` gives the last `max_bytes`; `stream` picks "
-            "stdout or stderr. Fields left out have their default (see the output schema).",
-            S.READ_INPUT,
-            S.SNAPSHOT_OUTPUT,
-            _read,
-            read_only=True,
-            progress=True,
-            wire=WireShape(lean=_lean_snapshot),
-        ),
-        Tool(
-            "write",
-            "Send input to a job",
-            "Send text and/or keys (enter, ctrl-c, up, tab, ...) to a running job's stdin or "
-            "terminal; `eof: true` closes stdin. Returns the output produced since, once it "
-            "settles (up to `yield_ms`). Fields left out have their default.",
-            S.WRITE_INPUT,
-            S.SNAPSHOT_OUTPUT,
-            _write,
-            progress=True,
-            wire=WireShape(summary_arg="purpose", lean=_lean_snapshot),
-        ),
-        Tool(
-            "signal",
-            "Signal or stop a job",
-            "Send a signal to a job's whole process tree. `terminate` (default) sends TERM "
-            "then KILL after the grace period; `interrupt` is ctrl-c. On a finished job it "
-            "kills processes the job left running (`lingering_pids`). Fields left out have their "
-            "default.",
-            S.SIGNAL_INPUT,
-            S.SNAPSHOT_OUTPUT,
-            _signal,
-            destructive=True,
-            wire=WireShape(summary_arg="purpose", lean=_lean_snapshot),
-        ),
-        Tool(
-            "list",
-            "List jobs and shells",
-            "List jobs (running and recent) and open persistent shells. Fields left out have "
-            "their default (see the output schema).",
-            S.LIST_INPUT,
-            S.LIST_OUTPUT,
-            _list,
-            read_only=True,
-            idempotent=True,
-            wire=WireShape(lean=_lean_list),
-        ),
-        Tool(
-            "shell_open",
-            "Open a persistent shell",
-            "Start a persistent interactive shell (bash, or zsh) on a terminal. Run commands "
-            "in it with `exec {shell_id, command}`: cwd, variables, functions, aliases and "
-            "activated virtualenvs persist between commands. Fields left out have their default.",
-            S.SHELL_OPEN_INPUT,
-            S.SHELL_OPEN_OUTPUT,
-            _shell_open,
-            wire=WireShape(lean=_lean_shell_open),
-        ),
-        Tool(
-            "shell_close",
-            "Close a persistent shell",
-            "Close a shell and kill every process in it. `cleanup_complete` left out: true.",
-            S.SHELL_CLOSE_INPUT,
-            S.SHELL_CLOSE_OUTPUT,
-            _shell_close,
-            destructive=True,
-            idempotent=True,
-            wire=WireShape(lean=_lean_shell_close),
-        ),
-        Tool(
-            "search",
-            "Search files",
-            SEARCH_DESCRIPTION + " Fields left out have their default (see the output schema).",
-            S.SEARCH_INPUT,
-            S.SEARCH_OUTPUT,
-            _search,
-            read_only=True,
-            idempotent=True,
-            wire=WireShape(lean=_lean_search),
-        ),
-        Tool(
-            "info",
-            "About this Conch server",
-            "Version, platform, available shells, ripgrep, process containment level, "
-            "limits, profiles and transports.",
-            S.INFO_INPUT,
-            S.INFO_OUTPUT,
-            _info,
-            read_only=True,
-            idempotent=True,
-        ),
+            name,
+            title,
+            DESCRIPTIONS[name],
+            inp,
+            out,
+            handler,
+            read_only="r" in kind,
+            destructive="d" in kind,
+            idempotent="i" in kind,
+            progress="p" in kind,
+            wire=WireShape(summary_arg="purpose" if "s" in kind else None, lean=lean),
+        )
+        for name, title, inp, out, handler, lean, kind in _CATALOGUE
     )
 
 

@@ -10,7 +10,7 @@ text block (no structuredContent), its checks in its order with its messages, it
 also says what the original says at initialize (name, version, capabilities) and has no
 resources or prompts (the MCP server and ``conch.mcp.seed_wire`` read the constants below; see
 ``conch.tools.profiles``). Proven against the
-published package by ``tests/differential/test_ai_device_bash_diff.py``.
+published package by ``tests/tools/profiles/differential/test_ai_device_bash_diff.py``.
 
 Where SPEC §2 decides otherwise: a call returns when the leader exits (the seed waits for
 descendants holding stdout), the kill-mode deadline sends TERM before KILL, the child

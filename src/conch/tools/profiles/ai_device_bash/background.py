@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from conch.core.engine import Engine
+from conch.core import Engine
 from conch.errors import ConchError
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
 from conch.tools.profiles.ai_device_bash.limits import FOREVER_S, MAX_OUTPUT_BYTES
 from conch.tools.profiles.ai_device_bash.results import (
     Fail,
@@ -22,10 +21,11 @@ from conch.tools.profiles.ai_device_bash.results import (
     failure,
     job_preview,
     seed_result,
+    wait_end,
 )
 
 if TYPE_CHECKING:
-    from conch.core.jobs.job import Job
+    from conch.core import JobView
 
 # Linux pid_max is at most 2**22: a handle from this range can never be mistaken for a pid
 _HANDLE_MIN = 10_000_000
@@ -54,7 +54,7 @@ class Handles:
                 del self._jobs[h]
 
 
-async def get_handler(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def get_handler(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     pid = args["pid"]
     timeout = args.get("timeout")
     nbytes = args["bytes"]
@@ -99,13 +99,5 @@ async def get_handler(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dic
     )
 
 
-async def _wait_end_get(job: Job, timeout: float) -> None:
-    limit = None if timeout >= FOREVER_S else timeout
-    while not job.terminal:
-        step = 3600.0 if limit is None else min(limit, 3600.0)
-        if step <= 0:
-            return
-        t0 = time.monotonic()
-        await job.wait_until(lambda: job.terminal, step)
-        if limit is not None:
-            limit -= time.monotonic() - t0
+async def _wait_end_get(job: JobView, timeout: float) -> None:
+    await wait_end(job, None if timeout >= FOREVER_S else timeout)

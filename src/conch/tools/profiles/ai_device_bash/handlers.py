@@ -10,15 +10,14 @@ import asyncio
 import contextlib
 import errno
 import os
-import secrets
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from conch.config import MAX_WAIT_MS
-from conch.core.engine import Engine
+from conch.core import CallContext, Engine, ExecRequest, SignalRequest
 from conch.errors import ConchError
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
 from conch.tools.profiles.ai_device_bash.background import Handles
 from conch.tools.profiles.ai_device_bash.limits import (
     FOREVER_S,
@@ -32,6 +31,7 @@ from conch.tools.profiles.ai_device_bash.results import (
     job_result,
     sanitize,
     seed_result,
+    wait_end,
 )
 from conch.tools.profiles.ai_device_bash.validate import (
     caller_session_id,
@@ -43,7 +43,7 @@ from conch.tools.profiles.ai_device_bash.validate import (
 )
 
 if TYPE_CHECKING:
-    from conch.core.jobs.job import Job
+    from conch.core import JobView
 
 _MAX_YIELD_MS = MAX_WAIT_MS
 _MAX_ARG_STRLEN = 131072  # Linux: one argv string (with its NUL) may not be longer
@@ -52,30 +52,17 @@ _MAX_ARG_STRLEN = 131072  # Linux: one argv string (with its NUL) may not be lon
 def _output_file(rt: Engine, content: bytes = b"") -> str:
     """An output file for a call that failed before it had a job (the seed makes one for every
     call its executor sees); named like the job logs, so the log retention removes it."""
-    path, fd = rt.data.new_file(rt.data.logs, "j_" + secrets.token_hex(5), "log")
-    try:
-        if content:
-            os.write(fd, content)
-    finally:
-        os.close(fd)
-    return path
+    return rt.output_file(content)
 
 
-async def _wait_end(rt: Engine, job: Job, limit_s: float | None) -> None:
+async def _wait_end(rt: Engine, job: JobView, limit_s: float | None) -> None:
     """Wait for the job to end (forever when limit_s is None); a cancelled call kills it."""
     try:
-        while not job.terminal:
-            step = 3600.0 if limit_s is None else min(limit_s, 3600.0)
-            if step <= 0:
-                return
-            t0 = time.monotonic()
-            await job.wait_until(lambda: job.terminal, step)
-            if limit_s is not None:
-                limit_s -= time.monotonic() - t0
+        await wait_end(job, limit_s)
     except asyncio.CancelledError:
         if not job.terminal:
             with contextlib.suppress(Exception):
-                await asyncio.shield(rt.signal_job(job.job_id, "kill", wait_ms=2000))
+                await asyncio.shield(rt.signal(SignalRequest(job.job_id, "kill", wait_ms=2000)))
         raise
 
 
@@ -95,7 +82,7 @@ def _resolve_cwd(rt: Engine, cwd: str | None) -> tuple[str, str]:
     return os.path.join(base, cwd), cwd
 
 
-async def _run(rt: Engine, args: dict[str, Any], ctx: CallContext, tool_mode: str) -> dict:
+async def _run(rt: Engine, args: dict[str, Any], ctx: ToolContext, tool_mode: str) -> dict:
     normalize_purpose(args.get("purpose"))
     what: dict[str, Any] = {}
     if tool_mode == "run":
@@ -141,7 +128,7 @@ async def _run(rt: Engine, args: dict[str, Any], ctx: CallContext, tool_mode: st
     wait_ms = None if wait_s is None else max(1, round(wait_s * 1000))
     started = time.monotonic()
     try:
-        snap = await rt.exec_job(
+        req = ExecRequest(
             **what,
             cwd=run_cwd,
             # the seed's bash inherits the server's PWD, which never names the job's directory,
@@ -151,9 +138,11 @@ async def _run(rt: Engine, args: dict[str, Any], ctx: CallContext, tool_mode: st
             timeout_ms=wait_ms if kill and wait_ms else 0,
             yield_ms=_MAX_YIELD_MS if wait_ms is None else min(wait_ms, _MAX_YIELD_MS),
             max_output_bytes=0,
-            shell_env=shell_env,
-            caller_session_id=caller_session_id(ctx),
         )
+        context = CallContext(
+            caller_session_id=caller_session_id(ctx), shell_env=shell_env, label=ctx.label
+        )
+        snap = await rt.exec(req, context)
     except ConchError as e:
         program = what["argv"][0] if "argv" in what else shell
         raise _exec_failure(rt, e, budget, started, program) from None
@@ -232,8 +221,8 @@ def _exec_failure(rt: Engine, e: ConchError, budget: int, started: float, progra
 
 def exec_handler(
     tool_mode: str,
-) -> Callable[[Engine, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]:
-    async def handler(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+) -> Callable[[Engine, dict[str, Any], ToolContext], Awaitable[dict[str, Any]]]:
+    async def handler(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         try:
             return await _run(rt, args, ctx, tool_mode)
         except Fail as e:

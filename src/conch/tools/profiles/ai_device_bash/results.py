@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal as signal_mod
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ from conch.errors import ConchError
 from conch.tools.profiles._common import ProfileError
 
 if TYPE_CHECKING:
-    from conch.core.jobs.job import Job
+    from conch.core import JobView
 
 _MARKER = b"\n...[output omitted]...\n"  # the seed's preview marker (24 bytes)
 # the seed's sanitizer, verbatim (its first branch also eats "ESC ]", as the seed's does)
@@ -146,19 +147,19 @@ def preview(
     return sanitize(head + _MARKER.decode() + tail), True
 
 
-def job_preview(job: Job, budget: int, *, prefer_tail: bool = False) -> tuple[str, bool, int]:
+def job_preview(job: JobView, budget: int, *, prefer_tail: bool = False) -> tuple[str, bool, int]:
     size = job.log.size()
     text, truncated = preview(job.log.read, size, budget, prefer_tail=prefer_tail)
     return text, truncated, size
 
 
-def empty_log(job: Job) -> None:
+def empty_log(job: JobView) -> None:
     """The seed empties the output file when the output cap is hit."""
     with contextlib.suppress(OSError):
         os.truncate(job.log.path, 0)
 
 
-def exit_code_of(job: Job) -> int:
+def exit_code_of(job: JobView) -> int:
     code = job.exit_code
     if job.signal is not None and (code is None or job.state == "cancelled"):
         # like asyncio's returncode: a signal is its negative number
@@ -168,7 +169,7 @@ def exit_code_of(job: Job) -> int:
 
 
 def job_result(
-    job: Job, tool_mode: str, budget: int, timeout: float | None, handle: int | None, cap: int
+    job: JobView, tool_mode: str, budget: int, timeout: float | None, handle: int | None, cap: int
 ) -> dict[str, Any]:
     """What bash/run/script answer once the wait is over (``cap``: the output file cap)."""
     if job.state == "output_limit":
@@ -248,3 +249,16 @@ def text_block(result: dict[str, Any], is_error: bool) -> str:
     if is_error:
         return str(result.get("message", ""))
     return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+
+
+async def wait_end(job: JobView, limit_s: float | None) -> None:
+    """Wait for the job to end, or ``limit_s`` (forever when None), in steps of an hour at
+    most (a timer that far out is what the loop handles well)."""
+    while not job.terminal:
+        step = 3600.0 if limit_s is None else min(limit_s, 3600.0)
+        if step <= 0:
+            return
+        t0 = time.monotonic()
+        await job.wait_until(lambda: job.terminal, step)
+        if limit_s is not None:
+            limit_s -= time.monotonic() - t0

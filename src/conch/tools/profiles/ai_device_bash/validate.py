@@ -13,9 +13,9 @@ from functools import cache
 from typing import Any, Literal, Optional, cast
 
 from conch.config import ENV_NAME_PATTERN
-from conch.core.env import CALLER_SESSION_VAR
+from conch.core import CALLER_SESSION_VAR
 from conch.errors import ConchError, ConfigError
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
 from conch.tools.profiles.ai_device_bash.limits import (
     MAX_ARGV_BYTES,
     MAX_ARGV_COUNT,
@@ -131,7 +131,7 @@ def purpose_summary(purpose: Any, default: str) -> str:
         return default
 
 
-def meta_shell_env(ctx: CallContext) -> dict[str, str]:
+def meta_shell_env(ctx: ToolContext) -> dict[str, str]:
     raw = (ctx.meta or {}).get("shell_env")
     if raw is None:
         return {}
@@ -148,7 +148,7 @@ def meta_shell_env(ctx: CallContext) -> dict[str, str]:
     return env
 
 
-def caller_session_id(ctx: CallContext) -> str:
+def caller_session_id(ctx: ToolContext) -> str:
     """The seed's projection: only from a trusted transport, ``assistant.session_id`` trimmed
     and matching ``^ses-[0-9]+$``; else empty."""
     if not ctx.trusted or not ctx.meta:

@@ -11,9 +11,9 @@ import platform
 import sys
 from typing import Any
 
-from conch.core.engine import Engine
+from conch.core import Engine, ExecRequest, SearchRequest, SignalRequest
 from conch.errors import ConchError
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
 from conch.tools.profiles.bash_mcp.results import (
     DEFAULT_MAX_OUTPUT_BYTES,
     NOT_FOUND,
@@ -32,7 +32,7 @@ INHERIT_NOT = ("JEST_WORKER_ID",)
 _CANCEL_EXTRA_MS = 1000
 
 
-async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if ("command" in args) == ("argv" in args):
         raise Fail("INVALID_ARGUMENT", "Provide exactly one of command or argv.")
     argv = args.get("argv")
@@ -41,7 +41,7 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
     if "command" in args and not args["command"].strip():
         raise Fail("INVALID_ARGUMENT", "command must not be empty.")
     try:
-        s = await rt.exec_job(
+        req = ExecRequest(
             command=args.get("command"),
             argv=argv,
             cwd=args.get("cwd"),
@@ -50,11 +50,8 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
             yield_ms=args.get("wait_ms", 800),
             output_format=args.get("output_format", "auto"),
             max_output_bytes=0,
-            shell_env=ctx.shell_env(),
-            caller_session_id=ctx.caller_session_id(),
-            on_start=ctx.job_started,
-            inherit_not=INHERIT_NOT,
         )
+        s = await rt.exec(req, ctx.engine_context(inherit_not=INHERIT_NOT))
     except ConchError as e:
         raise from_conch(e) from None
     caps = ctx.profile_state(Caps)
@@ -70,7 +67,7 @@ def _job(rt: Engine, job_id: str) -> Any:
         raise Fail("JOB_NOT_FOUND", NOT_FOUND) from None
 
 
-async def _job_get(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _job_get(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     job = _job(rt, args["job_id"])
     wait_ms = args.get("wait_ms", 0)
     if wait_ms and not job.terminal:
@@ -78,17 +75,17 @@ async def _job_get(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[s
     return await job_result(rt, ctx, job.job_id)
 
 
-async def _job_cancel(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _job_cancel(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     job = _job(rt, args["job_id"])
     if not job.terminal:
         # TERM, then KILL after the runtime's grace; answer once the tree is gone
         wait_ms = min(rt.config.kill_grace_ms + _CANCEL_EXTRA_MS, 120_000)
-        await rt.signal_job(job.job_id, "terminate", wait_ms=wait_ms)
+        await rt.signal(SignalRequest(job.job_id, "terminate", wait_ms=wait_ms))
     return await job_result(rt, ctx, job.job_id)
 
 
-async def _jobs(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    listing = await rt.list_jobs()
+async def _jobs(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    listing = await rt.list()
     return {"success": True, "jobs": [job_summary(j) for j in listing["jobs"]]}
 
 
@@ -99,20 +96,22 @@ def _data(text: str, b64: str | None) -> tuple[str, dict[str, str]]:
     return f"[base64:{len(base64.b64decode(b64))}]", {"bytes": b64}
 
 
-async def _search(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _search(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     path = args.get("path")
     if path is not None and not os.path.exists(os.path.join(rt.config.resolved_default_cwd, path)):
         raise Fail("INVALID_ARGUMENT", f"Path does not exist: {path}")
     try:
-        r = await rt.search_files(
-            pattern=args["pattern"],
-            path=path,
-            regex=args.get("regex", False),
-            ignore_case=args.get("ignore_case", False),
-            hidden=args.get("hidden", False),
-            glob=args.get("glob"),
-            max_matches=args.get("max_matches", 100),
-            timeout_ms=args.get("timeout_ms", 10000),
+        r = await rt.search(
+            SearchRequest(
+                args["pattern"],
+                path=path,
+                regex=args.get("regex", False),
+                ignore_case=args.get("ignore_case", False),
+                hidden=args.get("hidden", False),
+                glob=args.get("glob"),
+                max_matches=args.get("max_matches", 100),
+                timeout_ms=args.get("timeout_ms", 10000),
+            )
         )
     except ConchError as e:
         if e.code != "search_failed":
@@ -168,7 +167,7 @@ async def _search(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[st
 _ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
 
 
-async def _info(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _info(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     info = await rt.info()
     machine = platform.machine().lower()
     return {

@@ -10,10 +10,9 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from conch.core.engine import Engine
-from conch.core.results import parse_timestamp, timestamp
+from conch.core import Engine, ReadRequest, parse_timestamp, timestamp
 from conch.errors import ConchError
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
 from conch.tools.profiles._common import ProfileError
 
 DEFAULT_MAX_OUTPUT_BYTES = 65536
@@ -67,7 +66,8 @@ class Caps(dict[str, int]):
     """job id -> the max_output_bytes its bash.exec gave; entries of evicted jobs are pruned."""
 
     def prune(self, rt: Engine) -> None:
-        for job_id in [j for j in self if j not in rt.jobs]:
+        kept = {j.job_id for j in rt.retained()}
+        for job_id in [j for j in self if j not in kept]:
             del self[job_id]
 
 
@@ -93,15 +93,15 @@ def job_summary(s: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-async def job_result(rt: Engine, ctx: CallContext, job_id: str) -> dict[str, Any]:
+async def job_result(rt: Engine, ctx: ToolContext, job_id: str) -> dict[str, Any]:
     cap = ctx.profile_state(Caps).get(job_id, DEFAULT_MAX_OUTPUT_BYTES)
     job = rt.job(job_id)
     if not job.streams:  # one terminal stream: it is all stdout
-        out = await rt.read_job(job_id, cursor=0, max_bytes=cap, raw=True)
+        out = await rt.read(ReadRequest(job_id, cursor=0, max_bytes=cap, raw=True))
         err = None
     else:
-        out = await rt.read_job(job_id, stream="stdout", cursor=0, max_bytes=cap, raw=True)
-        err = await rt.read_job(job_id, stream="stderr", cursor=0, max_bytes=cap, raw=True)
+        out = await rt.read(ReadRequest(job_id, stream="stdout", cursor=0, max_bytes=cap, raw=True))
+        err = await rt.read(ReadRequest(job_id, stream="stderr", cursor=0, max_bytes=cap, raw=True))
     s = err or out  # the later read has the newest state
     fmt = job.output_format
     stdout_truncated = out["next_cursor"] < out["total_bytes"]

@@ -1,6 +1,6 @@
 """Profile ``tfbash``: tfbash-mcp 0.2.0's seven ``shell_*`` tools on the runtime's persistent
 shells — a drop-in (SPEC §7), proven against the published original by
-``tests/differential/test_tfbash_diff.py``.
+``tests/tools/profiles/differential/test_tfbash_diff.py``.
 
 Mapping: ``shell_id`` is the Conch shell id, ``exec_id`` the Conch job id of the command run in
 it, cursors are byte offsets into the job's log (its text exactly as printed, ``\\n`` line

@@ -8,15 +8,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from conch.core.engine import Engine
-from conch.core.jobs.snapshot import observe, snapshot
-from conch.core.output import window as win
-from conch.core.output.utf8 import boundary_at_or_after
+from conch.core import Engine, boundary_at_or_after, peek
 from conch.tools.profiles.tfbash.limits import OUTPUT_BUFFER_BYTES
 from conch.tools.profiles.tfbash.shells import shell_status_of, shell_summaries
 
 if TYPE_CHECKING:
-    from conch.core.jobs.job import Job
+    from conch.core import JobView
 
 # bash's $? for a foreground command ended by the signal (what the original reports)
 SIGNAL_STATUS = {"interrupt": 130, "terminate": 143, "kill": 137}
@@ -31,7 +28,7 @@ class State:
         self.signalled: dict[str, str] = {}  # exec id -> the last signal delivered to it
 
 
-def buffer_start(job: Job, capacity: int) -> int:
+def buffer_start(job: JobView, capacity: int) -> int:
     """Where the execution's retained window starts: its newest ``capacity`` bytes, never
     starting inside a character (the original's ring buffer evicts whole code points)."""
     total = job.log.size()
@@ -42,7 +39,7 @@ def buffer_start(job: Job, capacity: int) -> int:
     return base + boundary_at_or_after(head, 0)
 
 
-def inside_character(job: Job, cursor: int) -> bool:
+def inside_character(job: JobView, cursor: int) -> bool:
     if cursor <= 0 or cursor >= job.log.size():
         return False
     b = job.log.read(cursor, cursor + 1)
@@ -50,17 +47,13 @@ def inside_character(job: Job, cursor: int) -> bool:
 
 
 def execution_window(
-    rt: Engine, st: State, shell_id: str, job: Job, cursor: int, max_bytes: int
+    rt: Engine, st: State, shell_id: str, job: JobView, cursor: int, max_bytes: int
 ) -> dict[str, Any]:
     """tfbash's execution snapshot of ``[cursor, …)`` (at most ``max_bytes``)."""
     start = buffer_start(job, st.capacity.get(job.job_id, OUTPUT_BUFFER_BYTES))
     truncated = cursor < start
     begin = max(cursor, start)
-    observe(job)
-    w = win.forward(
-        job.log, begin, job.log.size(), max_bytes, stream=None, raw=True, final=job.terminal
-    )
-    s = snapshot(job, w)
+    s, w = peek(job, begin, max_bytes)
     state = s["state"]
     exit_code = None
     cwd: str | None = s["cwd"]

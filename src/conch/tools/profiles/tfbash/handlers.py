@@ -8,9 +8,15 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from conch.core.engine import Engine
+from conch.core import (
+    Engine,
+    ExecRequest,
+    ShellOpenRequest,
+    SignalRequest,
+    WriteRequest,
+)
 from conch.errors import ConchError
-from conch.tools.context import CallContext
+from conch.tools.context import ToolContext
 from conch.tools.profiles._common import nbytes
 from conch.tools.profiles.tfbash.executions import (
     State,
@@ -34,10 +40,10 @@ from conch.tools.profiles.tfbash.shells import (
 )
 
 if TYPE_CHECKING:
-    from conch.core.jobs.job import Job
+    from conch.core import JobView
 
 
-async def _open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _open(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     cwd = args.get("cwd")
     if cwd is not None and not os.path.isdir(cwd):
         raise Reject("invalid_argument")
@@ -47,13 +53,14 @@ async def _open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
     if len(open_shells) >= min(MAX_SHELLS, rt.config.max_shells):
         raise Reject("resource_limit")
     try:
-        r = await rt.open_shell(
+        req = ShellOpenRequest(
             cwd=cwd,
             env=args.get("env") or {},
             startup_command=args.get("startup_command"),
             echo=False,  # the original's PTY never echoes what shell_write sends
             size=TERMINAL_SIZE,
         )
+        r = await rt.shell_open(req)
     except ConchError as e:
         code = {
             "cwd_not_found": "invalid_argument",
@@ -69,21 +76,19 @@ async def _open(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
     }
 
 
-async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     shell_id = args["shell_id"]
     find_shell(rt, shell_id, for_exec=True)
     capacity = args.get("max_output_bytes", OUTPUT_BUFFER_BYTES)
     try:
-        first = await rt.exec_job(
+        req = ExecRequest(
             shell_id=shell_id,
             command=args["command"],
             yield_ms=args.get("yield_ms", 10000),
             timeout_ms=args.get("timeout_ms", 120000),
             max_output_bytes=0,
-            shell_env=ctx.shell_env(),
-            caller_session_id=ctx.caller_session_id(),
-            on_start=ctx.job_started,
         )
+        first = await rt.exec(req, ctx.engine_context())
     except ConchError as e:
         code = {
             "shell_busy": "shell_busy",
@@ -95,14 +100,14 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
     st = ctx.profile_state(State)
     st.capacity[first["job_id"]] = capacity
     if len(st.capacity) > 2 * rt.config.max_jobs:  # forget executions the runtime evicted
-        kept = {job.job_id for job in rt.jobs}
+        kept = {job.job_id for job in rt.retained()}
         st.capacity = {k: v for k, v in st.capacity.items() if k in kept}
         st.signalled = {k: v for k, v in st.signalled.items() if k in kept}
     # the exec result is a read from cursor 0 of up to max_output_bytes: the retained window
     return execution_window(rt, st, shell_id, rt.job(first["job_id"]), 0, capacity)
 
 
-async def _read(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _read(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     shell_id, exec_id = args["shell_id"], args["exec_id"]
     find_shell(rt, shell_id)
     job = find_exec(rt, shell_id, exec_id)
@@ -120,7 +125,7 @@ async def _read(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str,
     return execution_window(rt, st, shell_id, job, cursor, args.get("max_bytes", MAX_READ_BYTES))
 
 
-def _active(rt: Engine, args: Mapping[str, Any]) -> Job:
+def _active(rt: Engine, args: Mapping[str, Any]) -> JobView:
     shell_id, exec_id = args["shell_id"], args["exec_id"]
     sh = find_shell(rt, shell_id)
     job = find_exec(rt, shell_id, exec_id)
@@ -129,12 +134,12 @@ def _active(rt: Engine, args: Mapping[str, Any]) -> Job:
     return job
 
 
-async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _write(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     text = args["text"]
     _active(rt, args)
     if text:
         try:
-            await rt.write_job(args["exec_id"], text=text, yield_ms=0)
+            await rt.write(WriteRequest(args["exec_id"], text=text, yield_ms=0))
         except ConchError as e:
             code = "exec_not_active" if e.code != "not_found" else "exec_not_found"
             raise Reject(code) from None
@@ -146,11 +151,11 @@ async def _write(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str
     }
 
 
-async def _signal(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _signal(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     _active(rt, args)
     ctx.profile_state(State).signalled[args["exec_id"]] = args["signal"]
     try:
-        await rt.signal_job(args["exec_id"], args["signal"], wait_ms=0)
+        await rt.signal(SignalRequest(args["exec_id"], args["signal"], wait_ms=0))
     except ConchError as e:
         raise Reject("exec_not_active" if e.code != "not_found" else "exec_not_found") from None
     return {
@@ -161,16 +166,16 @@ async def _signal(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[st
     }
 
 
-async def _list(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _list(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     info = await rt.info()
     return {**runtime_context(rt, info), "shells": shell_items(rt)}
 
 
-async def _close(rt: Engine, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def _close(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     shell_id = args["shell_id"]
     gone = find_shell(rt, shell_id)["last_job_id"]
     try:
-        r = await rt.close_shell(shell_id)
+        r = await rt.shell_close(shell_id)
     except ConchError:
         raise Reject("shell_closing") from None
     if gone is not None:

@@ -7,9 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from conch.core.engine import Engine
-from conch.core.output.utf8 import boundary_at_or_after
-from conch.core.results import timestamp
+from conch.core import Engine, boundary_at_or_after, timestamp
 from conch.errors import ConchError
 from conch.tools.profiles._common import ProfileState, Resource, nbytes
 from conch.tools.profiles.tfbash.executions import State, execution_window
@@ -71,7 +69,7 @@ def tfbash_overview_markdown(rt: Engine, state: ProfileState | None = None) -> s
     original lays it out: the context, a table of shells with their latest execution, and the
     last 500 characters of each one's output. Without the runtime's profile ``state``, every
     execution is shown as if started with the default capacity and never signalled."""
-    info_shells = rt.shells.available() if rt.shells is not None else []
+    info_shells = rt.shells_available()
     ctx = runtime_context(
         rt, {"shells": info_shells, "default_cwd": rt.config.resolved_default_cwd}
     )

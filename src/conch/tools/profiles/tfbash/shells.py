@@ -8,19 +8,18 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from conch.core.engine import Engine
-from conch.core.results import ShellSummary, parse_timestamp
+from conch.core import Engine, ShellSummary, parse_timestamp
 from conch.errors import ConchError
 from conch.tools.profiles.tfbash.limits import platform_name
 from conch.tools.profiles.tfbash.results import Reject
 
 if TYPE_CHECKING:
     from conch.config import Config
-    from conch.core.jobs.job import Job
+    from conch.core import JobView
 
 
 def shell_summaries(rt: Engine) -> dict[str, ShellSummary]:
-    return {s["shell_id"]: s for s in rt.shells.summaries()} if rt.shells is not None else {}
+    return {s["shell_id"]: s for s in rt.shell_summaries()}
 
 
 def find_shell(rt: Engine, shell_id: str, *, for_exec: bool = False) -> ShellSummary:
@@ -39,7 +38,7 @@ def find_shell(rt: Engine, shell_id: str, *, for_exec: bool = False) -> ShellSum
     return sh
 
 
-def find_exec(rt: Engine, shell_id: str, exec_id: str) -> Job:
+def find_exec(rt: Engine, shell_id: str, exec_id: str) -> JobView:
     try:
         job = rt.job(exec_id)
     except ConchError:

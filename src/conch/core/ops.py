@@ -1,0 +1,176 @@
+"""What ``read``, ``write`` and ``signal`` do to one job (SPEC §6), once the engine has found it
+and checked the request: waits, input, signals and the window of output each result shows."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal as signal_mod
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from conch.core.jobs.job import Job
+from conch.core.jobs.ready import ReadySpec, wait_ready
+from conch.core.jobs.snapshot import STREAMS, observe, snapshot, summary
+from conch.core.jobs.view import JobView
+from conch.core.output import window as win
+from conch.core.process.keys import encode_keys, pipe_keys
+from conch.core.requests import CheckedRead, SignalRequest, WriteRequest
+from conch.core.results import JobSnapshot, JobSummary
+from conch.errors import ConchError
+
+
+def _job(view: JobView) -> Job:
+    assert isinstance(view, Job), "a JobView comes from this engine"
+    return view
+
+
+def peek(
+    view: JobView, start: int, budget: int, *, raw: bool = True
+) -> tuple[JobSnapshot, win.Window]:
+    """The job's snapshot with at most ``budget`` bytes of its log from ``start`` (raw: as
+    printed, decoded but not normalized), and that window. No read cursor moves: for views
+    of their own (a profile's buffer)."""
+    job = _job(view)
+    observe(job)
+    w = log_window(job, start, budget, raw=raw)
+    return snapshot(job, w), w
+
+
+def log_window(view: JobView, start: int, budget: int, *, raw: bool = True) -> win.Window:
+    """At most ``budget`` bytes of the job's log from ``start``, cut at character
+    boundaries, as text (raw: decoded, not normalized) with its cursors."""
+    job = _job(view)
+    return win.forward(
+        job.log, start, job.log.size(), budget, stream=None, raw=raw, final=job.terminal
+    )
+
+
+def job_summary(view: JobView) -> JobSummary:
+    """The job's ``list`` entry."""
+    return summary(_job(view))
+
+
+def window_from(job: Job, start: int | None, budget: int) -> JobSnapshot:
+    """The job's snapshot with the output after ``start`` (the exec preview when None)."""
+    observe(job)
+    if start is None:
+        w = win.preview(job.log, budget, final=job.terminal)
+    else:
+        w = win.following(job.log, start, budget, final=job.terminal)
+    job.read_cursor[None] = w.next_cursor
+    return snapshot(job, w)
+
+
+async def read(job: Job, req: CheckedRead) -> JobSnapshot:
+    r = req.request
+    stream, cursor = r.stream, r.cursor
+    if stream is not None and not job.streams:
+        raise ConchError("invalid_argument", "pty and shell jobs have a single stream")
+    sidx = STREAMS[stream]
+    start = job.read_cursor.get(stream, 0) if cursor is None else cursor
+    total = job.log.size(sidx)
+    if start > total:
+        raise ConchError("invalid_argument", f"cursor {start} is past the end ({total} bytes)")
+    wait_s = r.wait_ms / 1000
+    if wait_s > 0:
+        if req.until == "exit":
+            await job.wait_until(lambda: job.terminal, wait_s)
+        elif req.pattern is not None:
+            since = start if stream is None else job.log.size()
+            await wait_ready(job, ReadySpec(pattern=req.pattern), wait_s, since=since)
+        else:
+            # a finished job may still get output from processes it left running
+            await job.wait_until(
+                lambda: job.log.size(sidx) > start or (job.terminal and job.log.closed),
+                wait_s,
+            )
+    observe(job)
+    if r.tail:
+        floor = start if cursor is not None else 0
+        w = win.last(job.log, floor, req.budget, stream=sidx, raw=r.raw)
+    else:
+        w = win.following(job.log, start, req.budget, stream=sidx, raw=r.raw, final=job.terminal)
+    job.read_cursor[stream] = w.next_cursor
+    return snapshot(job, w, stream=stream)
+
+
+async def write(job: Job, req: WriteRequest, budget: int) -> JobSnapshot:
+    if job.terminal or job.driver is None:
+        raise ConchError("not_running", f"job {job.job_id} is {job.state}; nothing to write to")
+    data = req.text.encode("utf-8") if req.text is not None else b""
+    eof = req.eof
+    if req.keys:
+        if not job.streams:  # a terminal: keys are what the terminal sends for them
+            data += encode_keys(list(req.keys))
+        else:  # a pipe has no terminal: keys mean what they would mean to a person
+            more, signals, close = pipe_keys(req.keys)
+            for sig in signals:
+                job.driver.send_signal(sig)
+            data, eof = data + more, eof or close
+    before = job.log.size()
+    if data:
+        await job.driver.write(data)
+    if eof:
+        await job.driver.close_stdin()
+    await settle_output(job, req.yield_ms / 1000)
+    return window_from(job, before, budget)
+
+
+async def type_secret(job: Job, text: str) -> None:
+    """``text`` and Enter into a job's terminal, and nothing else: no snapshot (no output
+    is read, no cursor moves), nothing returned (a password must reach no result)."""
+    if job.terminal or job.driver is None or job.streams:
+        raise ConchError("not_running", f"job {job.job_id} has no terminal waiting for input")
+    await job.driver.write(text.encode("utf-8") + encode_keys(["enter"]))
+
+
+async def settle_output(job: Job, limit_s: float, quiet_s: float = 0.05) -> None:
+    """Wait until output went quiet for quiet_s after some arrived, the job ended, or limit."""
+    deadline = time.monotonic() + limit_s
+    start_size = job.log.size()
+    while not job.terminal:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        if job.log.size() > start_size:
+            changed = await job.wait_change(job.version, min(quiet_s, remaining))
+            if not changed:
+                return
+        else:
+            await job.wait_change(job.version, remaining)
+
+
+async def send_signal(
+    job: Job,
+    req: SignalRequest,
+    signame: str,
+    *,
+    grace_s: float,
+    budget: int,
+    spawn_task: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]],
+) -> JobSnapshot:
+    """``terminate``/``kill`` stop the whole tree (TERM, grace, KILL: in a task of the
+    runtime's, so a caller that stops waiting does not stop the stop); others are sent."""
+    driver = job.driver
+    if driver is None:
+        raise ConchError("not_running", f"job {job.job_id} has no process")
+    wait_s = req.wait_ms / 1000
+    if job.terminal:
+        # finished: the only thing left to stop is what it left behind
+        if job.lingering_pids or driver.lingering():
+            await driver.kill_lingering()
+            job.lingering_pids = []
+            job.notify()
+        w = win.Window("", job.read_cursor.get(None, 0), job.read_cursor.get(None, 0))
+        return snapshot(job, w)
+    if req.signal in ("terminate", "kill"):
+        task = spawn_task(driver.stop("cancelled", 0.0 if req.signal == "kill" else grace_s))
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), wait_s)
+    else:
+        driver.send_signal(getattr(signal_mod, signame))
+        if req.signal not in ("stop", "continue"):
+            await job.wait_until(lambda: job.terminal, wait_s)
+    return window_from(job, job.read_cursor.get(None, 0), budget)

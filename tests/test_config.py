@@ -1,0 +1,51 @@
+"""SPEC §10: configuration (conch/config.py): one name for a setting as flag, environment
+variable and env-file line, and invalid values refused naming the setting."""
+
+from __future__ import annotations
+
+import pytest
+
+from conch.config import Config, parse_setting
+from conch.errors import ConfigError
+
+
+def test_one_name_three_ways(tmp_path):
+    env_file = tmp_path / "conch.env"
+    env_file.write_text("# comment\nCONCH_MAX_RUNNING=5\nexport CONCH_KILL_GRACE_MS='300'\n")
+    cfg = Config.from_sources(
+        flags={"max_running": 7}, environ={"CONCH_MAX_RUNNING": "6"}, env_file=str(env_file)
+    )
+    assert cfg.max_running == 7 and cfg.kill_grace_ms == 300
+    cfg = Config.from_sources(environ={"CONCH_MAX_RUNNING": "6"}, env_file=str(env_file))
+    assert cfg.max_running == 6
+    cfg = Config.from_sources(environ={}, env_file=str(env_file))
+    assert cfg.max_running == 5
+    assert Config(max_running=4).max_running == 4
+    assert Config.from_sources(environ={"CONCH_PROFILES": "conch, tfbash"}).profiles == [
+        "conch",
+        "tfbash",
+    ]
+    assert Config.from_sources(environ={"CONCH_AGENT_ENV": "false"}).agent_env is False
+
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"max_running": 0}, "max_running"),
+        ({"max_running": True}, "max_running"),
+        ({"kill_grace_ms": -1}, "kill_grace_ms"),
+        ({"text_format": "xml"}, "text_format"),
+        ({"default_cwd": "/definitely/not/here"}, "default_cwd"),
+        ({"port": 70000}, "port"),
+    ],
+)
+def test_invalid_values_name_the_setting(kwargs, name):
+    with pytest.raises(ConfigError, match=name):
+        Config(**kwargs)
+
+
+def test_invalid_environment_value_names_the_setting():
+    with pytest.raises(ConfigError, match="max_jobs"):
+        Config.from_sources(environ={"CONCH_MAX_JOBS": "many"})
+    with pytest.raises(ConfigError, match="agent_env"):
+        parse_setting("agent_env", "maybe")

@@ -1,0 +1,249 @@
+"""SPEC §6 "Lean results" through the embedded API: fields at their default left out, the
+output schemas state every default, `result_detail: full` restores every field."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import jsonschema
+import pytest
+
+import conch
+from conch.config import Config, parse_setting
+from conch.errors import ConfigError
+from conch.tools.call import call_tool_full
+from conch.tools.lean import FULL_ONLY
+from conch.tools.render import render
+
+pytestmark = pytest.mark.anyio
+
+
+#: the `rt` of tests/conftest.py gives results at Config's default detail (lean) here
+RESULT_DETAIL = None
+
+
+SNAPSHOT_TOOLS = ("exec", "read", "write", "signal")
+
+
+@pytest.fixture
+async def full_rt(tmp_path) -> AsyncIterator[conch.Runtime]:
+    cfg = conch.Config(
+        data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path), result_detail="full"
+    )
+    async with conch.Runtime(cfg) as runtime:
+        yield runtime
+
+
+def schemas(rt: conch.Runtime) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t["outputSchema"]["anyOf"][0] for t in rt.tools() if t["name"] != "info"}
+
+
+def compact(result: dict[str, Any]) -> int:
+    return len(json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def assert_lean_of(lean: dict[str, Any], full: dict[str, Any], schema: dict[str, Any], rt) -> None:
+    """Every lean field is the full one; every field left out is at its documented default."""
+    props = schema["properties"]
+    for k, v in lean.items():
+        assert full[k] == v, k
+    for k, v in full.items():
+        if k in lean or k in FULL_ONLY:
+            continue
+        if k in ("next_cursor", "total_bytes"):
+            assert full["eof"] is True, k  # left out only once everything was read
+        elif k == "cwd":
+            assert v == rt.default_cwd and full["shell_id"] is None
+        elif k == "mode":
+            assert v == "command" or (v == "shell" and full["shell_id"] is not None)
+        else:
+            assert v == props[k]["default"], (k, v)
+
+
+async def test_echo_hi_is_the_four_field_result(rt):
+    r = await rt.call_tool("exec", {"command": "echo hi"})
+    assert r == {"job_id": r["job_id"], "state": "exited", "exit_code": 0, "output": "hi\n"}
+    assert compact(r) - len("hi\\n") <= 80
+
+
+async def test_small_calls_stay_within_the_byte_targets_in_both_views(rt):
+    for cmd in ("echo hi", "ls /nonexistent-lean", "exit 2", "seq 1 200", "echo out; echo e >&2"):
+        out = await call_tool_full(rt.engine, rt.registry, "exec", {"command": cmd})
+        output = out.result["output"]
+        body = len(json.dumps(output, ensure_ascii=False).encode()) - 2
+        assert compact(out.result) - body <= 80, out.result
+        text = render("exec", out.result, is_error=False, full=out.full)
+        assert len(text.encode()) - len(output.encode()) <= 40, text
+
+
+async def test_full_detail_restores_every_snapshot_field(full_rt):
+    r = await full_rt.call_tool("exec", {"command": "echo hi"})
+    props = schemas(full_rt)["exec"]["properties"]
+    assert set(r) == set(props)
+    assert r["ok"] is True and r["eof"] is True and r["total_bytes"] == 3
+    assert r["lingering_pids"] == [] and r["name"] is None and r["log_path"]
+
+
+async def test_every_lean_field_equals_the_full_one_and_every_absent_one_is_its_default(
+    rt, tmp_path
+):
+    schema = schemas(rt)["exec"]
+    cases = [
+        {"command": "echo hi"},
+        {"command": "echo out; echo err >&2; exit 3"},
+        {"argv": ["printf", "x"], "name": "named"},
+        {"command": "seq 1 5000", "max_output_bytes": 100},
+        {"command": "sleep 5", "yield_ms": 50},
+        {"command": "echo '{\"a\": 1}'", "output_format": "json"},
+        {"command": "echo notjson", "output_format": "json"},
+        {"command": "pwd", "cwd": "/"},
+    ]
+    for args in cases:
+        out = await call_tool_full(rt.engine, rt.registry, "exec", args)
+        assert out.full is not None and not out.is_error
+        assert_lean_of(out.result, out.full, schema, rt)
+        jsonschema.validate(out.result, schema)
+        jsonschema.validate(out.full, schema)
+        if out.result["state"] == "running":
+            await rt.call_tool("signal", {"job_id": out.result["job_id"], "signal": "kill"})
+
+
+async def test_a_running_job_always_says_where_to_read_next(rt):
+    r = await rt.call_tool("exec", {"command": "echo started; sleep 5", "yield_ms": 300})
+    assert r["state"] == "running" and "exit_code" not in r
+    assert r["eof"] is False and r["next_cursor"] == r["total_bytes"] == len("started\n")
+    stopped = await rt.call_tool("signal", {"job_id": r["job_id"], "signal": "kill"})
+    assert stopped["state"] == "cancelled" and stopped["signal"].startswith("SIG")
+    assert "eof" not in stopped  # everything was read and the job is over
+
+
+async def test_cut_output_carries_truncated_omitted_bytes_and_the_marker(rt):
+    r = await rt.call_tool("exec", {"command": "seq 1 20000", "max_output_bytes": 200})
+    assert r["truncated"] is True and r["omitted_bytes"] > 0
+    assert f"{r['omitted_bytes']} bytes omitted" in r["output"]
+    first = await rt.call_tool("read", {"job_id": r["job_id"], "cursor": 0, "max_bytes": 100})
+    assert first["eof"] is False and first["truncated"] is True
+    assert first["next_cursor"] < first["total_bytes"]
+    assert first["omitted_bytes"] == first["total_bytes"] - first["next_cursor"]
+
+
+async def test_shell_jobs_say_their_shell_and_cwd_and_nothing_else_extra(rt):
+    sh = await rt.call_tool("shell_open", {})
+    assert "name" not in sh and sh["cwd"] == rt.default_cwd
+    r = await rt.call_tool("exec", {"shell_id": sh["shell_id"], "command": "cd /; echo hi"})
+    assert r == {
+        "job_id": r["job_id"],
+        "shell_id": sh["shell_id"],
+        "state": "exited",
+        "exit_code": 0,
+        "output": "hi\n",
+        "cwd": "/",
+    }
+    listing = await rt.call_tool("list", {})
+    assert listing["jobs"] == [
+        {
+            "job_id": r["job_id"],
+            "shell_id": sh["shell_id"],
+            "state": "exited",
+            "exit_code": 0,
+            "total_bytes": len("hi\n"),
+            "cwd": "/",
+        }
+    ]
+    assert listing["shells"] == [
+        {
+            "shell_id": sh["shell_id"],
+            "shell": sh["shell"],
+            "state": "ready",
+            "cwd": "/",
+            "last_job_id": r["job_id"],
+        }
+    ]
+    closed = await rt.call_tool("shell_close", {"shell_id": sh["shell_id"]})
+    assert closed == {"shell_id": sh["shell_id"], "state": "closed"}
+
+
+async def test_list_summaries_are_lean_and_full_detail_restores_them(rt, full_rt):
+    for runtime in (rt, full_rt):
+        await runtime.call_tool("exec", {"command": "true"})
+    lean = (await rt.call_tool("list", {}))["jobs"][0]
+    full = (await full_rt.call_tool("list", {}))["jobs"][0]
+    assert set(lean) == {"job_id", "state", "exit_code"}
+    assert {"ok", "started_at", "duration_ms", "pid", "cwd", "name", "mode"} <= set(full)
+    jsonschema.validate(await rt.call_tool("list", {}), schemas(rt)["list"])
+
+
+async def test_search_results_are_lean(rt, tmp_path):
+    (tmp_path / "a.txt").write_text("one needle\ntwo\n")
+    r = await rt.call_tool("search", {"pattern": "needle"})
+    assert r == {
+        "matches": [
+            {
+                "path": "a.txt",
+                "line": 1,
+                "column": 5,
+                "text": "one needle",
+                "submatches": [{"start": 4, "end": 10, "text": "needle"}],
+            }
+        ]
+    }
+    files = await rt.call_tool("search", {"pattern": "needle", "mode": "files"})
+    assert files == {"mode": "files", "files": ["a.txt"]}
+    jsonschema.validate(r, schemas(rt)["search"])
+
+
+async def test_every_optional_result_field_states_its_default(rt):
+    def walk(schema: dict[str, Any], where: str) -> None:
+        required = set(schema.get("required", ()))
+        for name, prop in schema.get("properties", {}).items():
+            if name not in required:
+                assert "default" in prop, f"{where}.{name}"
+            if prop.get("type") == "object" or "properties" in prop:
+                walk(prop, f"{where}.{name}")
+            if isinstance(prop.get("items"), dict):
+                walk(prop["items"], f"{where}.{name}[]")
+
+    for name, schema in schemas(rt).items():
+        walk(schema, name)
+    for t in rt.tools():
+        if t["name"] in (*SNAPSHOT_TOOLS, "list", "search"):
+            assert "default" in t["description"], t["name"]
+
+
+def test_result_detail_is_one_setting_three_ways():
+    assert Config().result_detail == "lean"
+    assert Config(result_detail="full").result_detail == "full"
+    assert Config.from_sources(environ={"CONCH_RESULT_DETAIL": "full"}).result_detail == "full"
+    assert parse_setting("result_detail", "full") == "full"
+    with pytest.raises(ConfigError, match="result_detail"):
+        Config(result_detail="short")
+
+
+async def test_the_typed_methods_return_what_call_tool_returns(rt, tmp_path):
+    """SPEC §6: the embedded API returns the same dictionaries (lean by default)."""
+    r = await rt.exec(command="echo hi")
+    assert r == {"job_id": r["job_id"], "state": "exited", "exit_code": 0, "output": "hi\n"}
+    a = await rt.exec(argv=["echo", "hi"])
+    assert a == {**r, "job_id": a["job_id"], "mode": "argv"}
+    t = await rt.call_tool("exec", {"command": "echo hi"})
+    assert set(t) == set(r)
+    assert set(await rt.read(r["job_id"])) == {"job_id", "state", "exit_code", "output", "cursor"}
+    listed = await rt.list()
+    assert listed == await rt.call_tool("list", {})
+    sh = await rt.shell_open()
+    assert "name" not in sh and "job_id" not in sh
+    assert await rt.shell_close(sh["shell_id"]) == {"shell_id": sh["shell_id"], "state": "closed"}
+    (tmp_path / "f.txt").write_text("needle\n")
+    found = await rt.search(pattern="needle", path=str(tmp_path))
+    assert found == await rt.call_tool("search", {"pattern": "needle", "path": str(tmp_path)})
+    assert rt.exec.__name__ == "exec" and "Run a command" in (rt.exec.__doc__ or "")
+
+
+async def test_full_detail_restores_every_field_in_the_typed_methods(tmp_path):
+    cfg = conch.Config(data_dir=str(tmp_path / "d"), result_detail="full")
+    async with conch.Runtime(cfg) as rt:
+        r = await rt.exec(command="echo hi")
+        assert {"pid", "log_path", "ok", "duration_ms", "stdout_bytes", "eof"} <= set(r)
+        assert (await rt.shell_close((await rt.shell_open())["shell_id"]))["cleanup_complete"]
