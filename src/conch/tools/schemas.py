@@ -200,7 +200,8 @@ WRITE_INPUT = obj(
 
 SIGNAL_INPUT = obj(
     {
-        "job_id": ID,
+        "job_id": {**ID, "description": "The job to signal (or give shell_id)."},
+        "shell_id": {**ID, "description": "A persistent shell to close instead of a job."},
         "signal": {
             "enum": [
                 "interrupt",
@@ -218,7 +219,6 @@ SIGNAL_INPUT = obj(
         "wait_ms": {**YIELD, "description": "Wait this long for the job to end. Default 2000."},
         "purpose": PURPOSE,
     },
-    ("job_id",),
 )
 
 LIST_INPUT = obj({"state": {"enum": ["running", "all"]}})
@@ -418,6 +418,12 @@ SHELL_CLOSE_OUTPUT = {
         ),
     },
     "required": ["shell_id", "state"],
+}
+
+SIGNAL_OUTPUT = {
+    "type": "object",
+    "description": "The job snapshot; closing a shell: the shell's `{shell_id, state}`.",
+    "anyOf": [SNAPSHOT_OUTPUT, SHELL_CLOSE_OUTPUT],
 }
 
 INFO_OUTPUT = {
