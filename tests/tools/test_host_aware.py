@@ -218,3 +218,44 @@ async def test_claude_code_keeps_the_long_waits_it_allows(host) -> None:
     t = time.monotonic()
     r = await host.result("exec", {"command": "sleep 1.5; echo done", "yield_ms": 60_000})
     assert (r["state"], r["output"]) == ("exited", "done\n") and time.monotonic() - t > 1.4
+
+
+def _properties(schema: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for name, prop in schema.get("properties", {}).items():
+        out.append((path + name, prop))
+        out += _properties(prop, path + name + ".")
+    return out
+
+
+def test_descriptions_carry_the_limits_and_defaults_codex_strips() -> None:
+    """Codex drops minimum/maximum/default from input schemas: whatever the model must know of
+    a number's range and default is said in the description too."""
+    from conch.tools.profiles.conch import conch_tools
+
+    missing = []
+    for tool in conch_tools():
+        for name, prop in _properties(tool.input_schema):
+            text = prop.get("description", "")
+            if not text:
+                continue  # (a nested value whose parent describes it)
+            if "maximum" in prop and str(prop["maximum"]) not in text:
+                missing.append(f"{tool.name}.{name}: maximum {prop['maximum']}")
+            if "default" in prop:
+                default = json.dumps(prop["default"]).strip('"')
+                if f"Default {default}" not in text:
+                    missing.append(f"{tool.name}.{name}: default {default}")
+    assert missing == []
+
+
+async def test_the_opening_of_the_instructions_says_what_conch_is_for(tmp_path) -> None:
+    from conch.mcp.server import ConchMCP
+
+    deep = tmp_path / ("a-long-project-directory-name" * 4)
+    deep.mkdir()
+    cfg = conch.Config(data_dir=str(tmp_path / "d"), default_cwd=str(deep))
+    async with conch.Runtime(cfg) as rt:
+        text = ConchMCP(rt).server.instructions or ""
+    head = text[:250]
+    for word in ("shell", "exec", "read", "write", "signal", "shell_open", "search"):
+        assert word in head, head
