@@ -111,6 +111,13 @@ class Config:
     auth_token: str = _setting("", "bearer token required on every HTTP route", secret=True)
     caller_context_token: str = _setting("", "token for the caller-context header", secret=True)
     register: str = _setting("", "gateway URL to register the manifest with")
+    host_timeout_ms: int = _setting(
+        0,
+        "the MCP host's own tool timeout: every wait ends before it (0: the known host's, from "
+        "its clientInfo; 60000 for an unknown one)",
+        lo=0,
+        hi=86_400_000,
+    )
     secret_prompt: str = _setting(
         "off",
         "terminal password prompts: `elicit` asks the person through URL-mode elicitation "

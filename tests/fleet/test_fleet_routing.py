@@ -83,6 +83,6 @@ def test_fleet_tools_take_a_node_where_work_is_placed() -> None:
     assert registry.resources == ()  # job logs stay on their nodes
     for name in ("exec", "shell_open", "search"):
         assert "node" in tools[name].input_schema["properties"]
-    for name in ("read", "write", "signal", "list", "shell_close"):
+    for name in ("read", "write", "signal", "list"):
         assert "node" not in tools[name].input_schema["properties"]
     assert "nodes" in tools["info"].output_schema["properties"]

@@ -40,10 +40,9 @@ async def test_every_tool_is_listed_with_schemas_and_annotations(serve_args, mod
         "signal",
         "list",
         "shell_open",
-        "shell_close",
         "search",
         "info",
-    } <= set(tools)
+    } == set(tools)
     for t in tools.values():
         assert t.input_schema["type"] == "object"
         assert t.input_schema.get("additionalProperties") is False
@@ -119,17 +118,33 @@ async def test_progress_notifications_carry_the_latest_output_line(serve_args, m
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_cancelled_exec_kills_the_job_it_started(serve_args, mode, tmp_path: Path):
+    """A caller's cancel (a person's Esc) stops the job; a timeout's does not (below)."""
     pidfile = tmp_path / "pid"
     async with client(serve_args, mode) as c:
-        with pytest.raises(MCPError):
-            await c.call_tool(
-                "exec", {"command": f"echo $$ > {pidfile}; exec sleep 60"}, read_timeout_seconds=1.0
-            )
+        with anyio.move_on_after(1.0):
+            await c.call_tool("exec", {"command": f"echo $$ > {pidfile}; exec sleep 60"})
         pid = int(pidfile.read_text())
         gone = await anyio.to_thread.run_sync(wait_gone, pid, 5)
         assert gone, "the cancelled exec's process is still alive"
         jobs = (await c.call_tool("list", {})).structured_content["jobs"]
     assert [j["state"] for j in jobs] == ["cancelled"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_exec_the_client_timed_out_keeps_running(serve_args, mode, tmp_path: Path):
+    """Issue 20.2: the SDK's own timeout cancels with `timed out after 1.0s`: the host gave up
+    waiting, the job runs on and a later read finds it."""
+    async with client(serve_args, mode) as c:
+        with pytest.raises(MCPError):
+            await c.call_tool(
+                "exec", {"command": "sleep 2; echo survived"}, read_timeout_seconds=1.0
+            )
+        jobs = (await c.call_tool("list", {})).structured_content["jobs"]
+        assert [j["state"] for j in jobs] == ["running"], jobs
+        r = await c.call_tool(
+            "read", {"job_id": jobs[0]["job_id"], "wait_ms": 10000, "until": "exit"}
+        )
+        assert r.structured_content["output"] == "survived\n", r.structured_content
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -22,7 +22,6 @@ EXPECTED = {
     "signal",
     "list",
     "shell_open",
-    "shell_close",
     "search",
     "info",
 }

@@ -302,7 +302,7 @@ class Engine:
             context.on_start(job)
         self.spawn.deadline(job, req.timeout_ms)
         result = await self._exec_result(
-            job, yield_ms=req.yield_ms, budget=req.budget, ready=req.ready
+            job, yield_ms=req.yield_ms, budget=req.budget, ready=req.ready, context=context
         )
         if request.shell_id is not None:
             result["shell_id"] = job.shell_id
@@ -333,7 +333,13 @@ class Engine:
         return job
 
     async def _exec_result(
-        self, job: Job, *, yield_ms: int, budget: int, ready: ReadySpec | None
+        self,
+        job: Job,
+        *,
+        yield_ms: int,
+        budget: int,
+        ready: ReadySpec | None,
+        context: rq.CallContext,
     ) -> rs.JobSnapshot:
         """Wait up to yield_ms for the job to end (or become ready); the exec result."""
         try:
@@ -344,11 +350,10 @@ class Engine:
             else:
                 await job.wait_until(lambda: job.terminal, yield_ms / 1000)
         except asyncio.CancelledError:
-            # the caller gave up on the exec (e.g. MCP cancellation): the job goes with it
+            # the caller gave up on the exec (e.g. MCP cancellation): the job goes with it,
+            # unless that was the host's own timeout (SPEC §2: a later read finds it)
             if not job.terminal and job.driver is not None:
-                await asyncio.shield(
-                    self.spawn.spawn_task(job.driver.stop("cancelled", self.spawn.grace_s))
-                )
+                await asyncio.shield(self.spawn.spawn_task(ops.cancelled(job, context, self.spawn)))
             raise
         return ops.window_from(job, None, budget)
 

@@ -16,8 +16,9 @@ from conch.core.jobs.snapshot import STREAMS, observe, snapshot, summary
 from conch.core.jobs.view import JobView
 from conch.core.output import window as win
 from conch.core.process.keys import encode_keys, pipe_keys
-from conch.core.requests import CheckedRead, SignalRequest, WriteRequest
+from conch.core.requests import CallContext, CheckedRead, SignalRequest, WriteRequest
 from conch.core.results import JobSnapshot, JobSummary
+from conch.core.spawn import SpawnContext
 from conch.errors import ConchError
 
 
@@ -124,6 +125,20 @@ async def type_secret(job: Job, text: str) -> None:
     if job.terminal or job.driver is None or job.streams:
         raise ConchError("not_running", f"job {job.job_id} has no terminal waiting for input")
     await job.driver.write(text.encode("utf-8") + encode_keys(["enter"]))
+
+
+async def cancelled(job: Job, context: CallContext, spawn: SpawnContext) -> None:
+    """An exec's caller gave up while the job ran: stop it (``cancelled``), unless the call
+    context says the host gave up for its own timeout (the job then runs on)."""
+    if context.keep_on_cancel is not None:
+        try:
+            keep = await context.keep_on_cancel()
+        except Exception:
+            keep = False
+        if keep:
+            return
+    if not job.terminal and job.driver is not None:
+        await job.driver.stop("cancelled", spawn.grace_s)
 
 
 async def settle_output(job: Job, limit_s: float, quiet_s: float = 0.05) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
@@ -106,6 +106,9 @@ class CallContext:
     on_start: Callable[[Any], None] | None = None  # fn(JobView)
     warm: bool = False
     label: JobLabel | None = None
+    # when the caller gives up on an exec: whether that was the host's own timeout (the job
+    # then keeps running, for a later read); None or False: the job is stopped (cancelled)
+    keep_on_cancel: Callable[[], Awaitable[bool]] | None = None
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ is all it needs; every transport (stdio, Streamable HTTP, SSE) serves the same i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import sys
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -31,6 +33,7 @@ from conch.mcp.tasks import ConchTasks, TaskListenHandler, install
 from conch.tools import resources
 from conch.tools.context import ToolContext, caller_context_trusted
 from conch.tools.host import Host
+from conch.tools.hosts import facts_for, is_host_timeout
 from conch.tools.profiles import seed_module, server_identity
 from conch.tools.render import render
 
@@ -47,11 +50,14 @@ def instructions(cfg: Config, rt: Host) -> str:
         else "on this machine"
     )
     return (
-        f"Conch runs commands {where} ({shell}; default working directory "
-        f"{cfg.resolved_default_cwd}). Use `exec` for commands (long ones continue in the "
-        f"background after yield_ms={cfg.default_yield_ms}: follow them with `read`, type into "
-        f"them with `write`, stop them with `signal`), `shell_open` + `exec {{shell_id}}` for a "
-        f"persistent shell, `search` to find text in files. Limits: {cfg.max_running} running "
+        f"Conch gives you a shell {where}: run commands, scripts and programs (exec); follow, "
+        "type into or stop long-running jobs (read, write, signal); keep persistent shells "
+        "(shell_open); search files (search). "
+        f"Shell {shell}, default working directory {cfg.resolved_default_cwd}. Long commands "
+        f"continue in the background after yield_ms={cfg.default_yield_ms}: follow them with "
+        "`read`, type into them with `write`, stop them with `signal`; `shell_open` + "
+        "`exec {shell_id}` for a persistent shell (closed with `signal {shell_id}`). "
+        f"Limits: {cfg.max_running} running "
         f"jobs, {cfg.max_shells} shells, deadline {cfg.default_timeout_ms} ms by default, "
         f"{cfg.default_max_output_bytes} bytes of output inline (the rest stays readable), "
         f"{cfg.max_log_bytes} bytes of log per job, finished jobs kept {cfg.retention_s} s. "
@@ -97,6 +103,55 @@ def fill_instructions(template: str, cfg: Config, rt: Host) -> str:
         "workspace_root": cfg.resolved_default_cwd,
     }
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+def _client_name(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    params = ctx.session.client_params
+    info = getattr(params, "client_info", None) if params is not None else None
+    name = getattr(info, "name", None)
+    return name if isinstance(name, str) else None
+
+
+class CancelWatch:
+    """Middleware: the ``reason`` of each ``notifications/cancelled``, by request id. The SDK
+    cancels the call's scope first and forwards the notification after, so a call that was
+    cancelled waits (briefly) here for its reason."""
+
+    _WAIT_S = 0.5
+    _KEEP = 256
+
+    def __init__(self) -> None:
+        self._reasons: dict[Any, str | None] = {}
+        self._seen: dict[Any, asyncio.Event] = {}
+
+    async def __call__(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]],
+    ) -> Any:
+        if ctx.method == "notifications/cancelled" and isinstance(ctx.params, Mapping):
+            rid = ctx.params.get("requestId")
+            reason = ctx.params.get("reason")
+            if isinstance(rid, str | int) and not isinstance(rid, bool):
+                self._reasons[rid] = reason if isinstance(reason, str) else None
+                self._event(rid).set()
+                while len(self._reasons) > self._KEEP:  # (cancels of calls long gone)
+                    old = next(iter(self._reasons))
+                    self._reasons.pop(old, None)
+                    self._seen.pop(old, None)
+        return await call_next(ctx)
+
+    def _event(self, rid: Any) -> asyncio.Event:
+        return self._seen.setdefault(rid, asyncio.Event())
+
+    async def reason(self, rid: Any) -> str | None:
+        """The reason the peer gave for cancelling ``rid`` (None: none, or none came)."""
+        if rid is None:
+            return None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._event(rid).wait(), self._WAIT_S)
+        self._seen.pop(rid, None)
+        return self._reasons.pop(rid, None)
 
 
 def _progress_token(ctx: ServerRequestContext[Any, Any]) -> Any:
@@ -175,6 +230,8 @@ class ConchMCP:
         )
         if wire.needed:
             self.server.middleware.append(wire)
+        self.cancels = CancelWatch()
+        self.server.middleware.append(self.cancels)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -271,8 +328,23 @@ class ConchMCP:
                 step += 1
                 await ctx.session.report_progress(step, None, message)
 
+        facts = facts_for(_client_name(ctx))
+        started = time.monotonic()
+        request_id = ctx.request_id
+
+        async def host_gave_up() -> bool:
+            """Was this call's cancellation the host's own timeout? (tools/hosts.py)"""
+            reason = await self.cancels.reason(request_id)
+            elapsed_ms = (time.monotonic() - started) * 1000
+            return is_host_timeout(reason, elapsed_ms, facts, self.config.host_timeout_ms)
+
         call = ToolContext(
-            meta=meta, trusted=self._trusted(ctx), progress=report, on_started=on_started
+            meta=meta,
+            trusted=self._trusted(ctx),
+            progress=report,
+            on_started=on_started,
+            host=facts,
+            host_gave_up=host_gave_up,
         )
         self._in_flight += 1
         try:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from conch.config import Config
 from conch.core import CALLER_SESSION_VAR, CallContext, JobLabel, JobView, check_env
 from conch.errors import ConchError
+from conch.tools.hosts import HostFacts
 from conch.tools.state import ProfileState
 
 T = TypeVar("T")
@@ -38,6 +39,11 @@ class ToolContext:
     state: ProfileState | None = None
     label: JobLabel | None = None
     on_started: Callable[[JobView], None] | None = None  # the front end's own hook
+    # the MCP host calling (its timeout and where it cuts a result: tools/hosts.py); None:
+    # in process or over the HTTP invoke API, where nothing times a call out
+    host: HostFacts | None = None
+    # after a cancellation: whether it was the host's own timeout (tools/hosts.py)
+    host_gave_up: Callable[[], Awaitable[bool]] | None = None
 
     def engine_context(
         self, *, inherit_not: tuple[str, ...] = (), warm: bool = False
@@ -51,6 +57,7 @@ class ToolContext:
             on_start=self.job_started,
             warm=warm,
             label=self.label,
+            keep_on_cancel=self.host_gave_up,
         )
 
     def for_call(self) -> ToolContext:

@@ -47,6 +47,11 @@ class ToolRegistry:
         for name in self.profiles:
             for tool in profile(name).tools():
                 self._profile_of.setdefault(tool.name, profile(name))
+        for name in self.profiles:  # unlisted tools, where no listed one has the name
+            for tool in profile(name).unlisted():
+                if tool.name not in self._by_name:
+                    self._by_name[tool.name] = tool
+                    self._profile_of[tool.name] = profile(name)
         self.resources: tuple[Resource, ...] = tuple(
             r for name in self.profiles for r in profile(name).resources
         )

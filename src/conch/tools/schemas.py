@@ -116,12 +116,14 @@ EXEC_INPUT = obj(
             "type": "integer",
             "minimum": 0,
             "maximum": 7 * 86400 * 1000,
-            "description": "Deadline; the whole process tree is killed. 0 = none. Default 1800000.",
+            "description": "Deadline; the whole process tree is killed. 0 = none; at most "
+            "604800000 (7 days). Default 1800000 (30 min).",
         },
         "yield_ms": {
             **YIELD,
             "description": "How long to wait before returning with the job still "
-            "running in the background. Default 10000.",
+            "running in the background, 0-120000. Default 10000. Ends earlier (still running) "
+            "before the host's own tool timeout.",
         },
         "max_output_bytes": {
             "type": "integer",
@@ -170,9 +172,13 @@ READ_INPUT = obj(
             "type": "integer",
             "minimum": 1,
             "maximum": MAX_OUTPUT_BYTES,
-            "description": "Most bytes of text to return. Default 16384.",
+            "description": "Most bytes of text to return, 1-1048576. Default 16384 (less where the "
+            "host would cut a larger result).",
         },
-        "wait_ms": {**YIELD, "description": "Wait up to this long for `until`. Default 0."},
+        "wait_ms": {
+            **YIELD,
+            "description": "Wait up to this long for `until`, 0-120000. Default 0.",
+        },
         "until": UNTIL,
         "stream": {"enum": ["stdout", "stderr"], "description": "Only one stream (pipe jobs)."},
         "raw": {"type": "boolean", "description": "Bytes as printed (decoded, not normalized)."},
@@ -192,7 +198,7 @@ WRITE_INPUT = obj(
             "description": "Keys to send after text, e.g. enter, ctrl-c, up, tab, esc.",
         },
         "eof": {"type": "boolean", "description": "Close stdin (pipes) / send ctrl-d (terminals)."},
-        "yield_ms": {**YIELD, "description": "Wait for output to settle. Default 1000."},
+        "yield_ms": {**YIELD, "description": "Wait for output to settle, 0-120000. Default 1000."},
         "purpose": PURPOSE,
     },
     ("job_id",),
@@ -200,7 +206,8 @@ WRITE_INPUT = obj(
 
 SIGNAL_INPUT = obj(
     {
-        "job_id": ID,
+        "job_id": {**ID, "description": "The job to signal (or give shell_id)."},
+        "shell_id": {**ID, "description": "A persistent shell to close instead of a job."},
         "signal": {
             "enum": [
                 "interrupt",
@@ -215,10 +222,12 @@ SIGNAL_INPUT = obj(
             ],
             "description": "Default terminate (escalates to kill after the grace period).",
         },
-        "wait_ms": {**YIELD, "description": "Wait this long for the job to end. Default 2000."},
+        "wait_ms": {
+            **YIELD,
+            "description": "Wait this long for the job to end, 0-120000. Default 2000.",
+        },
         "purpose": PURPOSE,
     },
-    ("job_id",),
 )
 
 LIST_INPUT = obj({"state": {"enum": ["running", "all"]}})
@@ -420,6 +429,12 @@ SHELL_CLOSE_OUTPUT = {
     "required": ["shell_id", "state"],
 }
 
+SIGNAL_OUTPUT = {
+    "type": "object",
+    "description": "The job snapshot; closing a shell: the shell's `{shell_id, state}`.",
+    "anyOf": [SNAPSHOT_OUTPUT, SHELL_CLOSE_OUTPUT],
+}
+
 INFO_OUTPUT = {
     "type": "object",
     "properties": {
@@ -458,17 +473,19 @@ SEARCH_INPUT: dict[str, Any] = {
         "regex": {
             "type": "boolean",
             "default": False,
-            "description": "Treat pattern as a regular expression (Rust regex syntax).",
+            "description": "Treat pattern as a regular expression (Rust regex syntax). "
+            "Default false.",
         },
         "ignore_case": {
             "type": "boolean",
             "default": False,
-            "description": "Match case-insensitively.",
+            "description": "Match case-insensitively. Default false.",
         },
         "hidden": {
             "type": "boolean",
             "default": False,
-            "description": "Also search hidden files and directories (names starting with '.').",
+            "description": "Also search hidden files and directories (names starting with '.'). "
+            "Default false.",
         },
         "glob": {
             "type": "array",
@@ -483,7 +500,8 @@ SEARCH_INPUT: dict[str, Any] = {
             "minimum": 0,
             "maximum": SEARCH_MAX_CONTEXT,
             "default": 0,
-            "description": "Lines of context to return before and after each match.",
+            "description": "Lines of context to return before and after each match, 0-100. "
+            "Default 0.",
         },
         "mode": {
             "type": "string",
@@ -491,7 +509,7 @@ SEARCH_INPUT: dict[str, Any] = {
             "default": "matches",
             "description": (
                 "matches: matching lines; files: only the paths of matching files; "
-                "count: number of matching lines per file."
+                "count: number of matching lines per file. Default matches."
             ),
         },
         "max_matches": {
@@ -500,8 +518,8 @@ SEARCH_INPUT: dict[str, Any] = {
             "maximum": SEARCH_MAX_MATCHES,
             "default": 100,
             "description": (
-                "Most results to return (matching lines, or files in files/count mode); "
-                "truncated is true when there were more."
+                "Most results to return (matching lines, or files in files/count mode), "
+                "1-1000; truncated is true when there were more. Default 100."
             ),
         },
         "timeout_ms": {
@@ -509,7 +527,8 @@ SEARCH_INPUT: dict[str, Any] = {
             "minimum": 1,
             "maximum": SEARCH_MAX_TIMEOUT_MS,
             "default": 30000,
-            "description": "Stop searching after this many milliseconds and return what was found.",
+            "description": "Stop searching after this many milliseconds (1-300000) and return "
+            "what was found. Default 30000.",
         },
     },
 }

@@ -54,6 +54,8 @@ class Profile:
     result_is_error: Callable[[dict[str, Any]], bool] | None = None
     # render_text(result, is_error) -> the text block; else Conch's rendering
     render_text: Callable[[dict[str, Any], bool], str] | None = None
+    # tools callable by name but not listed (kept for clients of an earlier catalogue)
+    unlisted: Callable[[], tuple[Tool, ...]] = lambda: ()
 
 
 class ProfileError(Exception):

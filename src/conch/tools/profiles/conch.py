@@ -1,4 +1,9 @@
-"""The default profile ``conch`` (SPEC §6): nine thin handlers on the engine."""
+"""The default profile ``conch`` (SPEC §6): eight tools, thin handlers on the engine.
+
+Closing a shell is a ``signal`` with ``shell_id`` (hosts show at most eight tools: Codex's
+``tool_search`` returns eight); ``shell_close`` stays callable by name for clients that use it,
+unlisted. Each wait ends before the calling host's own timeout, and each inline window stays
+below where the host cuts a result (conch/tools/hosts.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from conch.core import Engine
 from conch.tools import lean as L
 from conch.tools import schemas as S
 from conch.tools.context import ToolContext
+from conch.tools.hosts import IN_PROCESS, horizon_ms
 from conch.tools.profiles._common import Profile
 from conch.tools.tool import Tool, WireShape
 
@@ -18,22 +24,68 @@ def _without(args: dict[str, Any], *names: str) -> dict[str, Any]:
     return {k: v for k, v in args.items() if k not in names}
 
 
+def _fitted(
+    rt: Engine,
+    ctx: ToolContext,
+    args: dict[str, Any],
+    wait: tuple[str, int],
+    budget: str | None = None,
+) -> dict[str, Any]:
+    """``args`` with the wait (name, default) ending before the host's timeout, and the
+    inline window (``budget``) below where the host cuts a result (conch/tools/hosts.py)."""
+    setting = rt.config.host_timeout_ms
+    if ctx.host is None and not setting:
+        return args
+    facts = ctx.host or IN_PROCESS
+    out = dict(args)
+    horizon = horizon_ms(facts, setting)
+    name, default = wait
+    if horizon is not None and out.get(name, default) > horizon:
+        out[name] = horizon
+    if budget is not None:
+        given = out.get(budget, rt.config.default_max_output_bytes)
+        out[budget] = min(given, facts.max_output_bytes)
+    return out
+
+
 # `purpose` is the call's (its label, for the dashboard), not the request's
 async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    req = core.ExecRequest(**_without(args, "purpose"))
-    return dict(await rt.exec(req, ctx.engine_context(warm=True)))
+    wait = ("yield_ms", rt.config.default_yield_ms)
+    fitted = _fitted(rt, ctx, _without(args, "purpose"), wait, "max_output_bytes")
+    return dict(await rt.exec(core.ExecRequest(**fitted), ctx.engine_context(warm=True)))
 
 
 async def _read(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    return dict(await rt.read(core.ReadRequest(**args)))
+    fitted = _fitted(rt, ctx, args, ("wait_ms", 0), "max_bytes")
+    return dict(await rt.read(core.ReadRequest(**fitted)))
 
 
 async def _write(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    return dict(await rt.write(core.WriteRequest(**_without(args, "purpose"))))
+    fitted = _fitted(rt, ctx, _without(args, "purpose"), ("yield_ms", 1000))
+    return dict(await rt.write(core.WriteRequest(**fitted)))
 
 
 async def _signal(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    return dict(await rt.signal(core.SignalRequest(**_without(args, "purpose"))))
+    args = _fitted(rt, ctx, _without(args, "purpose"), ("wait_ms", 2000))
+    shell_id = args.pop("shell_id", None)
+    if shell_id is not None:  # closing a shell (and everything in it)
+        if "job_id" in args:
+            raise core.ConchError(
+                "invalid_argument", "give job_id or shell_id, not both", field="shell_id"
+            )
+        if args.get("signal", "terminate") not in ("terminate", "kill"):
+            raise core.ConchError(
+                "invalid_argument",
+                "a shell is closed with terminate or kill; signal the command it runs by its "
+                "job_id",
+                field="signal",
+            )
+        return dict(await rt.shell_close(shell_id))
+    if "job_id" not in args:
+        raise core.ConchError(
+            "invalid_argument", "give job_id (or shell_id to close a shell)", field="job_id"
+        )
+    return dict(await rt.signal(core.SignalRequest(**args)))
 
 
 async def _list(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -58,6 +110,10 @@ async def _info(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str,
 
 def _lean_snapshot(r: dict[str, Any], cwd: str) -> dict[str, Any]:
     return L.snapshot(r, cwd)
+
+
+def _lean_signal(r: dict[str, Any], cwd: str) -> dict[str, Any]:
+    return L.snapshot(r, cwd) if "job_id" in r else L.shell_close(r)
 
 
 def _lean_list(r: dict[str, Any], cwd: str) -> dict[str, Any]:
@@ -136,8 +192,10 @@ DESCRIPTIONS = {
     "signal": (
         "Send a signal to a job's whole process tree. `terminate` (default) sends TERM "
         "then KILL after the grace period; `interrupt` is ctrl-c. On a finished job it "
-        "kills processes the job left running (`lingering_pids`). Fields left out have their "
-        "default."
+        "kills processes the job left running (`lingering_pids`). With `shell_id` instead of "
+        "`job_id` (terminate or kill) it closes that persistent shell and kills every process "
+        "in it: the result is `{shell_id, state: closed}`. Waits up to `wait_ms` (default "
+        "2000, at most 120000) for the job to end. Fields left out have their default."
     ),
     "list": (
         "List jobs (running and recent) and open persistent shells. Fields left out have "
@@ -163,23 +221,27 @@ DESCRIPTIONS = {
 # only, d = destructive, i = idempotent, p = sends progress while it waits, s = `purpose` is
 # its _meta summary
 _SNAP, _LEAN = S.SNAPSHOT_OUTPUT, _lean_snapshot
-_CATALOGUE: tuple[tuple[str, str, dict[str, Any], dict[str, Any], Any, Any, str], ...] = (
+_Table = tuple[tuple[str, str, dict[str, Any], dict[str, Any], Any, Any, str], ...]
+_CATALOGUE: _Table = (
     ("exec", "Run a command", S.EXEC_INPUT, _SNAP, _exec, _LEAN, "dps"),
     ("read", "Read a job's output", S.READ_INPUT, _SNAP, _read, _LEAN, "rp"),
     ("write", "Send input to a job", S.WRITE_INPUT, _SNAP, _write, _LEAN, "ps"),
-    ("signal", "Signal or stop a job", S.SIGNAL_INPUT, _SNAP, _signal, _LEAN, "ds"),
+    ("signal", "Signal a job, or close a shell", S.SIGNAL_INPUT, S.SIGNAL_OUTPUT, _signal,
+     _lean_signal, "ds"),
     ("list", "List jobs and shells", S.LIST_INPUT, S.LIST_OUTPUT, _list, _lean_list, "ri"),
     ("shell_open", "Open a persistent shell", S.SHELL_OPEN_INPUT, S.SHELL_OPEN_OUTPUT,
      _shell_open, _lean_shell_open, ""),
-    ("shell_close", "Close a persistent shell", S.SHELL_CLOSE_INPUT, S.SHELL_CLOSE_OUTPUT,
-     _shell_close, _lean_shell_close, "di"),
     ("search", "Search files", S.SEARCH_INPUT, S.SEARCH_OUTPUT, _search, _lean_search, "ri"),
     ("info", "About this Conch server", S.INFO_INPUT, S.INFO_OUTPUT, _info, None, "ri"),
 )  # fmt: skip
+# callable by name, not listed: what clients of the nine-tool profile call
+_UNLISTED = (
+    ("shell_close", "Close a persistent shell", S.SHELL_CLOSE_INPUT, S.SHELL_CLOSE_OUTPUT,
+     _shell_close, _lean_shell_close, "di"),
+)  # fmt: skip
 
 
-@lru_cache(maxsize=1)
-def conch_tools() -> tuple[Tool, ...]:
+def _tools(table: _Table) -> tuple[Tool, ...]:
     return tuple(
         Tool(
             name,
@@ -194,8 +256,18 @@ def conch_tools() -> tuple[Tool, ...]:
             progress="p" in kind,
             wire=WireShape(summary_arg="purpose" if "s" in kind else None, lean=lean),
         )
-        for name, title, inp, out, handler, lean, kind in _CATALOGUE
+        for name, title, inp, out, handler, lean, kind in table
     )
 
 
-PROFILE = Profile("conch", conch_tools)
+@lru_cache(maxsize=1)
+def conch_tools() -> tuple[Tool, ...]:
+    return _tools(_CATALOGUE)
+
+
+@lru_cache(maxsize=1)
+def unlisted_tools() -> tuple[Tool, ...]:
+    return _tools(_UNLISTED)
+
+
+PROFILE = Profile("conch", conch_tools, unlisted=unlisted_tools)

@@ -1,0 +1,261 @@
+"""Issue 20.2: no job is lost to a host's timeout, no result is cut by the host, and the
+default profile fits a host's eight-tool view (conch/tools/hosts.py, tools/profiles/conch.py).
+
+The MCP tests speak raw JSON-RPC to a real `conch serve` over stdio, as a host would: its
+``clientInfo`` names the host, and a ``notifications/cancelled`` carries the host's reason."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import conch
+from conch.tools.hosts import IN_PROCESS, KNOWN_HOSTS, UNKNOWN_HOST, facts_for, horizon_ms
+from conch.tools.hosts import is_host_timeout as host_timeout
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_horizon_ends_before_each_hosts_timeout() -> None:
+    codex = facts_for("codex-mcp-client")
+    assert codex is KNOWN_HOSTS["codex-mcp-client"] and codex.timeout_ms == 60_000
+    assert horizon_ms(codex) == 54_000
+    assert horizon_ms(facts_for("claude-code")) is None  # no timeout of its own by default
+    assert facts_for("someone-else") is UNKNOWN_HOST and horizon_ms(UNKNOWN_HOST) == 54_000
+    assert horizon_ms(IN_PROCESS) is None
+    assert horizon_ms(IN_PROCESS, 5000) == 4000  # host_timeout_ms wins
+    assert horizon_ms(codex, 2000) == 1000
+
+
+@pytest.mark.parametrize(
+    ("reason", "elapsed_ms", "expected"),
+    [
+        ("McpError: MCP error -32001: Request timed out", 100, True),
+        ("timed out awaiting tools/call after 5s", 5000, True),
+        ("request timeout", 10, True),
+        ("User aborted", 100, False),
+        ("AbortError: This operation was aborted", 100, False),
+        (None, 100, False),
+        (None, 59_000, True),  # no reason, but the host's own timeout ran out
+    ],
+)
+def test_a_cancel_is_the_hosts_timeout_by_its_reason_or_its_timing(
+    reason: str | None, elapsed_ms: float, expected: bool
+) -> None:
+    assert host_timeout(reason, elapsed_ms, facts_for("codex-mcp-client"), 0) is expected
+
+
+async def test_the_default_profile_has_eight_tools_and_closes_shells_by_signal(tmp_path) -> None:
+    cfg = conch.Config(data_dir=str(tmp_path / "d"), default_cwd=str(tmp_path))
+    async with conch.Runtime(cfg) as rt:
+        names = [t["name"] for t in rt.tools()]
+        assert len(names) <= 8 and "shell_close" not in names, names
+        assert {"exec", "read", "write", "signal", "list", "shell_open", "search", "info"} == set(
+            names
+        )
+        sh = await rt.call_tool("shell_open", {})
+        r = await rt.call_tool("exec", {"shell_id": sh["shell_id"], "command": "sleep 30 &"})
+        assert r["state"] == "exited"
+        closed = await rt.call_tool("signal", {"shell_id": sh["shell_id"]})
+        assert closed == {"shell_id": sh["shell_id"], "state": "closed"}, closed
+        gone = await rt.call_tool("exec", {"shell_id": sh["shell_id"], "command": "true"})
+        assert gone["error"]["code"] == "not_found"
+        for bad in (
+            {},
+            {"shell_id": "s_x", "job_id": "j_x"},
+            {"shell_id": sh["shell_id"], "signal": "interrupt"},
+        ):
+            err = await rt.call_tool("signal", bad)
+            assert err["error"]["code"] == "invalid_argument", (bad, err)
+        # a client of the nine-tool catalogue still closes a shell by name
+        sh = await rt.call_tool("shell_open", {})
+        assert (await rt.call_tool("shell_close", {"shell_id": sh["shell_id"]}))[
+            "state"
+        ] == "closed"
+
+
+async def test_every_wait_ends_before_the_configured_host_timeout(tmp_path) -> None:
+    cfg = conch.Config(
+        data_dir=str(tmp_path / "d"), default_cwd=str(tmp_path), host_timeout_ms=2500
+    )
+    async with conch.Runtime(cfg) as rt:
+        t = time.monotonic()
+        r = await rt.call_tool("exec", {"command": "sleep 4; echo done", "yield_ms": 60_000})
+        assert r["state"] == "running" and time.monotonic() - t < 2.2, r
+        t = time.monotonic()
+        r = await rt.call_tool("read", {"job_id": r["job_id"], "wait_ms": 60_000, "until": "exit"})
+        assert time.monotonic() - t < 2.2
+        r = await rt.call_tool("read", {"job_id": r["job_id"], "wait_ms": 60_000, "until": "exit"})
+        assert (r["state"], r["output"]) == ("exited", "done\n"), r
+
+
+# -- over MCP, as a host -----------------------------------------------------------------------
+
+CONCH = Path(__file__).resolve().parents[2] / "bin" / "conch"
+
+
+class Host:
+    """A minimal MCP host on a real `conch serve` over stdio (raw JSON-RPC)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.next_id = 10
+        self.answers: dict[int, dict[str, Any]] = {}
+
+    async def send(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", **msg}).encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    async def answer(self, rid: int, limit_s: float = 30) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + limit_s
+        while rid not in self.answers:
+            line = await asyncio.wait_for(self.proc.stdout.readline(), deadline - time.monotonic())
+            assert line, "the server ended"
+            msg = json.loads(line)
+            if "id" in msg and ("result" in msg or "error" in msg):
+                self.answers[msg["id"]] = msg
+        return self.answers.pop(rid)
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> int:
+        self.next_id += 1
+        params = {"name": name, "arguments": arguments}
+        await self.send({"id": self.next_id, "method": "tools/call", "params": params})
+        return self.next_id
+
+    async def result(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        msg = await self.answer(await self.call(name, arguments))
+        return msg["result"]["structuredContent"]
+
+
+@pytest.fixture
+async def host(request, tmp_path) -> AsyncIterator[Host]:
+    client = getattr(request, "param", "codex-mcp-client")
+    env = {**os.environ, "CONCH_DATA_DIR": str(tmp_path / "d")}
+    proc = await asyncio.create_subprocess_exec(
+        str(CONCH),
+        "serve",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+    )
+    h = Host(proc)
+    try:
+        hello = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "0.171.0"},
+        }
+        await h.send({"id": 1, "method": "initialize", "params": hello})
+        await h.answer(1, limit_s=60)
+        await h.send({"method": "notifications/initialized"})
+        yield h
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), 10)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+async def _until_exit(host: Host, job_id: str) -> dict[str, Any]:
+    return await host.result("read", {"job_id": job_id, "wait_ms": 20_000, "until": "exit"})
+
+
+@pytest.mark.parametrize(
+    "reason",
+    ["timed out awaiting tools/call after 5s", "McpError: MCP error -32001: Request timed out"],
+)
+async def test_a_cancel_for_the_hosts_timeout_leaves_the_job_running(host, reason) -> None:
+    rid = await host.call("exec", {"command": "sleep 2; echo survived", "yield_ms": 10_000})
+    await asyncio.sleep(0.8)
+    listed = await host.result("list", {})
+    job_id = listed["jobs"][-1]["job_id"]
+    await host.send(
+        {"method": "notifications/cancelled", "params": {"requestId": rid, "reason": reason}}
+    )
+    await asyncio.sleep(0.8)
+    listed = await host.result("list", {})
+    assert next(j for j in listed["jobs"] if j["job_id"] == job_id)["state"] == "running", listed
+    r = await _until_exit(host, job_id)
+    assert (r["state"], r["output"]) == ("exited", "survived\n"), r
+
+
+async def test_a_persons_cancel_still_stops_the_job(host) -> None:
+    rid = await host.call("exec", {"command": "sleep 20; echo never", "yield_ms": 10_000})
+    await asyncio.sleep(0.8)
+    job_id = (await host.result("list", {}))["jobs"][-1]["job_id"]
+    cancel = {"requestId": rid, "reason": "User aborted"}
+    await host.send({"method": "notifications/cancelled", "params": cancel})
+    r = await _until_exit(host, job_id)
+    assert r["state"] == "cancelled" and "never" not in r["output"], r
+
+
+async def test_codex_gets_windows_below_its_cut_with_the_marker_whole(host) -> None:
+    r = await host.result("exec", {"command": "seq 1 100000"})
+    assert r["truncated"] is True and len(r["output"].encode()) <= 8192 + 200, len(r["output"])
+    assert "bytes omitted: read cursor" in r["output"]
+    assert len(json.dumps(r, separators=(",", ":"))) < 12_000  # Codex's cut, fallback model
+    w = await host.result("read", {"job_id": r["job_id"], "cursor": 0, "max_bytes": 400_000})
+    assert len(json.dumps(w, separators=(",", ":"))) < 12_000 and w["next_cursor"] > 0, len(
+        json.dumps(w)
+    )
+
+
+@pytest.mark.parametrize("host", ["claude-code"], indirect=True)
+async def test_claude_code_keeps_the_long_waits_it_allows(host) -> None:
+    t = time.monotonic()
+    r = await host.result("exec", {"command": "sleep 1.5; echo done", "yield_ms": 60_000})
+    assert (r["state"], r["output"]) == ("exited", "done\n") and time.monotonic() - t > 1.4
+
+
+def _properties(schema: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for name, prop in schema.get("properties", {}).items():
+        out.append((path + name, prop))
+        out += _properties(prop, path + name + ".")
+    return out
+
+
+def test_descriptions_carry_the_limits_and_defaults_codex_strips() -> None:
+    """Codex drops minimum/maximum/default from input schemas: whatever the model must know of
+    a number's range and default is said in the description too."""
+    from conch.tools.profiles.conch import conch_tools
+
+    missing = []
+    for tool in conch_tools():
+        for name, prop in _properties(tool.input_schema):
+            text = prop.get("description", "")
+            if not text:
+                continue  # (a nested value whose parent describes it)
+            if "maximum" in prop and str(prop["maximum"]) not in text:
+                missing.append(f"{tool.name}.{name}: maximum {prop['maximum']}")
+            if "default" in prop:
+                default = json.dumps(prop["default"]).strip('"')
+                if f"Default {default}" not in text:
+                    missing.append(f"{tool.name}.{name}: default {default}")
+    assert missing == []
+
+
+async def test_the_opening_of_the_instructions_says_what_conch_is_for(tmp_path) -> None:
+    from conch.mcp.server import ConchMCP
+
+    deep = tmp_path / ("a-long-project-directory-name" * 4)
+    deep.mkdir()
+    cfg = conch.Config(data_dir=str(tmp_path / "d"), default_cwd=str(deep))
+    async with conch.Runtime(cfg) as rt:
+        text = ConchMCP(rt).server.instructions or ""
+    head = text[:250]
+    for word in ("shell", "exec", "read", "write", "signal", "shell_open", "search"):
+        assert word in head, head
