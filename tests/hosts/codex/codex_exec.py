@@ -39,7 +39,14 @@ LOAD_CONCH = ToolSearch("conch exec read write signal list shell search info", l
 PROMPT = "do it"
 
 
-def config_toml(base_url: str, conch: Path, *, model: str, tool_timeout_sec: float | None) -> str:
+def config_toml(
+    base_url: str,
+    conch: Path,
+    *,
+    model: str,
+    tool_timeout_sec: float | None,
+    conch_env: dict[str, str] | None = None,
+) -> str:
     conch_table = [
         "[mcp_servers.conch]",
         f"command = {json.dumps(str(conch))}",
@@ -49,6 +56,9 @@ def config_toml(base_url: str, conch: Path, *, model: str, tool_timeout_sec: flo
     ]
     if tool_timeout_sec is not None:
         conch_table.append(f"tool_timeout_sec = {tool_timeout_sec}")
+    if conch_env:
+        pairs = ", ".join(f"{k} = {json.dumps(v)}" for k, v in conch_env.items())
+        conch_table.append(f"env = {{ {pairs} }}")
     return "\n".join(
         [
             f'model = "{model}"',
@@ -194,6 +204,7 @@ def run_codex(
     conch: Any,
     spawn: Callable[..., subprocess.Popen[bytes]],
     tool_timeout_sec: float | None = None,
+    conch_env: dict[str, str] | None = None,
     model: str = MODEL,
     timeout: float = 90,
 ) -> CodexRun:
@@ -204,7 +215,13 @@ def run_codex(
     home.mkdir()
     work.mkdir()
     (home / "config.toml").write_text(
-        config_toml(fake.base_url, conch.command, model=model, tool_timeout_sec=tool_timeout_sec)
+        config_toml(
+            fake.base_url,
+            conch.command,
+            model=model,
+            tool_timeout_sec=tool_timeout_sec,
+            conch_env=conch_env,
+        )
     )
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
