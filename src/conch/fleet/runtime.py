@@ -21,13 +21,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from conch.config import Config
-from conch.core import JobView, Once, ShellAvailable, ShellSummary, is_loopback
+from conch.core import Once, is_loopback
 from conch.errors import ConchError, ConfigError, RuntimeClosedError
 from conch.fleet.executor import KILL_CHILDREN_ENV, NICENESS_ENV, NodeExecutor
 from conch.fleet.ids import ID_KEYS, qualify, qualify_result, split
 from conch.fleet.nodes import Node, NodeTable
 from conch.fleet.tools import FleetRegistry, takes_node
-from conch.tools import resources
+from conch.fleet.view import FleetView
 from conch.tools.call import ToolOutcome
 from conch.tools.context import ToolContext
 from conch.tools.host import Host, HostBase
@@ -55,7 +55,7 @@ class FleetRuntime(HostBase):
         self.table = NodeTable()
         self.info_extra: dict[str, Any] = {}
         self.registry = FleetRegistry(self.config.profiles)
-        self._view = FleetView(self)
+        self._view = FleetView(self.add_listener, self.table, self.registry)
         self._listeners: list[Callable[[str | None], None]] = []
         self._started = False
         self._closed = False
@@ -554,49 +554,6 @@ class FleetRuntime(HostBase):
 
     async def info(self) -> dict[str, Any]:
         return await self._api("info", {})
-
-
-class FleetView:
-    """What front ends watch of a fleet: its jobs and shells live on their nodes (``list`` and
-    the resources show them), so what it holds here is none; it counts what runs."""
-
-    bash: str | None = "bash"
-
-    def __init__(self, fleet: FleetRuntime) -> None:
-        self._fleet = fleet
-
-    def add_listener(self, fn: Callable[[str | None], None]) -> Callable[[], None]:
-        return self._fleet.add_listener(fn)
-
-    def job(self, job_id: str) -> JobView:
-        raise ConchError("not_found", "a fleet's jobs live on their nodes: use `read`")
-
-    def retained(self) -> list[JobView]:
-        return []
-
-    def shell_summaries(self) -> list[ShellSummary]:
-        return []
-
-    def shells_available(self) -> list[ShellAvailable]:
-        return []
-
-    @property
-    def running(self) -> int:
-        """Running jobs on every usable node, as each last reported."""
-        return sum(n.running for n in self._fleet.table.usable())
-
-    @property
-    def retained_count(self) -> int:
-        return 0
-
-    async def type_secret(self, job_id: str, text: str) -> None:
-        raise ConchError("not_found", "a fleet's jobs live on their nodes")
-
-    def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
-        return None  # the jobs run on the nodes, never in this process's tree
-
-    def changed_resources(self, job_id: str | None) -> list[str]:
-        return resources.change_uris(self._fleet.registry, job_id)
 
 
 _LOCAL_ID = re.compile(r"\b([js]_[0-9a-f]{10})\b")

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import os
 import secrets
-import shlex
 import signal
 import termios
 import time
@@ -36,10 +35,10 @@ from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree
 from conch.core.results import ShellSummary, timestamp
-from conch.core.shell.boot import ARGV, BOOT, env_prelude
+from conch.core.shell.boot import ARGV, BOOT
 from conch.core.shell.command import ShellCommandDriver
+from conch.core.shell.command_file import CommandFile
 from conch.core.shell.markers import Done, MarkerParser, Output
-from conch.core.shell.scrub import PathScrubber
 from conch.core.shell.state import UNAVAILABLE, ShellState, move
 from conch.core.spawn import SpawnContext
 from conch.errors import ConchError
@@ -47,7 +46,6 @@ from conch.errors import ConchError
 _BOOT_TIMEOUT_S = 10.0
 _STARTUP_TIMEOUT_S = 60.0
 _PENDING_CAP = 16 * 1024 * 1024
-_PAD_LIMIT = 64 * 1024
 _SIGINT_BIT = 1 << (signal.SIGINT - 1)
 _SIGQUIT_BIT = 1 << (signal.SIGQUIT - 1)
 _INT_BREAKS = (b"\r\n", b"\n")  # what bash and zsh print as Ctrl-C ends a command line
@@ -100,11 +98,7 @@ class Shell:
         self._watch: ExitWatch | None = None
         self._parser = MarkerParser("0")
         self._token = ""
-        self._cmd_path: str | None = None
-        self._cmd_fd: int | None = None
-        self._scrub: PathScrubber | None = None  # the command file's path out of the output
-        self._cmd_len = 0
-        self._values_on_disk = False  # the command file holds a command's env values
+        self._cmd: CommandFile | None = None  # where each command goes (core/shell/command_file)
         self._pending = bytearray()  # output while no job runs: it goes to the next job
         self._input: Feeder | None = None  # typed for the running command, not yet taken
         self._capture: bytearray | None = None  # output of internal commands (startup)
@@ -159,25 +153,14 @@ class Shell:
         self._token = secrets.token_hex(8)
         self._parser = MarkerParser(self._token)
         self._reaped = asyncio.Event()
-        if self._cmd_fd is None:
-            # new_file opens without O_APPEND, so pwrite rewrites the file in place
-            self._cmd_path, self._cmd_fd = self.ctx.data.new_file(
-                self.ctx.data.tmp, self.shell_id, "sh"
-            )
-            # bash says "bash: <file>: line 1: ...", zsh "<file>:1: ..."; typed input would
-            # read "bash: line 1: ..." and "zsh:1: ..."
-            path = self._cmd_path.encode()
-            self._scrub = (
-                PathScrubber(path + b": ", b"")
-                if self.kind == "bash"
-                else PathScrubber(path, self.kind.encode())
-            )
+        if self._cmd is None:
+            self._cmd = CommandFile(self.ctx.data, self.shell_id, self.kind)
         self._drop_cgroup()
         self._fence = await self.ctx.fence(tag_id, shell=True, **self._fence_args)
         try:
             argv, place = [self.path, *ARGV[self.kind]], None
             if self._fence is not None:
-                exposed = [self._cmd_path] if self._cmd_path else []
+                exposed = [self._cmd.path]
                 argv, env, place = self._fence.prepare(argv, cwd=cwd, env=env, exposed=exposed)
             pid, master, self._tty, self._sane = terminal.spawn(
                 argv, cwd=cwd, env=env, place=place, echo=self.echo, size=self.size
@@ -259,32 +242,9 @@ class Shell:
 
     def _send(self, command: str, assign: dict[str, str]) -> None:
         """Put the command in the command file and type the trigger line that sources it."""
-        assert self._cmd_fd is not None and self._cmd_path is not None
-        self.ctx.data.check_path(self._cmd_path, self._cmd_fd)
-        text = env_prelude(assign) + command
-        if assign and self.kind == "bash":
-            # the values (a secret, often) leave the disk as the command starts: bash's `.`
-            # has read the whole file by then (where the file is read-only, the end marker
-            # blanks it instead)
-            text = f": >{shlex.quote(self._cmd_path)} 2>/dev/null\n" + text
-        self._values_on_disk = bool(assign)
-        if not text.endswith("\n"):
-            text += "\n"
-        data = text.encode("utf-8", "surrogateescape")
-        if len(data) < self._cmd_len:
-            if self._cmd_len - len(data) <= _PAD_LIMIT:
-                # blank lines are cheaper than a truncate (which can flush to disk on ext4)
-                data += b"\n" * (self._cmd_len - len(data))
-            else:
-                os.ftruncate(self._cmd_fd, len(data))
-        self._cmd_len = len(data)
-        view = memoryview(data)
-        offset = 0
-        while view:
-            n = os.pwrite(self._cmd_fd, view, offset)
-            view, offset = view[n:], offset + n
+        assert self._cmd is not None
         nonce = secrets.token_hex(6)
-        line = f"__conch_n={nonce};. {shlex.quote(self._cmd_path)}\n".encode()
+        line = self._cmd.write(command, assign, nonce)
         echo: bytes | None = line
         assert self._master is not None
         try:
@@ -358,10 +318,10 @@ class Shell:
     def _handle(self, events: list[Output | Done]) -> None:
         for ev in events:
             if isinstance(ev, Output):
-                self._output(self._scrub.feed(ev.data) if self._scrub else ev.data)
+                self._output(self._cmd.scrub.feed(ev.data) if self._cmd else ev.data)
             else:
-                if self._scrub:
-                    self._output(self._scrub.flush())
+                if self._cmd:
+                    self._output(self._cmd.scrub.flush())
                 held, self._since_int = self._since_int, None
                 if held and held not in _INT_BREAKS:
                     self._append(bytes(held))
@@ -407,11 +367,8 @@ class Shell:
         return self.cwd
 
     def _blank_command_file(self) -> None:
-        """Overwrite the command file's env values (SPEC §4 env) as soon as they are used."""
-        if self._values_on_disk and self._cmd_fd is not None:
-            self._values_on_disk = False
-            with contextlib.suppress(OSError):
-                os.pwrite(self._cmd_fd, b"\n" * self._cmd_len, 0)
+        if self._cmd is not None:
+            self._cmd.blank()
 
     def _done(self, status: int) -> None:
         self._blank_command_file()
@@ -696,11 +653,9 @@ class Shell:
             self.ctx.reaper.awaited.discard(self.pid)
         self._close_master()
         self._drop_cgroup()
-        if self._cmd_fd is not None:
-            os.close(self._cmd_fd)
-            self._cmd_fd = None
-        if self._cmd_path is not None:
-            self.ctx.data.unlink(self._cmd_path)
+        if self._cmd is not None:
+            self._cmd.close()
+            self._cmd = None
         self._to(ShellState.CLOSED)
 
     def summary(self) -> ShellSummary:
