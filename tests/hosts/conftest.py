@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import psutil
 import pytest
 import system_tools
+from procs import reap_zombie_children
 
 # the fake model modules next to this file (fake_responses.py, fake_messages.py) import by name
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -328,6 +329,7 @@ def kill_tree(proc: subprocess.Popen[bytes], tmp: Path) -> None:
         alive = [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
         if (not alive and proc.poll() is not None) or time.monotonic() > deadline:
             break
+    reap_zombie_children(0.5)
 
 
 @pytest.fixture

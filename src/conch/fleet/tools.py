@@ -42,7 +42,8 @@ class FleetRegistry(ToolRegistry):
     def __init__(self, profiles: Sequence[str] = ("conch",)) -> None:
         super().__init__(profiles)
         self.tools = [_fleet_tool(t) if self.error_result_of(t) is None else t for t in self.tools]
-        self._by_name = {t.name: t for t in self.tools}
+        self.unlisted = [_fleet_tool(t) for t in self.unlisted]
+        self._by_name = {t.name: t for t in [*self.unlisted, *self.tools]}
         self.resources = ()
 
 

@@ -47,11 +47,14 @@ class ToolRegistry:
         for name in self.profiles:
             for tool in profile(name).tools():
                 self._profile_of.setdefault(tool.name, profile(name))
-        for name in self.profiles:  # unlisted tools, where no listed one has the name
+        # tools callable by name but not listed, where no listed one has the name
+        self.unlisted: list[Tool] = []
+        for name in self.profiles:
             for tool in profile(name).unlisted():
                 if tool.name not in self._by_name:
                     self._by_name[tool.name] = tool
                     self._profile_of[tool.name] = profile(name)
+                    self.unlisted.append(tool)
         self.resources: tuple[Resource, ...] = tuple(
             r for name in self.profiles for r in profile(name).resources
         )

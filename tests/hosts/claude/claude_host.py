@@ -27,6 +27,7 @@ from typing import Any
 import psutil
 from claude_offline import Offline
 from fake_messages import FakeMessages, Step
+from procs import reap_zombie_children
 
 VERSION = "2.1.197"
 PACKAGES = (
@@ -190,6 +191,7 @@ def _kill_tree(proc: subprocess.Popen[bytes], workdir: Path) -> None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(1)
         if (not left and proc.poll() is not None) or time.monotonic() > deadline:
+            reap_zombie_children(0.5)
             return
 
 
