@@ -77,4 +77,3 @@ async def eventually(pred: Callable[[], bool], within_s: float) -> bool:
             return True
         await asyncio.sleep(0.05)
     return pred()
-
