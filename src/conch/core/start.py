@@ -7,6 +7,7 @@ shell) and the warm processes. The engine asks it for jobs; shutdown asks it for
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable
 
@@ -56,8 +57,6 @@ class Starter:
         """Top the spare log files up on the loop's next turn: that is while the job just
         admitted runs, so it costs its exec nothing, and no worker thread contends with the
         loop for the GIL (a thread hand-off costs more than making the files)."""
-        import asyncio
-
         if self._refill_pending or not self.log_pool.needs_refill():
             return
         self._refill_pending = True

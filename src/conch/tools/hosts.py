@@ -30,7 +30,6 @@ class HostFacts:
 # no timeout by default (MCP_TOOL_TIMEOUT, 1e8 ms), results over 25k tokens saved to a file.
 KNOWN_HOSTS: dict[str, HostFacts] = {
     "codex-mcp-client": HostFacts("Codex", 60_000, 8192),
-    "codex": HostFacts("Codex", 60_000, 8192),
     "claude-code": HostFacts("Claude Code", None, 32768),
 }
 # a host Conch does not know: assume the shortest known timeout, and no cut
