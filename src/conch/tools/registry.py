@@ -7,13 +7,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from conch.errors import ConfigError
-from conch.tools.profiles import ai_device_bash, bash_mcp, conch, tfbash
+from conch.tools.profiles import ai_device_bash, bash_mcp, claude_code, codex, conch, tfbash
 from conch.tools.profiles._common import Profile, Resource
 from conch.tools.state import ProfileState
 from conch.tools.tool import ErrorResult, Tool
 
 PROFILES: dict[str, Profile] = {
-    p.name: p for p in (conch.PROFILE, ai_device_bash.PROFILE, tfbash.PROFILE, bash_mcp.PROFILE)
+    p.name: p
+    for p in (
+        conch.PROFILE,
+        ai_device_bash.PROFILE,
+        tfbash.PROFILE,
+        bash_mcp.PROFILE,
+        codex.PROFILE,
+        claude_code.PROFILE,
+    )
 }
 
 
