@@ -58,6 +58,11 @@ def _snapshot(rt: Runtime, result: Any) -> dict[str, Any]:
     return _shaped(rt, result, lambda r: lean.snapshot(r, rt.default_cwd))
 
 
+def _followup(rt: Runtime, result: Any) -> dict[str, Any]:
+    """A later snapshot of a job (read, write, signal): its name was said by its exec."""
+    return _shaped(rt, result, lambda r: lean.snapshot(r, rt.default_cwd, named=False))
+
+
 def _shell_summary(rt: Runtime, result: Any) -> dict[str, Any]:
     return _shaped(rt, result, lean.shell_summary)
 
@@ -134,9 +139,9 @@ class Runtime(HostBase):
     # -- the typed methods (SPEC §8): each takes its request's fields (core/requests.py) ------
 
     exec = _op("exec", ExecRequest, lambda e, r: e.exec(r, _WARM), _snapshot, Engine.exec.__doc__)
-    read = _op("read", ReadRequest, Engine.read, _snapshot)
-    write = _op("write", WriteRequest, Engine.write, _snapshot)
-    signal = _op("signal", SignalRequest, Engine.signal, _snapshot)
+    read = _op("read", ReadRequest, Engine.read, _followup)
+    write = _op("write", WriteRequest, Engine.write, _followup)
+    signal = _op("signal", SignalRequest, Engine.signal, _followup)
     shell_open = _op("shell_open", ShellOpenRequest, Engine.shell_open, _shell_summary)
     search = _op("search", SearchRequest, Engine.search, _search)
 

@@ -361,8 +361,8 @@ class Engine:
 
     async def read(self, request: rq.ReadRequest) -> rs.JobSnapshot:
         await self._open()
-        job = self._job(request.job_id)
-        return await ops.read(job, request.checked(self.config))
+        checked = request.checked(self.config)
+        return await ops.read([self._job(i) for i in request.ids], checked)
 
     async def write(self, request: rq.WriteRequest) -> rs.JobSnapshot:
         await self._open()

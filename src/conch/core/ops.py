@@ -1,4 +1,4 @@
-"""What ``read``, ``write`` and ``signal`` do to one job (SPEC §6), once the engine has found it
+"""What ``read``, ``write`` and ``signal`` do to a job (SPEC §6), once the engine has found it
 and checked the request: waits, input, signals and the window of output each result shows."""
 
 from __future__ import annotations
@@ -7,13 +7,14 @@ import asyncio
 import contextlib
 import signal as signal_mod
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from conch.core.jobs import waits
 from conch.core.jobs.job import Job
-from conch.core.jobs.ready import ReadySpec, wait_ready
 from conch.core.jobs.snapshot import STREAMS, observe, snapshot, summary
 from conch.core.jobs.view import JobView
+from conch.core.jobs.waits import Watch
 from conch.core.output import window as win
 from conch.core.process.keys import encode_keys, pipe_keys
 from conch.core.requests import CallContext, CheckedRead, SignalRequest, WriteRequest
@@ -64,29 +65,25 @@ def window_from(job: Job, start: int | None, budget: int) -> JobSnapshot:
     return snapshot(job, w)
 
 
-async def read(job: Job, req: CheckedRead) -> JobSnapshot:
+async def read(jobs: Sequence[Job], req: CheckedRead) -> JobSnapshot:
+    """The window of the job (the first of ``jobs`` to meet ``until``, waiting up to
+    ``wait_ms``; the first listed when none did), from where its last read stopped or from
+    ``cursor``. Only that job's read cursor moves."""
     r = req.request
     stream, cursor = r.stream, r.cursor
-    if stream is not None and not job.streams:
-        raise ConchError("invalid_argument", "pty and shell jobs have a single stream")
     sidx = STREAMS[stream]
-    start = job.read_cursor.get(stream, 0) if cursor is None else cursor
-    total = job.log.size(sidx)
-    if start > total:
-        raise ConchError("invalid_argument", f"cursor {start} is past the end ({total} bytes)")
-    wait_s = r.wait_ms / 1000
-    if wait_s > 0:
-        if req.until == "exit":
-            await job.wait_until(lambda: job.terminal, wait_s)
-        elif req.pattern is not None:
-            since = start if stream is None else job.log.size()
-            await wait_ready(job, ReadySpec(pattern=req.pattern), wait_s, since=since)
-        else:
-            # a finished job may still get output from processes it left running
-            await job.wait_until(
-                lambda: job.log.size(sidx) > start or (job.terminal and job.log.closed),
-                wait_s,
-            )
+    watches = []
+    for job in jobs:
+        if stream is not None and not job.streams:
+            raise ConchError("invalid_argument", "pty and shell jobs have a single stream")
+        start = job.read_cursor.get(stream, 0) if cursor is None else cursor
+        total = job.log.size(sidx)
+        if start > total:
+            raise ConchError("invalid_argument", f"cursor {start} is past the end ({total} bytes)")
+        watches.append(Watch(job, req.until, start, sidx))
+    met = await waits.first(watches, r.wait_ms / 1000) if r.wait_ms > 0 else None
+    watch = met or watches[0]
+    job, start = watch.job, watch.start
     observe(job)
     if r.tail:
         floor = start if cursor is not None else 0

@@ -16,12 +16,12 @@ from conch.core.env import check_env
 from conch.core.jobs.label import JobLabel
 from conch.core.jobs.ready import ReadySpec, parse_ready
 from conch.core.jobs.snapshot import STREAMS
-from conch.core.pattern import Pattern, compile_pattern
+from conch.core.jobs.waits import KINDS, Until
+from conch.core.pattern import compile_pattern
 from conch.errors import ConchError
 
 NAME = re.compile(limits.NAME_PATTERN)
 OUTPUT_FORMATS = ("text", "json", "jsonl", "auto")
-UNTIL = ("change", "exit")
 LIST_STATES = ("all", "running")
 SEARCH_MODES = ("matches", "files", "count")
 SIGNALS = {
@@ -35,6 +35,11 @@ SIGNALS = {
     "usr1": "SIGUSR1",
     "usr2": "SIGUSR2",
 }
+
+
+#: the most jobs one read waits on
+MAX_READ_JOBS = 32
+MIN_QUIET_MS = 10
 
 
 def _invalid(field: str, message: str) -> ConchError:
@@ -174,46 +179,79 @@ def _check_exec(cfg: Config, req: ExecRequest, shell_env: Mapping[str, str] | No
 
 @dataclass(frozen=True)
 class ReadRequest:
-    """A ``read`` (SPEC §6): a window of a job's output, after an optional wait."""
+    """A ``read`` (SPEC §6): a window of a job's output, after an optional wait. ``job_ids``
+    instead of ``job_id``: wait on several jobs, the window is of the first that meets
+    ``until``."""
 
-    job_id: str
+    job_id: str | None = None
     _: KW_ONLY
+    job_ids: Sequence[str] | None = None
     cursor: int | None = None
     max_bytes: int | None = None
     wait_ms: int = 0
-    until: str | Mapping[str, str] = "change"
+    until: str | Mapping[str, str] | Sequence[str | Mapping[str, str]] = "change"
+    quiet_ms: int = 1000
     stream: str | None = None
     raw: bool = False
     tail: bool = False
 
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The jobs the read is about, in the order given."""
+        return (self.job_id,) if self.job_id is not None else tuple(self.job_ids or ())
+
     def checked(self, cfg: Config) -> CheckedRead:
+        if (self.job_id is None) == (self.job_ids is None):
+            raise _invalid("job_id", "give job_id or job_ids (one of them)")
+        if self.job_ids is not None:
+            if not 1 <= len(self.job_ids) <= MAX_READ_JOBS:
+                raise _invalid("job_ids", f"job_ids takes 1 to {MAX_READ_JOBS} job ids")
+            if len(set(self.job_ids)) != len(self.job_ids):
+                raise _invalid("job_ids", "job_ids names a job twice")
+            if self.cursor is not None:
+                raise _invalid("cursor", "cursor is one job's offset: not with job_ids")
         budget = cfg.default_max_output_bytes if self.max_bytes is None else self.max_bytes
         if not 1 <= budget <= limits.MAX_OUTPUT_BYTES:
             raise _invalid(
                 "max_bytes", f"max_bytes must be between 1 and {limits.MAX_OUTPUT_BYTES}"
             )
         check_wait("wait_ms", self.wait_ms)
+        if isinstance(self.quiet_ms, bool) or not isinstance(self.quiet_ms, int):
+            raise _invalid("quiet_ms", "quiet_ms must be an integer")
+        if not MIN_QUIET_MS <= self.quiet_ms <= limits.MAX_WAIT_MS:
+            raise _invalid(
+                "quiet_ms", f"quiet_ms must be between {MIN_QUIET_MS} and {limits.MAX_WAIT_MS}"
+            )
         if self.stream not in STREAMS:
             raise _invalid("stream", "stream must be stdout or stderr")
         if self.cursor is not None and (not isinstance(self.cursor, int) or self.cursor < 0):
             raise _invalid("cursor", "cursor must be a non-negative integer")
+        return CheckedRead(self, budget, self._until())
+
+    def _until(self) -> Until:
+        given = self.until
+        items = [given] if isinstance(given, (str, Mapping)) else list(given)
+        if not items:
+            raise _invalid("until", "until lists no condition")
+        kinds: set[str] = set()
         pattern = None
-        if isinstance(self.until, Mapping):
-            pattern = compile_pattern(self.until.get("pattern", ""), "until.pattern")
-            mode = "pattern"
-        elif self.until in UNTIL:
-            mode = self.until
-        else:
-            raise _invalid("until", "until must be change, exit or {pattern}")
-        return CheckedRead(self, budget, mode, pattern)
+        for item in items:
+            if isinstance(item, Mapping):
+                if pattern is not None:
+                    raise _invalid("until", "until takes one pattern (join them with |)")
+                pattern = compile_pattern(item.get("pattern", ""), "until.pattern")
+            elif item in KINDS:
+                kinds.add(item)
+            else:
+                raise _invalid("until", f"until must be {', '.join(KINDS)} or {{pattern}}")
+        return Until(frozenset(kinds), pattern, self.quiet_ms / 1000)
 
 
 @dataclass(frozen=True)
 class CheckedRead:
     request: ReadRequest
     budget: int
-    until: str  # change | exit | pattern
-    pattern: Pattern | None
+    until: Until
 
 
 @dataclass(frozen=True)

@@ -266,19 +266,36 @@ class FleetRuntime(HostBase):
             return await self._info(tool, args, ctx)
         target: Node | None = None
         unqualified = False
-        for key in ID_KEYS & args.keys():
-            value = args[key]
-            if not isinstance(value, str):
+        named = [(key, args[key]) for key in ID_KEYS & args.keys()]
+        many = args.get("job_ids")  # a read of several jobs: all on one node
+        if isinstance(many, list):
+            named += [("job_ids", v) for v in many]
+            locals_: list[Any] = []
+        for key, value in named:
+            if not isinstance(value, str):  # refused by the node's validation
+                if key == "job_ids":
+                    locals_.append(value)
                 continue
             local, tag = split(value, self.table.tags)
             if tag is None:
                 unqualified = True
+                if key == "job_ids":
+                    locals_.append(value)
                 continue
             node = self.table.by_tag(tag)
             if target is not None and node is not target:
-                raise ConchError("invalid_argument", f"{key} lives on another node than the rest")
+                what = "job_ids name jobs" if key == "job_ids" else f"{key} lives"
+                raise ConchError(
+                    "invalid_argument",
+                    f"{what} on another node than the rest: read each node's jobs apart",
+                )
             target = node
-            args[key] = local
+            if key == "job_ids":
+                locals_.append(local)
+            else:
+                args[key] = local
+        if isinstance(many, list):
+            args["job_ids"] = locals_
         if target is not None:
             if spec is not None and target not in self.table.match(spec):
                 raise ConchError(

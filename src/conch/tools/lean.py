@@ -7,7 +7,9 @@ result (what the engine builds, and what ``result_detail: full`` returns) into t
 the output schemas (``conch.tools.schemas``) state every default they rely on.
 
 Always present in a job snapshot: ``job_id``, ``state``, ``output``; ``exit_code`` once the job
-exited; ``next_cursor``/``total_bytes``/``eof`` whenever there is more to read or the job runs;
+exited; ``next_cursor`` and ``eof`` whenever there is more to read or the job runs, and
+``total_bytes`` then too unless it is ``next_cursor`` (all there is was read; an unchanged
+running job's read is then under 100 bytes);
 ``truncated`` + ``omitted_bytes`` when something was left out. Informational fields
 (``FULL_ONLY``) appear in full results only.
 """
@@ -24,10 +26,10 @@ Result = Mapping[str, Any]
 FULL_ONLY = ("ok", "started_at", "duration_ms", "pid", "stdout_bytes", "stderr_bytes", "log_path")
 
 
-def _identity(s: Result, out: dict[str, Any]) -> str | None:
+def _identity(s: Result, out: dict[str, Any], named: bool = True) -> str | None:
     """The lean head shared by snapshots and `list` summaries; returns the shell id."""
     name = s.get("name")
-    if name is not None:
+    if name is not None and named:
         out["name"] = name
     shell_id = s.get("shell_id")
     mode = s.get("mode", "command")
@@ -55,10 +57,12 @@ def _cwd(s: Result, out: dict[str, Any], shell_id: str | None, default_cwd: str 
         out["cwd"] = cwd
 
 
-def snapshot(s: Result, default_cwd: str | None = None) -> dict[str, Any]:
-    """The lean form of a job snapshot (exec, read, write, signal)."""
+def snapshot(s: Result, default_cwd: str | None = None, *, named: bool = True) -> dict[str, Any]:
+    """The lean form of a job snapshot (exec, read, write, signal). ``named=False`` (read,
+    write, signal): the job's name is left out, as its exec and `list` say it (the id is
+    the handle)."""
     out: dict[str, Any] = {"job_id": s["job_id"]}
-    shell_id = _identity(s, out)
+    shell_id = _identity(s, out, named)
     if s.get("awaiting_input"):
         out["awaiting_input"] = True
     if s.get("awaiting_secret"):
@@ -67,11 +71,14 @@ def snapshot(s: Result, default_cwd: str | None = None) -> dict[str, Any]:
     if ready is not None:
         out["ready"] = ready
     out["output"] = s["output"]
-    if s.get("cursor"):
+    # where the window starts: said when it is not where the log starts, and not where it
+    # ends (an empty window)
+    if s.get("cursor") and s["cursor"] != s.get("next_cursor"):
         out["cursor"] = s["cursor"]
     if not s.get("eof", True):
         out["next_cursor"] = s["next_cursor"]
-        out["total_bytes"] = s["total_bytes"]
+        if s["total_bytes"] != s["next_cursor"]:  # else: all there is was read
+            out["total_bytes"] = s["total_bytes"]
         out["eof"] = False
     if s.get("truncated"):
         out["truncated"] = True

@@ -150,17 +150,35 @@ EXEC_INPUT = obj(
     }
 )
 
+_CONDITION = {
+    "anyOf": [
+        {"enum": ["change", "exit", "quiet", "input"]},
+        obj({"pattern": {"type": "string", "minLength": 1, "maxLength": 4096}}, ("pattern",)),
+    ]
+}
+
 UNTIL = {
     "anyOf": [
-        {"enum": ["change", "exit"]},
-        obj({"pattern": {"type": "string", "minLength": 1, "maxLength": 4096}}, ("pattern",)),
+        *_CONDITION["anyOf"],
+        {"type": "array", "minItems": 1, "maxItems": 5, "items": _CONDITION},
     ],
-    "description": "What to wait for: new output (`change`), the end (`exit`), or a regex.",
+    "description": "What to wait for: new output (`change`, the default), the end (`exit`), "
+    "no output for `quiet_ms` (`quiet`), a prompt waiting for input or a secret (`input`), "
+    "a regex (`{pattern}`), or a list of these (the first that holds). Every wait also ends "
+    "when the job ends.",
 }
 
 READ_INPUT = obj(
     {
-        "job_id": {**ID, "description": "Job id or name."},
+        "job_id": {**ID, "description": "Job id or name (or give job_ids)."},
+        "job_ids": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 32,
+            "items": ID,
+            "description": "Several jobs (1-32) instead of job_id: returns as soon as any of "
+            "them meets `until`, with that job's snapshot (the first listed if none did).",
+        },
         "cursor": {
             "type": "integer",
             "minimum": 0,
@@ -175,14 +193,22 @@ READ_INPUT = obj(
         },
         "wait_ms": {
             **YIELD,
-            "description": "Wait up to this long for `until`, 0-120000. Default 0.",
+            "description": "Wait up to this long for `until`, 0-120000 (less where the host "
+            "would time the call out). Default 0.",
         },
         "until": UNTIL,
+        "quiet_ms": {
+            "type": "integer",
+            "minimum": 10,
+            "maximum": 120000,
+            "description": "For `until: quiet`: how long without output counts as quiet, "
+            "10-120000. Default 1000.",
+        },
         "stream": {"enum": ["stdout", "stderr"], "description": "Only one stream (pipe jobs)."},
         "raw": {"type": "boolean", "description": "Bytes as printed (decoded, not normalized)."},
         "tail": {"type": "boolean", "description": "The last `max_bytes` instead of from cursor."},
     },
-    ("job_id",),
+    (),
 )
 
 WRITE_INPUT = obj(
@@ -274,7 +300,9 @@ SNAPSHOT_OUTPUT = {
     "description": "A job snapshot. A field left out has its default.",
     "properties": {
         "job_id": {"type": "string"},
-        "name": _d(_NULLABLE_STR, None, "The name given at exec."),
+        "name": _d(
+            _NULLABLE_STR, None, "The name given at exec (said by exec's result and `list`)."
+        ),
         "mode": _d(
             {"enum": ["command", "argv", "script", "pty", "shell"]},
             "command",
@@ -306,14 +334,22 @@ SNAPSHOT_OUTPUT = {
             "type": "string",
             "description": "Normalized output of this window; a marker line says what was cut.",
         },
-        "cursor": _d({"type": "integer"}, 0, "Log byte offset where this window starts."),
+        "cursor": _d(
+            {"type": "integer"},
+            0,
+            "Log byte offset where this window starts; left out when 0 or when the window is "
+            "empty (it is then next_cursor).",
+        ),
         "next_cursor": _d(
             {"type": "integer"},
             None,
             "Where the next `read` continues; present whenever eof is false.",
         ),
         "total_bytes": _d(
-            {"type": "integer"}, None, "Bytes in the log so far; present whenever eof is false."
+            {"type": "integer"},
+            None,
+            "Bytes in the log so far; when eof is false and it is left out, it is next_cursor "
+            "(everything printed so far was read).",
         ),
         "stdout_bytes": _full_only({"type": "integer"}, "Bytes the job wrote to stdout."),
         "stderr_bytes": _full_only({"type": "integer"}, "Bytes the job wrote to stderr."),
@@ -329,8 +365,7 @@ SNAPSHOT_OUTPUT = {
         "eof": _d(
             {"type": "boolean"},
             True,
-            "The job ended and everything was read; when false, next_cursor and total_bytes "
-            "are present.",
+            "The job ended and everything was read; when false, next_cursor is present.",
         ),
         "log_path": _full_only({"type": "string"}, "The job's full log on disk."),
         "cwd": _d(

@@ -199,6 +199,26 @@ class Job:
             timer.cancel()
         return self.version > since
 
+    def watch(self) -> asyncio.Future[None]:
+        """A future resolved at the job's next change (for waits on several jobs at once);
+        give it back with :meth:`unwatch` when done with it."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        return fut
+
+    def unwatch(self, fut: asyncio.Future[None]) -> None:
+        if not fut.done():
+            fut.cancel()
+        try:
+            self._waiters.remove(fut)
+        except ValueError:
+            pass
+
+    @property
+    def quiet_since(self) -> float:
+        """Since when (monotonic) the job printed nothing: its last output, or its start."""
+        return max(self.log.last_output, self._t0)
+
     async def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while not predicate():

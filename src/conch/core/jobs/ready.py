@@ -50,26 +50,42 @@ def _url_ok(url: str) -> bool:
         return False
 
 
-async def wait_ready(job: Job, spec: ReadySpec, timeout_s: float, *, since: int = 0) -> bool | None:
-    """True once ready, False if the job ended first, None if timeout_s passed.
+class LogScanner:
+    """Looks for a pattern in a job's combined output from byte ``since`` on, normalized as a
+    stream: an escape sequence or a UTF-8 character cut between two reads is still whole.
+    Each :meth:`found` reads only what arrived since the last one (1 MiB at a time)."""
 
-    A pattern is looked for in the combined output from byte ``since`` on, normalized as a
-    stream: an escape sequence or a UTF-8 character cut between two reads is still whole."""
+    def __init__(self, pattern: Pattern, since: int = 0) -> None:
+        self.pattern = pattern
+        self.scanned = since
+        self._carry = ""  # the last _CARRY characters of the finished lines
+        self._norm = Normalizer()
+
+    def behind(self, job: Job) -> bool:
+        return job.log.size() > self.scanned
+
+    def found(self, job: Job) -> bool:
+        size = job.log.size()
+        if size <= self.scanned:
+            return False
+        chunk = job.log.read(self.scanned, min(size, self.scanned + (1 << 20)))
+        self.scanned += len(chunk)
+        done = self._carry + self._norm.feed(chunk)
+        if self.pattern.search(done + self._norm.pending()):
+            return True
+        self._carry = done[-_CARRY:]
+        return False
+
+
+async def wait_ready(job: Job, spec: ReadySpec, timeout_s: float, *, since: int = 0) -> bool | None:
+    """True once ready, False if the job ended first, None if timeout_s passed (a pattern is
+    looked for as :class:`LogScanner` does)."""
     deadline = time.monotonic() + timeout_s
-    scanned = since
-    carry = ""  # the last _CARRY characters of the finished lines
-    norm = Normalizer()
+    scan = LogScanner(spec.pattern, since) if spec.pattern is not None else None
     next_probe = 0.0
     while True:
-        if spec.pattern is not None:
-            size = job.log.size()
-            if size > scanned:
-                chunk = job.log.read(scanned, min(size, scanned + (1 << 20)))
-                scanned += len(chunk)
-                done = carry + norm.feed(chunk)
-                if spec.pattern.search(done + norm.pending()):
-                    return True
-                carry = done[-_CARRY:]
+        if scan is not None and scan.found(job):
+            return True
         now = time.monotonic()
         if now >= next_probe and (spec.port is not None or spec.url is not None):
             next_probe = now + _POLL_S
@@ -77,12 +93,13 @@ async def wait_ready(job: Job, spec: ReadySpec, timeout_s: float, *, since: int 
                 return True
             if spec.url is not None and await asyncio.to_thread(_url_ok, spec.url):
                 return True
-        if job.terminal:
+        behind = scan is not None and scan.behind(job)
+        if job.terminal and not behind:  # ended, and all it printed was looked at
             return False
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return None
-        if spec.pattern is not None and job.log.size() > scanned:
+        if behind:
             continue
         wait = remaining if spec.port is None and spec.url is None else min(remaining, _POLL_S)
         await job.wait_change(job.version, wait)

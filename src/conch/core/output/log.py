@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from array import array
 from bisect import bisect_right
 from typing import Protocol
@@ -46,6 +47,7 @@ class JobLog:
         self.lost_bytes = 0
         self.lost_reason = ""
         self.unreadable = ""  # why the finished log's file cannot be opened (it was removed)
+        self.last_output = time.monotonic()  # when output last arrived (made: the log's birth)
 
     @property
     def full(self) -> bool:
@@ -63,6 +65,7 @@ class JobLog:
             self._last_stream = stream
         self.total += n
         self.stream_bytes[stream] += n
+        self.last_output = time.monotonic()
 
     def append(self, data: bytes, stream: int = STDOUT) -> int:
         """Append bytes (up to the cap); returns how many were kept."""

@@ -112,8 +112,13 @@ def _lean_snapshot(r: dict[str, Any], cwd: str) -> dict[str, Any]:
     return L.snapshot(r, cwd)
 
 
+def _lean_followup(r: dict[str, Any], cwd: str) -> dict[str, Any]:
+    """read and write: the job's name was said by its exec (and is in `list`)."""
+    return L.snapshot(r, cwd, named=False)
+
+
 def _lean_signal(r: dict[str, Any], cwd: str) -> dict[str, Any]:
-    return L.snapshot(r, cwd) if "job_id" in r else L.shell_close(r)
+    return L.snapshot(r, cwd, named=False) if "job_id" in r else L.shell_close(r)
 
 
 def _lean_list(r: dict[str, Any], cwd: str) -> dict[str, Any]:
@@ -136,7 +141,8 @@ def _lean_search(r: dict[str, Any], cwd: str) -> dict[str, Any]:
 LEAN_NOTE = (
     "A field left out of the result has its default (see the output schema): e.g. no "
     "`exit_code` while running, no `next_cursor`/`total_bytes`/`eof` once everything was "
-    "read, no `truncated` when nothing was cut."
+    "read (no `total_bytes` either while all printed so far was read), no `truncated` when "
+    "nothing was cut."
 )
 
 EXEC_DESCRIPTION = "\n".join(
@@ -179,9 +185,11 @@ DESCRIPTIONS = {
     "exec": EXEC_DESCRIPTION,
     "read": (
         "Read a job's output from where the last read stopped (or from `cursor`), "
-        "optionally waiting up to `wait_ms` for new output, the end (`until: exit`) or a "
-        "regex. Returns the job snapshot; `next_cursor`, `eof`, `total_bytes` tell what is "
-        "left (absent: nothing is). `tail: true` gives the last `max_bytes`; `stream` picks "
+        "optionally waiting up to `wait_ms` for `until`: new output (default), the end "
+        "(`exit`), no output for `quiet_ms` (`quiet`), a prompt (`input`), a regex, or a list "
+        "of these. `job_ids` waits on several jobs and returns the first that is ready. "
+        "Returns the job snapshot; `next_cursor`, `eof`, `total_bytes` tell what is left "
+        "(absent: nothing is). `tail: true` gives the last `max_bytes`; `stream` picks "
         "stdout or stderr. Fields left out have their default (see the output schema)."
     ),
     "write": (
@@ -224,8 +232,8 @@ _SNAP, _LEAN = S.SNAPSHOT_OUTPUT, _lean_snapshot
 _Table = tuple[tuple[str, str, dict[str, Any], dict[str, Any], Any, Any, str], ...]
 _CATALOGUE: _Table = (
     ("exec", "Run a command", S.EXEC_INPUT, _SNAP, _exec, _LEAN, "dps"),
-    ("read", "Read a job's output", S.READ_INPUT, _SNAP, _read, _LEAN, "rp"),
-    ("write", "Send input to a job", S.WRITE_INPUT, _SNAP, _write, _LEAN, "ps"),
+    ("read", "Read a job's output", S.READ_INPUT, _SNAP, _read, _lean_followup, "rp"),
+    ("write", "Send input to a job", S.WRITE_INPUT, _SNAP, _write, _lean_followup, "ps"),
     ("signal", "Signal a job, or close a shell", S.SIGNAL_INPUT, S.SIGNAL_OUTPUT, _signal,
      _lean_signal, "ds"),
     ("list", "List jobs and shells", S.LIST_INPUT, S.LIST_OUTPUT, _list, _lean_list, "ri"),
