@@ -65,7 +65,7 @@ RUN_MARK = "CONCH_CLAUDE_HOST_RUN"
 WRAPPER = """#!/usr/bin/env bash
 # {conch} serve, with what the host sends and what Conch answers copied to files
 export {mark}={run}
-tee -- {to_conch} | {conch} serve --data-dir {data} 2>>{stderr} | tee -- {from_conch}
+tee -- {to_conch} | {conch} serve --data-dir {data}{args} 2>>{stderr} | tee -- {from_conch}
 """
 
 
@@ -195,7 +195,7 @@ def _kill_tree(proc: subprocess.Popen[bytes], workdir: Path) -> None:
             return
 
 
-def _conch_wrapper(workdir: Path) -> Path:
+def _conch_wrapper(workdir: Path, conch_args: tuple[str, ...] = ()) -> Path:
     wrapper = workdir / "conch-tee.sh"
     q = {
         key: shlex.quote(str(workdir / name))
@@ -207,7 +207,10 @@ def _conch_wrapper(workdir: Path) -> Path:
         )
     }
     run = shlex.quote(str(workdir))
-    wrapper.write_text(WRAPPER.format(conch=shlex.quote(str(CONCH)), mark=RUN_MARK, run=run, **q))
+    args = "".join(" " + shlex.quote(a) for a in conch_args)
+    wrapper.write_text(
+        WRAPPER.format(conch=shlex.quote(str(CONCH)), mark=RUN_MARK, run=run, args=args, **q)
+    )
     wrapper.chmod(0o755)
     (workdir / "conch.stderr").touch()
     return wrapper
@@ -233,16 +236,18 @@ def run(
     env: dict[str, str] | None = None,
     timeout: float = 60,
     interrupt_on: str | None = None,
+    conch_args: tuple[str, ...] = (),
 ) -> tuple[Run, Offline]:
     """Run ``claude -p "do it"`` in ``workdir`` with Conch as its MCP server and the fake model
     playing ``script``. ``env`` adds variables (``MCP_TOOL_TIMEOUT``, say); ``interrupt_on``
-    names a Conch tool whose call a person interrupts."""
+    names a Conch tool whose call a person interrupts; ``conch_args`` are added to
+    ``conch serve`` (``--profile claude-code``, say)."""
     config, tmp = workdir / "config", workdir / "tmp"
     project = workdir / "project"  # the host's cwd: no CLAUDE.md or .mcp.json of this repo
     for d in (config, tmp, project):
         d.mkdir(parents=True, exist_ok=True)
     mcp_config = workdir / "mcp.json"
-    server = {"command": str(_conch_wrapper(workdir))}
+    server = {"command": str(_conch_wrapper(workdir, conch_args))}
     mcp_config.write_text(json.dumps({"mcpServers": {"conch": server}}))
     cmd = [str(binary), "-p", "do it", "--dangerously-skip-permissions"]
     cmd += ["--output-format", "stream-json", "--verbose"]

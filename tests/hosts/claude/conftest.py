@@ -34,19 +34,30 @@ def claude_binary() -> Path:
 
 @pytest.fixture
 def claude(claude_binary: Path, tmp_path: Path) -> Callable[..., claude_host.Run]:
-    """``claude(script, env={...}, interrupt_on=None)``: one finished offline run of the host
-    playing ``script`` (see :func:`claude_host.run`). It fails the test if the run tried to
-    leave loopback, started without Conch's tools or did not end cleanly."""
+    """``claude(script, env={...}, interrupt_on=None, conch_args=(), timeout=60)``: one
+    finished offline run of the host playing ``script`` (see :func:`claude_host.run`). It fails
+    the test if the run tried to leave loopback, started without Conch's tools or did not end
+    cleanly."""
     runs = 0
 
     def go(
-        script: list[Step], env: dict[str, str] | None = None, interrupt_on: str | None = None
+        script: list[Step],
+        env: dict[str, str] | None = None,
+        interrupt_on: str | None = None,
+        conch_args: tuple[str, ...] = (),
+        timeout: float = 60,
     ) -> claude_host.Run:
         nonlocal runs
         runs += 1
         workdir = tmp_path / f"run{runs}"
         run, offline = claude_host.run(
-            claude_binary, script, workdir, env, interrupt_on=interrupt_on
+            claude_binary,
+            script,
+            workdir,
+            env,
+            timeout=timeout,
+            interrupt_on=interrupt_on,
+            conch_args=conch_args,
         )
         assert offline.attempts() == [], f"{offline.describe()} saw: {offline.attempts()}"
         assert run.fake.errors == [], run.fake.errors
