@@ -85,6 +85,24 @@ async def test_each_node_runs_its_own_jobs_and_calls_follow_the_id(
         assert e.value.code == "invalid_argument"
 
 
+async def test_a_read_of_several_jobs_goes_to_their_node(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    async with fleet(cluster, tmp_path) as rt:
+        info = await rt.info()
+        one, other = info["nodes"][0]["node"], info["nodes"][1]["node"]
+        slow = await rt.exec(command="sleep 30", node=one, yield_ms=0)
+        fast = await rt.exec(command="sleep 0.3; echo done", node=one, yield_ms=0)
+        r = await rt.read(job_ids=[slow["job_id"], fast["job_id"]], until="exit", wait_ms=20000)
+        assert r["job_id"] == fast["job_id"] and r["node"] == one and r["output"] == "done\n"
+        elsewhere = await rt.exec(command="sleep 30", node=other, yield_ms=0)
+        with pytest.raises(ConchError) as e:
+            await rt.read(job_ids=[slow["job_id"], elsewhere["job_id"]], wait_ms=100)
+        assert e.value.code == "invalid_argument" and "another node" in e.value.message
+        for job in (slow, elsewhere):
+            await rt.signal(job_id=job["job_id"], signal="kill")
+
+
 async def test_conch_runtime_with_fleet_ray_is_the_fleet(
     cluster: LocalCluster, tmp_path: Any
 ) -> None:

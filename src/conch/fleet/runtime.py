@@ -546,8 +546,9 @@ class FleetRuntime(HostBase):
     async def exec(self, **args: Any) -> dict[str, Any]:
         return await self._api("exec", args)
 
-    async def read(self, job_id: str, **args: Any) -> dict[str, Any]:
-        return await self._api("read", {"job_id": job_id, **args})
+    async def read(self, job_id: str | None = None, **args: Any) -> dict[str, Any]:
+        """``job_id``, or ``job_ids=[...]`` (jobs of one node) and the rest of read's arguments."""
+        return await self._api("read", {**({"job_id": job_id} if job_id else {}), **args})
 
     async def write(self, job_id: str, **args: Any) -> dict[str, Any]:
         return await self._api("write", {"job_id": job_id, **args})
