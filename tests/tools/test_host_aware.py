@@ -213,6 +213,23 @@ async def test_codex_gets_windows_below_its_cut_with_the_marker_whole(host) -> N
     )
 
 
+async def test_write_and_signal_windows_stay_below_codexs_cut(host) -> None:
+    cat = await host.result("exec", {"command": "cat", "stdin_open": True, "yield_ms": 0})
+    w = await host.result(
+        "write", {"job_id": cat["job_id"], "text": "y" * 30_000 + "\n", "yield_ms": 2000}
+    )
+    assert len(json.dumps(w, separators=(",", ":"))) < 12_000, len(json.dumps(w))
+    assert w["truncated"] is True and len(w["output"]) <= 8192  # the rest: read from next_cursor
+    # a job that prints a lot as it is stopped: the signal's window is cut the same way
+    loud = await host.result(
+        "exec",
+        {"command": "trap 'seq 1 50000; exit 1' TERM; sleep 30 & wait", "yield_ms": 300},
+    )
+    s = await host.result("signal", {"job_id": loud["job_id"], "wait_ms": 5000})
+    assert len(json.dumps(s, separators=(",", ":"))) < 12_000, len(json.dumps(s))
+    await host.result("signal", {"job_id": cat["job_id"], "signal": "kill"})
+
+
 @pytest.mark.parametrize("host", ["claude-code"], indirect=True)
 async def test_claude_code_keeps_the_long_waits_it_allows(host) -> None:
     t = time.monotonic()

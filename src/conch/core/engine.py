@@ -367,7 +367,8 @@ class Engine:
     async def write(self, request: rq.WriteRequest) -> rs.JobSnapshot:
         await self._open()
         job = self._job(request.job_id)
-        return await ops.write(job, request.checked(), self.config.default_max_output_bytes)
+        budget = request.max_bytes or self.config.default_max_output_bytes
+        return await ops.write(job, request.checked(), budget)
 
     async def type_secret(self, job_id: str, text: str) -> None:
         """Type a secret and Enter into a job's terminal (core/ops.py ``type_secret``)."""
@@ -382,7 +383,7 @@ class Engine:
             request,
             signame,
             grace_s=self.spawn.grace_s,
-            budget=self.config.default_max_output_bytes,
+            budget=request.max_bytes or self.config.default_max_output_bytes,
             spawn_task=self.spawn.spawn_task,
         )
 

@@ -37,6 +37,10 @@ SIGNALS = {
 }
 
 
+# fields a request has beyond its tool's input schema (what profiles and the embedded API may
+# also give); tests/core/test_requests.py ties the rest to the schemas
+BEYOND_SCHEMA = {"beyond_schema": True}
+
 #: the most jobs one read waits on
 MAX_READ_JOBS = 32
 MIN_QUIET_MS = 10
@@ -44,6 +48,11 @@ MIN_QUIET_MS = 10
 
 def _invalid(field: str, message: str) -> ConchError:
     return ConchError("invalid_argument", message, field=field)
+
+
+def _check_budget(max_bytes: int | None) -> None:
+    if max_bytes is not None and not 1 <= max_bytes <= limits.MAX_OUTPUT_BYTES:
+        raise _invalid("max_bytes", f"max_bytes must be between 1 and {limits.MAX_OUTPUT_BYTES}")
 
 
 def check_wait(field: str, value: int) -> int:
@@ -264,9 +273,13 @@ class WriteRequest:
     keys: Sequence[str] | None = None
     eof: bool = False
     yield_ms: int = 1000
+    # the most bytes of output the result shows (default: the configured inline budget); a
+    # profile lowers it below where its host cuts a result
+    max_bytes: int | None = field(default=None, metadata=BEYOND_SCHEMA)
 
     def checked(self) -> WriteRequest:
         check_wait("yield_ms", self.yield_ms)
+        _check_budget(self.max_bytes)
         if self.text is None and not self.keys and not self.eof:
             raise _invalid("text", "give text, keys or eof")
         return self
@@ -280,18 +293,16 @@ class SignalRequest:
     signal: str = "terminate"
     _: KW_ONLY
     wait_ms: int = 2000
+    # as WriteRequest.max_bytes
+    max_bytes: int | None = field(default=None, metadata=BEYOND_SCHEMA)
 
     def checked(self) -> str:
         """The signal's SIG name."""
         if self.signal not in SIGNALS:
             raise _invalid("signal", f"signal must be one of {', '.join(SIGNALS)}")
         check_wait("wait_ms", self.wait_ms)
+        _check_budget(self.max_bytes)
         return SIGNALS[self.signal]
-
-
-# fields a request has beyond its tool's input schema (what profiles and the embedded API may
-# also give); tests/core/test_requests.py ties the rest to the schemas
-BEYOND_SCHEMA = {"beyond_schema": True}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -61,12 +61,12 @@ async def _read(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str,
 
 
 async def _write(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    fitted = _fitted(rt, ctx, _without(args, "purpose"), ("yield_ms", 1000))
+    fitted = _fitted(rt, ctx, _without(args, "purpose"), ("yield_ms", 1000), "max_bytes")
     return dict(await rt.write(core.WriteRequest(**fitted)))
 
 
 async def _signal(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    args = _fitted(rt, ctx, _without(args, "purpose"), ("wait_ms", 2000))
+    args = _fitted(rt, ctx, _without(args, "purpose"), ("wait_ms", 2000), "max_bytes")
     shell_id = args.pop("shell_id", None)
     if shell_id is not None:  # closing a shell (and everything in it)
         if "job_id" in args:
