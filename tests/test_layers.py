@@ -20,6 +20,7 @@ LAYERS = [
     "conch.core",
     "conch.tools",
     "conch.runtime",
+    "conch.dialects",
     "conch.fleet",
     "conch.mcp",
     "conch.http",

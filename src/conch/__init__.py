@@ -13,4 +13,8 @@ def __getattr__(name: str) -> object:
         from conch.runtime import Runtime
 
         return Runtime
+    if name == "dialects":  # conch.dialects.openai_tools() / anthropic_tools()
+        import importlib
+
+        return importlib.import_module("conch.dialects")
     raise AttributeError(name)

@@ -31,11 +31,11 @@ from conch.mcp.secrets import WATCHED_TOOLS, SecretPages, SecretPrompter, url_el
 from conch.mcp.seed_wire import SeedWire
 from conch.mcp.tasks import ConchTasks, TaskListenHandler, install
 from conch.tools import resources
+from conch.tools.call import text_block
 from conch.tools.context import ToolContext, caller_context_trusted
 from conch.tools.host import Host
 from conch.tools.hosts import facts_for, is_host_timeout
 from conch.tools.profiles import seed_module, server_identity
-from conch.tools.render import render
 
 log = logging.getLogger("conch.mcp")
 RESOURCE_NOT_FOUND = -32002
@@ -359,21 +359,7 @@ class ConchMCP:
                 content=[types.TextContent(type="text", text=unknown)],
                 is_error=True,
             )
-        own_text = (
-            tool.wire.render_text or self.rt.registry.profile_of(tool).render_text
-            if tool is not None
-            else None
-        )
-        if own_text is not None:
-            text = own_text(outcome.result, outcome.is_error)
-        else:
-            text = render(
-                name,
-                outcome.result,
-                is_error=outcome.is_error,
-                fmt=self.config.text_format,
-                full=outcome.full,
-            )
+        text = text_block(self.rt.registry, name, outcome, self.config.text_format)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             # a seed profile's failure without a result (tfbash: "The tool failed unexpectedly.")

@@ -14,6 +14,7 @@ from conch.core import Engine, JobLabel, JobView
 from conch.errors import ConchError, RuntimeClosedError
 from conch.tools.context import ToolContext, check_purpose
 from conch.tools.registry import ToolRegistry
+from conch.tools.render import render
 from conch.tools.tool import Tool
 from conch.tools.validate import check_text, validate
 from conch.tools.views import last_line
@@ -170,3 +171,13 @@ def _progress_job(rt: Engine, ctx: ToolContext, job_id: str | None) -> JobView |
         with contextlib.suppress(ConchError, RuntimeClosedError):
             return rt.job(job_id)
     return None
+
+
+def text_block(registry: ToolRegistry, name: str, outcome: ToolOutcome, fmt: str = "text") -> str:
+    """The text block of a call's result, as a model reads it: the tool's (or its profile's)
+    own wording where it has one (the seed and dialect profiles), else Conch's rendering."""
+    tool = registry.get(name)
+    own = (tool.wire.render_text or registry.profile_of(tool).render_text) if tool else None
+    if own is not None:
+        return own(outcome.result, outcome.is_error)
+    return render(name, outcome.result, is_error=outcome.is_error, fmt=fmt, full=outcome.full)
