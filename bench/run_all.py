@@ -10,9 +10,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+def scripts() -> list[Path]:
+    """The benchmarks, in the order they run."""
+    return [*sorted(HERE.glob("bench_*.py")), HERE / "soak.py", HERE / "model_view.py"]
+
+
 def main() -> int:
     failed = []
-    for script in [*sorted(HERE.glob("bench_*.py")), HERE / "soak.py", HERE / "model_view.py"]:
+    for script in scripts():
         print(f"\n=== {script.name}", flush=True)
         if subprocess.run([sys.executable, str(script), *sys.argv[1:]]).returncode != 0:
             failed.append(script.name)

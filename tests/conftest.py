@@ -99,13 +99,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # the tests that start a Ray cluster: under xdist (bin/test) one worker runs them all, so one
 # cluster runs at a time on the 2-core box and a module's cluster is started once
-RAY_TESTS = ("tests/fleet/test_fleet.py::", "tests/test_bench_smoke.py::")
+RAY_TESTS = (
+    "tests/fleet/test_fleet.py::",
+    "tests/test_bench_smoke.py::test_each_benchmark_runs_in_quick_mode[bench_fleet.py]",
+)
 
 
 # what `bin/test -m "not slow"` (the quick loop) leaves out: the Ray cluster, the published
 # originals, the browser, Node, the nested pytest runs, and single tests of 5 s or more
 SLOW_TESTS = (
     *RAY_TESTS,
+    "tests/test_bench_smoke.py::",
     "tests/tools/profiles/differential/",
     "tests/test_provisioning.py::",
     "tests/http/test_dashboard_browser.py::",
