@@ -20,12 +20,12 @@ import shlex
 import time
 from typing import Any
 
+import conch.tools.profiles.claude_code.results as R
 from conch.config import MAX_WAIT_MS
 from conch.core import Engine, ExecRequest, JobView, SignalRequest
 from conch.errors import ConchError
 from conch.tools.context import ToolContext
 from conch.tools.hosts import IN_PROCESS, horizon_ms
-from conch.tools.profiles.claude_code import results as R
 from conch.tools.profiles.claude_code.tasks import Tasks
 
 DEFAULT_TIMEOUT_MS = 120_000
