@@ -116,6 +116,28 @@ async def test_progress_notifications_carry_the_latest_output_line(serve_args, m
     assert any(m and m.endswith("second") for _, m in seen)
 
 
+async def test_a_read_of_several_jobs_reports_progress_of_them_all(serve_args):
+    seen: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message)
+
+    async with client(serve_args, MODES[0]) as c:
+        a = await c.call_tool("exec", {"command": "sleep 30", "yield_ms": 0})
+        b = await c.call_tool(
+            "exec", {"command": "echo building; sleep 2.5; echo built", "yield_ms": 0}
+        )
+        ids = [a.structured_content["job_id"], b.structured_content["job_id"]]
+        r = await c.call_tool(
+            "read",
+            {"job_ids": ids, "until": {"pattern": "built"}, "wait_ms": 20000},
+            progress_callback=on_progress,
+        )
+        await c.call_tool("signal", {"job_id": ids[0], "signal": "kill"})
+    assert r.structured_content["job_id"] == ids[1] and "built" in r.structured_content["output"]
+    assert any(m == f"2 of 2 jobs running · {ids[1]}: building" for m in seen), seen
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_cancelled_exec_kills_the_job_it_started(serve_args, mode, tmp_path: Path):
     """A caller's cancel (a person's Esc) stops the job; a timeout's does not (below)."""

@@ -147,12 +147,16 @@ async def _run_with_progress(
             done, _ = await asyncio.wait({task}, timeout=PROGRESS_INTERVAL_S)
             if done:
                 return task.result()
-            job = _progress_job(rt, ctx, job_hint)
-            msg = f"{job.job_id} {job.state} · {job.duration_ms} ms" if job else "running"
-            if job is not None:
-                last = last_line(job)
-                if last:
-                    msg += f" · {last}"
+            many = args.get("job_ids")
+            if isinstance(many, list) and job_hint is None:
+                msg = _progress_of_many(rt, many)
+            else:
+                job = _progress_job(rt, ctx, job_hint)
+                msg = f"{job.job_id} {job.state} · {job.duration_ms} ms" if job else "running"
+                if job is not None:
+                    last = last_line(job)
+                    if last:
+                        msg += f" · {last}"
             with contextlib.suppress(Exception):
                 await ctx.progress(msg)
     finally:
@@ -160,6 +164,22 @@ async def _run_with_progress(
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+
+
+def _progress_of_many(rt: Engine, job_ids: list[Any]) -> str:
+    """A read waiting on several jobs: how many still run, and the latest line of the first
+    that printed one."""
+    jobs = []
+    for job_id in job_ids:
+        with contextlib.suppress(ConchError, RuntimeClosedError, TypeError):
+            jobs.append(rt.job(job_id))
+    running = sum(1 for j in jobs if not j.terminal)
+    msg = f"{running} of {len(jobs)} jobs running"
+    for job in jobs:
+        last = last_line(job)
+        if last:
+            return f"{msg} · {job.job_id}: {last}"
+    return msg
 
 
 def _progress_job(rt: Engine, ctx: ToolContext, job_id: str | None) -> JobView | None:
