@@ -153,6 +153,9 @@ class Engine:
             data_dir=str(self.data.root),
             bwrap=cfg.bwrap,
             private_files=(cfg.env_file,),
+            backend=cfg.sandbox_backend,
+            partial=cfg.sandbox_partial,
+            sockets=cfg.sandbox_sockets,
         )
         await asyncio.to_thread(containment.start)
         self.spawn.containment = containment
