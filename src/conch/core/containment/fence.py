@@ -106,6 +106,7 @@ class SpawnFence:
             exposed=self._exposed,
             procs=self.cgroup.procs_files() if self.cgroup is not None else (),
             tty=terminal,
+            cgroup=self.place,
         )
         return self.forkserver.spawn(spec, [] if terminal is not None else [stdin, stdout, stderr])
 
@@ -354,6 +355,11 @@ class Containment:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        if self.backends.sockets:
+            raise ConfigError(
+                "sandbox_sockets is not supported yet: under network off every host Unix "
+                "socket stays unreachable (connect() is refused by seccomp, whatever its path)"
+            )
         if self.policy.sandbox == "workspace-write":
             refusal = self._workspace_write_refusal()
             if refusal is not None:

@@ -105,8 +105,11 @@ def job_spec(
     exposed: Sequence[str],
     procs: Sequence[str],
     tty: str | None,
+    cgroup: str | None = None,
 ) -> dict[str, Any]:
-    """The fork server's request for one job (marshal-able: str, int, bytes, lists)."""
+    """The fork server's request for one job (marshal-able: str, int, bytes, lists).
+    ``cgroup``: the cgroup v2 directory to start the child in (clone3); else the child
+    writes itself into each of ``procs``."""
     abi = layout.abi
     write = ld.write_rights(abi)
     holes = [*layout.hidden, *layout.masked]
@@ -138,7 +141,8 @@ def job_spec(
         "env": {enc(k): enc(v) for k, v in env.items()},
         "cwd": cwd,
         "tty": tty,
-        "procs": list(procs),
+        "procs": [] if cgroup else list(procs),
+        "cgroup": cgroup or "",
     }
 
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import gc
 import marshal
 import os
-import platform
 import signal
 import socket
 import stat
@@ -43,6 +43,7 @@ _SYS = {
         "add_rule": 445,
         "restrict_self": 446,
         "clone": 56,
+        "clone3": 435,
         "capset": 126,
         "socket": 41,
         "connect": 42,
@@ -57,6 +58,7 @@ _SYS = {
         "add_rule": 445,
         "restrict_self": 446,
         "clone": 220,
+        "clone3": 435,
         "capset": 91,
         "socket": 198,
         "connect": 203,
@@ -67,7 +69,7 @@ _SYS = {
         "io_uring_setup": 425,
     },
 }
-ARCH = platform.machine()
+ARCH = os.uname().machine
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 
 # access rights (include/uapi/linux/landlock.h), with the ABI that introduced them
@@ -367,17 +369,25 @@ def load_seccomp(program: bytes) -> None:
     )
 
 
+_LAST_CAP: list[int] = []
+
+
+def _last_cap() -> int:
+    if not _LAST_CAP:
+        try:
+            with open("/proc/sys/kernel/cap_last_cap") as f:
+                _LAST_CAP.append(int(f.read()))
+        except (OSError, ValueError):
+            _LAST_CAP.append(63)
+    return _LAST_CAP[0]
+
+
 def drop_capabilities() -> None:
     """No capability, now or after exec (a root server's job stays uid 0 but powerless, as
     bwrap's ``--cap-drop ALL`` leaves it): the bounding set emptied, ambient cleared, then
     permitted/effective/inheritable all zero."""
     lib = _lib()
-    try:
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            last = int(f.read())
-    except (OSError, ValueError):
-        last = 63
-    for cap in range(last + 1):
+    for cap in range(_last_cap() + 1):
         lib.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
     lib.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
@@ -495,12 +505,7 @@ def _child(spec: dict[str, Any], fds: list[int], ruleset: int, err_w: int) -> No
                 os.dup2(fd, n)
         stage = "cwd"
         os.chdir(spec["cwd"])
-        stage = "signals"
-        for s in range(1, signal.NSIG):
-            try:
-                signal.signal(s, signal.SIG_DFL)
-            except (OSError, ValueError):
-                pass
+        stage = "signals"  # (every disposition is already the default: ``_main``)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         stage = "no_new_privs"
         no_new_privs()
@@ -528,9 +533,40 @@ def _child(spec: dict[str, Any], fds: list[int], ruleset: int, err_w: int) -> No
             os._exit(127)
 
 
-def _clone_parent() -> int:
+_CLONE_INTO_CGROUP = 0x200000000
+
+
+class _CloneArgs(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "flags",
+            "pidfd",
+            "child_tid",
+            "parent_tid",
+            "exit_signal",
+            "stack",
+            "stack_size",
+            "tls",
+            "set_tid",
+            "set_tid_size",
+            "cgroup",
+        )
+    ]
+
+
+def _clone_parent(cgroup_fd: int = -1) -> int:
     """fork(), except that the child's parent is our parent (Conch): it reaps and watches it.
-    A raw clone: this process is single-threaded, so nothing but the interpreter runs."""
+    A raw clone: this process is single-threaded, so nothing but the interpreter runs. With
+    ``cgroup_fd`` (a cgroup v2 directory), clone3 starts the child inside it (Linux 5.7+): no
+    migration afterwards, which after an idle spell waits for an RCU grace period."""
+    if cgroup_fd >= 0:
+        # (with CLONE_PARENT the exit signal must be 0: the child gets our own, SIGCHLD)
+        args = _CloneArgs(flags=_CLONE_PARENT | _CLONE_INTO_CGROUP, cgroup=cgroup_fd)
+        pid = _lib().syscall(
+            _sys("clone3"), ctypes.byref(args), ctypes.c_size_t(ctypes.sizeof(args))
+        )
+        return _check(int(pid), "clone3")
     pid = _lib().syscall(
         _sys("clone"),
         ctypes.c_ulong(_CLONE_PARENT | signal.SIGCHLD),
@@ -549,10 +585,13 @@ def spawn_one(spec: dict[str, Any], fds: list[int], plans: _Plans) -> tuple[int,
         ruleset = build_ruleset(spec, plans)
     except OSError as e:
         return 0, "landlock", e.errno or errno.EIO, str(e)
+    cgroup_fd = -1
     try:
+        if spec.get("cgroup"):
+            cgroup_fd = os.open(spec["cgroup"], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         try:
-            pid = _clone_parent()
+            pid = _clone_parent(cgroup_fd)
             if pid == 0:
                 os.close(err_r)
                 _child(spec, fds, ruleset, err_w)
@@ -572,6 +611,8 @@ def spawn_one(spec: dict[str, Any], fds: list[int], plans: _Plans) -> tuple[int,
         return 0, "clone", e.errno or errno.EIO, str(e)
     finally:
         os.close(ruleset)
+        if cgroup_fd >= 0:
+            os.close(cgroup_fd)
     if not got:
         return pid, "", 0, ""
     stage, code, message = marshal.loads(got)
@@ -609,10 +650,20 @@ def serve(sock_fd: int) -> None:
 
 
 def _main(argv: list[str]) -> None:
-    # default dispositions (Python ignores SIGPIPE itself); it ends when Conch's end of the
-    # socket closes, however Conch ended (no PDEATHSIG: that follows the spawning thread)
-    for s in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
-        signal.signal(s, signal.SIG_DFL)
+    # every disposition at its default (Python ignores SIGPIPE itself, a supervisor or nohup
+    # may have left others ignored), once: each child inherits them. It ends when Conch's end
+    # of the socket closes, however Conch ended (no PDEATHSIG: that follows the spawning
+    # thread, not the process).
+    for s in range(1, signal.NSIG):
+        try:
+            signal.signal(s, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    _lib()
+    _last_cap()
+    # no collection in a child, and none touching (so copying) every object's page before it
+    gc.disable()
+    gc.freeze()
     serve(int(argv[1]))
 
 

@@ -468,6 +468,10 @@ class Shell:
 
     # -- signals -----------------------------------------------------------------------------
 
+    def cgroup_pids(self) -> set[int]:
+        cg = self._fence.cgroup if self._fence is not None else None
+        return cg.pids() if cg is not None else set()
+
     def _collect(self) -> set[int]:
         if self.pid is None:
             return set()
