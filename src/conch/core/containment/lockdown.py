@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import gc
 import marshal
 import os
@@ -267,6 +268,7 @@ def _errno(e: int) -> int:
     return _RET_ERRNO | e
 
 
+@functools.lru_cache(maxsize=4)
 def seccomp_program(arch: str = ARCH) -> bytes:
     """The ``network: off`` filter, as the bytes of its ``sock_filter`` array (what bwrap's
     ``--seccomp FD`` reads, and what ``load_seccomp`` loads): another architecture's syscalls
