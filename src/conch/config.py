@@ -96,6 +96,22 @@ class Config:
         choices=("on", "off"),
     )
     bwrap: str = _setting("", "path of bubblewrap for the Linux sandbox (empty: bwrap on PATH)")
+    sandbox_backend: str = _setting(
+        "auto",
+        "Linux sandbox backend: bwrap (namespaces), landlock (Landlock + seccomp, works in "
+        "unprivileged containers), or auto (bwrap where it can start, else landlock)",
+        choices=("auto", "bwrap", "landlock"),
+    )
+    sandbox_partial: str = _setting(
+        "refuse",
+        "a call needing a guarantee the sandbox backend cannot give: refuse it "
+        "(sandbox_unavailable) or allow it with what the backend gives",
+        choices=("refuse", "allow"),
+    )
+    sandbox_sockets: list[str] = _setting(  # noqa: RUF009
+        [],
+        "host Unix socket paths a `network: off` job may still connect to (comma separated)",
+    )
     # environment
     agent_env: bool = _setting(True, "set PAGER=cat, GIT_PAGER=cat, GIT_TERMINAL_PROMPT=0, TERM")
     # front ends

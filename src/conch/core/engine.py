@@ -108,8 +108,10 @@ class Engine:
     def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
         """The sandboxed job or shell that holds the client end of a loopback connection to
         ``server`` (its id), or None: a request from inside a sandbox must not get more than
-        its fence (SPEC §9a). Every process of a sandboxed job descends from its leader (a PID
-        namespace: orphans go to its init), so its tree is searched, whatever the level."""
+        its fence (SPEC §9a). Under bwrap every process of a sandboxed job descends from its
+        leader (a PID namespace: orphans go to its init); under Landlock an orphan comes back to
+        the server, so the job's cgroup is searched too (without a cgroup such an orphan is
+        not found: docs/containment.md)."""
         units = self.starter.sandboxed()
         if self._shells is not None:
             units += self._shells.sandboxed()
@@ -118,8 +120,8 @@ class Engine:
         inode = peer.socket_inode(client, server)
         if inode is None:
             return None
-        for unit, leader in units:
-            if peer.holders(inode, {leader} | procfs.descendants({leader})):
+        for unit, leader, members in units:
+            if peer.holders(inode, {leader} | procfs.descendants({leader}) | members):
                 return unit
         return None
 
@@ -153,6 +155,9 @@ class Engine:
             data_dir=str(self.data.root),
             bwrap=cfg.bwrap,
             private_files=(cfg.env_file,),
+            backend=cfg.sandbox_backend,
+            partial=cfg.sandbox_partial,
+            sockets=cfg.sandbox_sockets,
         )
         await asyncio.to_thread(containment.start)
         self.spawn.containment = containment

@@ -284,10 +284,12 @@ class Starter:
 
     # -- what the engine's housekeeping and the HTTP guard ask -----------------------------------
 
-    def sandboxed(self) -> list[tuple[str, int]]:
-        """(job id, leader pid) of every running one-shot job with a sandbox."""
+    def sandboxed(self) -> list[tuple[str, int, set[int]]]:
+        """(job id, leader pid, the processes of its cgroup) of every running one-shot job
+        with a sandbox (without a PID namespace, Landlock's, a daemon that left the session
+        is no descendant of the leader: its cgroup still holds it)."""
         return [
-            (job_id, d.pid)
+            (job_id, d.pid, d.cgroup.pids() if d.cgroup is not None else set())
             for job_id, d in self.drivers.items()
             if d.pid is not None
             and d.fence is not None

@@ -42,7 +42,8 @@ async def test_a_sandboxed_server_refuses_loosening_and_reports_limit_over_mcp(t
 
 
 async def test_a_missing_bwrap_is_sandbox_unavailable_over_mcp(tmp_path):
-    async with client(tmp_path, "--bwrap", str(tmp_path / "no-bwrap")) as c:
+    flags = ("--bwrap", str(tmp_path / "no-bwrap"), "--sandbox-backend", "bwrap")
+    async with client(tmp_path, *flags) as c:
         r = await c.call_tool("exec", {"command": "touch ran", "sandbox": "read-only"})
         assert r.is_error
         assert r.structured_content["error"]["code"] == "sandbox_unavailable"

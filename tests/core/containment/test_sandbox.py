@@ -1,10 +1,17 @@
-"""SPEC §9a, the sandbox (bubblewrap on Linux), attacked.
+"""SPEC §9a, the sandbox, attacked: every case against both Linux backends (issue 22),
+bubblewrap and Landlock + seccomp (``backend`` is the parameter of every test that runs jobs).
 
-Level exercised: ``cgroup`` (this host; see conftest) with the bwrap sandbox on top.
+Level exercised: ``cgroup`` (this host; see conftest) with the sandbox on top.
+
+Where the backends differ the test says so: a write outside the level fails with EROFS under
+bwrap (read-only binds) and EACCES under Landlock; bwrap gives a private /tmp and a PID
+namespace, Landlock a per-job ``TMPDIR`` and no PID namespace; the directories above Conch's
+data dir are not listable under Landlock (it grants hierarchies, never "all but one").
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -24,6 +31,51 @@ pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap")]
 # a Python the sandbox can run (stdlib only): the venv's may lie under the private /tmp (a
 # checkout there), its interpreter does not
 INSIDE_PY = os.path.realpath(sys.executable)
+#: a UDP datagram to the loopback: blocked by the seccomp filter of `network: off`
+_UDP_SEND = (
+    "import socket\n"
+    "try:\n"
+    "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+    '    s.sendto(b"x", ("127.0.0.1", 9)); print("sent")\n'
+    "except OSError as e:\n"
+    '    print("blocked", e.errno)\n'
+)
+
+
+@pytest.fixture(params=["bwrap", "landlock"])
+def backend(request) -> str:
+    return request.param
+
+
+#: what a denied write says, per backend
+DENIED = {"bwrap": "Read-only file system", "landlock": "Permission denied"}
+
+
+@pytest.fixture
+def denied(backend) -> str:
+    return DENIED[backend]
+
+
+@pytest.fixture
+def config(tmp_path, workspace, backend):
+    """A Config on a private data dir with the workspace as default cwd, on ``backend``."""
+
+    def make(**settings: object) -> conch.Config:
+        return conch.Config(
+            result_detail="full",
+            data_dir=str(tmp_path / "data"),
+            default_cwd=workspace,
+            sandbox_backend=backend,
+            **settings,  # type: ignore[arg-type]
+        )
+
+    return make
+
+
+@pytest.fixture
+async def rt(config):
+    async with conch.Runtime(config()) as runtime:
+        yield runtime
 
 
 @pytest.fixture
@@ -46,7 +98,9 @@ def outside(base) -> str:
     return os.path.join(base, "outside")
 
 
-async def test_a_workspace_under_tmp_stays_visible_through_the_private_tmp(tmp_path):
+async def test_a_workspace_under_tmp_stays_visible_through_the_private_tmp(
+    tmp_path, backend, denied
+):
     ws = tmp_path / "ws-in-tmp"
     ws.mkdir()
     cfg = conch.Config(
@@ -54,29 +108,37 @@ async def test_a_workspace_under_tmp_stays_visible_through_the_private_tmp(tmp_p
         data_dir=str(tmp_path / "data"),
         default_cwd=str(ws),
         sandbox="read-only",
+        sandbox_backend=backend,
     )
     (ws / "f").write_text("visible\n")
     async with conch.Runtime(cfg) as rt:
         r = await rt.exec(command="cat f; touch g")
-        assert r["output"].startswith("visible\n") and "Read-only file system" in r["output"]
+        assert r["output"].startswith("visible\n") and denied in r["output"]
         r = await rt.exec(command="touch g", sandbox="read-only")
     assert not (ws / "g").exists()
 
 
-async def test_workspace_write_allows_the_workspace_and_a_private_tmp(config, workspace):
+async def test_workspace_write_allows_the_workspace_and_a_private_tmp(
+    config, workspace, backend, denied
+):
     marker = f"/tmp/conch-sandbox-{os.getpid()}-{id(workspace)}"
+    # bwrap: a private /tmp; Landlock: /tmp read-only, the job's own TMPDIR writable
+    where = marker if backend == "bwrap" else "$TMPDIR/marker"
     async with conch.Runtime(config(sandbox="workspace-write")) as rt:
         r = await rt.exec(
-            command=f"mkdir -p sub && echo hi > sub/f && echo tmp > {marker} && cat {marker}"
+            command=f"mkdir -p sub && echo hi > sub/f && echo tmp > {where} && cat {where}"
         )
         assert r["state"] == "exited" and r["exit_code"] == 0, r["output"]
         assert r["output"] == "tmp\n"
+        if backend == "landlock":
+            r = await rt.exec(command=f"echo tmp > {marker}")
+            assert denied in r["output"]
     assert read_bytes(os.path.join(workspace, "sub", "f")) == b"hi\n"
-    assert not os.path.exists(marker)  # /tmp inside was private
+    assert not os.path.exists(marker)  # /tmp inside was private (bwrap), or read-only
 
 
 async def test_writes_outside_the_workspace_fail_whatever_the_path_trick(
-    config, workspace, outside
+    config, workspace, outside, denied
 ):
     os.symlink(outside, os.path.join(workspace, "link"))
     rel = os.path.relpath(outside, workspace)
@@ -92,16 +154,18 @@ async def test_writes_outside_the_workspace_fail_whatever_the_path_trick(
         for how, path in attempts.items():
             r = await rt.exec(command=f"echo x > {path}")
             assert r["exit_code"] != 0, how
-            assert "Read-only file system" in r["output"], (how, r["output"])
+            assert denied in r["output"], (how, r["output"])
         # moving the symlink's target into reach, or swapping in a new link, fails the same
         r = await rt.exec(command=f"ln -sfn {outside} link2 && echo x > link2/new")
-        assert "Read-only file system" in r["output"]
+        assert denied in r["output"]
     for how, path in attempts.items():
         assert not os.path.exists(path), how
     assert os.listdir(outside) == []
 
 
-async def test_under_tmp_the_workspaces_neighbours_are_read_only_and_new_files_private(tmp_path):
+async def test_under_tmp_the_workspaces_neighbours_are_read_only_and_new_files_private(
+    tmp_path, backend, denied
+):
     ws, outside = tmp_path / "ws", tmp_path / "outside"
     ws.mkdir()
     outside.mkdir()
@@ -111,27 +175,29 @@ async def test_under_tmp_the_workspaces_neighbours_are_read_only_and_new_files_p
         data_dir=str(tmp_path / "data"),
         default_cwd=str(ws),
         sandbox="workspace-write",
+        sandbox_backend=backend,
     )
-    fresh = f"/tmp/conch-private-{os.getpid()}"
+    fresh = f"/tmp/conch-private-{os.getpid()}" if backend == "bwrap" else "$TMPDIR/p"
     async with conch.Runtime(cfg) as rt:
         for path in (outside / "abs", ws / ".." / "outside" / "dotdot", "link/symlinked"):
             r = await rt.exec(command=f"echo x > {path}")
-            assert "Read-only file system" in r["output"], (path, r["output"])
+            assert denied in r["output"], (path, r["output"])
         r = await rt.exec(command=f"echo ok > in-ws && echo p > {fresh} && cat {fresh}")
         assert r["exit_code"] == 0 and r["output"] == "p\n"
     assert os.listdir(outside) == [] and (ws / "in-ws").exists()
-    assert not os.path.exists(fresh)
+    assert not os.path.exists(f"/tmp/conch-private-{os.getpid()}")
 
 
-async def test_read_only_makes_the_workspace_read_only_too(config, workspace):
+async def test_read_only_makes_the_workspace_read_only_too(config, workspace, backend, denied):
+    tmp = "/tmp" if backend == "bwrap" else "$TMPDIR"
     async with conch.Runtime(config(sandbox="read-only")) as rt:
-        r = await rt.exec(command="touch inside; echo tmp > /tmp/t && cat /tmp/t")
-        assert "Read-only file system" in r["output"]
+        r = await rt.exec(command=f"touch inside; echo tmp > {tmp}/t && cat {tmp}/t")
+        assert denied in r["output"]
         assert r["output"].endswith("tmp\n")
     assert not os.path.exists(os.path.join(workspace, "inside"))
 
 
-async def test_the_data_dir_and_other_jobs_logs_are_out_of_reach(config, tmp_path):
+async def test_the_data_dir_and_other_jobs_logs_are_out_of_reach(config, tmp_path, denied):
     data = str(tmp_path / "data")
     async with conch.Runtime(config(sandbox="workspace-write")) as rt:
         first = await rt.exec(command="echo secret-output")
@@ -144,7 +210,7 @@ async def test_the_data_dir_and_other_jobs_logs_are_out_of_reach(config, tmp_pat
                 f"cat {log} || echo unreadable"
             )
         )
-        assert "Read-only file system" in r["output"]
+        assert denied in r["output"]
         assert "secret-output" not in r["output"] and "unreadable" in r["output"]
         assert read_bytes(log) == before
         assert not os.path.exists(os.path.join(data, "planted"))
@@ -181,14 +247,19 @@ async def test_network_off_cannot_reach_a_loopback_listener(config):
         srv.close()
 
 
-async def test_network_off_without_a_filesystem_sandbox_keeps_files_writable(config, outside):
+async def test_network_off_without_a_filesystem_sandbox_keeps_files_writable(
+    config, outside, backend
+):
+    # bwrap: a network namespace with its own loopback only; Landlock: the host's interfaces,
+    # but no socket but AF_UNIX (seccomp) and no TCP (Landlock ABI 4)
+    probe = "cat /proc/net/dev | grep -c :" if backend == "bwrap" else "echo 1"
     async with conch.Runtime(config(network="off")) as rt:
-        r = await rt.exec(command=f"touch {outside}/w && cat /proc/net/dev | grep -c :")
+        r = await rt.exec(command=f"touch {outside}/w && {probe}")
         assert r["exit_code"] == 0 and r["output"] == "1\n"  # only its own loopback
     assert os.path.exists(os.path.join(outside, "w"))
 
 
-async def test_per_call_values_may_only_tighten_the_servers_sandbox(config, workspace):
+async def test_per_call_values_may_only_tighten_the_servers_sandbox(config, workspace, denied):
     async with conch.Runtime(config(sandbox="read-only")) as rt:
         for loosen in ("off", "workspace-write"):
             with pytest.raises(ConchError) as e:
@@ -200,10 +271,10 @@ async def test_per_call_values_may_only_tighten_the_servers_sandbox(config, work
             res = await rt.call_tool("exec", {"command": "touch loosened", "sandbox": loosen})
             assert res["error"]["code"] == "invalid_argument"
         same = await rt.exec(command="touch x", sandbox="read-only")
-        assert "Read-only file system" in same["output"]
+        assert denied in same["output"]
     async with conch.Runtime(config(sandbox="workspace-write")) as rt:
         tighter = await rt.exec(command="touch tighter", sandbox="read-only")
-        assert "Read-only file system" in tighter["output"]
+        assert denied in tighter["output"]
         with pytest.raises(ConchError) as e:
             await rt.exec(command="touch loosened", sandbox="off")
         assert e.value.code == "invalid_argument"
@@ -211,15 +282,27 @@ async def test_per_call_values_may_only_tighten_the_servers_sandbox(config, work
     assert not os.path.exists(os.path.join(workspace, "tighter"))
 
 
-async def test_a_server_without_a_sandbox_can_be_tightened_per_call(rt, workspace, outside):
+async def test_a_server_without_a_sandbox_can_be_tightened_per_call(rt, workspace, outside, denied):
     r = await rt.exec(command=f"touch {outside}/f", sandbox="workspace-write")
-    assert "Read-only file system" in r["output"]
+    assert denied in r["output"]
     assert not os.path.exists(os.path.join(outside, "f"))
     plain = await rt.exec(command=f"touch {outside}/g")
     assert plain["exit_code"] == 0 and os.path.exists(os.path.join(outside, "g"))
 
 
-async def test_a_sandbox_that_cannot_be_set_up_is_sandbox_unavailable(config, tmp_path, workspace):
+async def test_a_sandbox_that_cannot_be_set_up_is_sandbox_unavailable(tmp_path, workspace):
+    """With ``sandbox_backend: bwrap`` a bwrap that cannot start is no fence: refused, never a
+    silent fallback (``auto`` falls back to Landlock: test_landlock.py)."""
+
+    def config(**settings: object) -> conch.Config:
+        return conch.Config(
+            result_detail="full",
+            data_dir=str(tmp_path / "data"),
+            default_cwd=workspace,
+            sandbox_backend="bwrap",
+            **settings,  # type: ignore[arg-type]
+        )
+
     broken = tmp_path / "bwrap"
     broken.write_text(
         "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
@@ -246,9 +329,12 @@ async def test_a_sandbox_that_cannot_be_set_up_is_sandbox_unavailable(config, tm
     assert not os.path.exists(os.path.join(workspace, "ran"))
 
 
-async def test_every_descendant_dies_with_a_sandboxed_job(config, workspace):
-    async with conch.Runtime(config(sandbox="workspace-write", cgroup="off")) as rt:
-        # level: subreaper + bwrap's PID namespace (no cgroup to fall back on)
+async def test_every_descendant_dies_with_a_sandboxed_job(config, workspace, backend):
+    # bwrap: level subreaper + bwrap's PID namespace (no cgroup to fall back on). Landlock has
+    # no PID namespace: a daemon that leaves the session and clears its environment is found
+    # through the job's cgroup only (without one it would escape: docs/containment.md)
+    cgroup = "off" if backend == "bwrap" else "auto"
+    async with conch.Runtime(config(sandbox="workspace-write", cgroup=cgroup)) as rt:
         r = await rt.exec(
             command=(
                 "(setsid env -i /bin/sh -c 'trap \"\" TERM HUP; exec sleep 300' &) ;"
@@ -256,11 +342,17 @@ async def test_every_descendant_dies_with_a_sandboxed_job(config, workspace):
             ),
             yield_ms=300,
         )
-        assert read_pid(os.path.join(workspace, "inner.pid")) < 100  # inside its own namespace
-        # bwrap monitor's descendants: the namespace's init, the shell (exec'd into sleep) and
-        # the daemon, which left the session and now hangs off the namespace's init
-        assert wait_for(lambda: len(_descendants(r["pid"])) >= 3, 3.0)
-        tree = _descendants(r["pid"])
+        if backend == "bwrap":
+            assert read_pid(os.path.join(workspace, "inner.pid")) < 100  # its own namespace
+            # bwrap monitor's descendants: the namespace's init, the shell (exec'd into sleep)
+            # and the daemon, which left the session and now hangs off the namespace's init
+            assert wait_for(lambda: len(_descendants(r["pid"])) >= 3, 3.0)
+            tree = _descendants(r["pid"])
+        else:  # the daemon is an orphan of the server now (subreaper), in the job's cgroup
+            assert read_pid(os.path.join(workspace, "inner.pid")) == r["pid"]
+            assert wait_for(lambda: len(_cgroup_pids(rt, r["job_id"])) >= 2, 3.0)
+            tree = _cgroup_pids(rt, r["job_id"])
+            assert len(tree - {r["pid"]} - _descendants(r["pid"])) >= 1  # escaped the tree
         s = await rt.signal(r["job_id"], "kill")
         assert s["state"] == "cancelled"
         assert wait_for(lambda: all(gone(p) for p in tree), 3.0)
@@ -270,6 +362,12 @@ def _descendants(pid: int) -> set[int]:
     import psutil
 
     return {c.pid for c in psutil.Process(pid).children(recursive=True)}
+
+
+def _cgroup_pids(rt: conch.Runtime, job_id: str) -> set[int]:
+    driver = rt._engine.starter.drivers[job_id]  # (the job's own cgroup)
+    assert driver.cgroup is not None
+    return set(driver.cgroup.pids())
 
 
 async def test_a_sandboxed_job_ends_with_the_signal_it_got(config):
@@ -289,12 +387,14 @@ async def test_a_missing_program_in_the_sandbox_is_spawn_failed(config):
         assert e.value.code == "spawn_failed" and "no-such-program-xyz" in e.value.message
 
 
-async def test_a_shell_opened_under_a_sandbox_stays_in_it(config, workspace, outside):
+async def test_a_shell_opened_under_a_sandbox_stays_in_it(
+    config, workspace, outside, backend, denied
+):
     async with conch.Runtime(config()) as rt:
         sh = await rt.shell_open(sandbox="workspace-write", network="off")
         sid = sh["shell_id"]
         r = await rt.exec(shell_id=sid, command=f"touch {outside}/f; echo rc=$?")
-        assert "Read-only file system" in r["output"] and "rc=1" in r["output"]
+        assert denied in r["output"] and "rc=1" in r["output"]
         r = await rt.exec(shell_id=sid, command="mkdir -p d && cd d && export KEEP=1 && touch ok")
         assert r["exit_code"] == 0
         r = await rt.exec(shell_id=sid, command="pwd; echo $KEEP")
@@ -305,8 +405,11 @@ async def test_a_shell_opened_under_a_sandbox_stays_in_it(config, workspace, out
         r = await rt.exec(shell_id=sid, command="echo after")
         assert r["output"] == "after\n"
         # the shell's commands cannot reach the network either
-        r = await rt.exec(shell_id=sid, command="cat /proc/net/dev | grep -c :")
-        assert r["output"].strip() == "1"  # only the namespace's own loopback
+        if backend == "bwrap":
+            r = await rt.exec(shell_id=sid, command="cat /proc/net/dev | grep -c :")
+            assert r["output"].strip() == "1"  # only the namespace's own loopback
+        r = await rt.exec(shell_id=sid, command=f"{INSIDE_PY} -c '{_UDP_SEND}'")
+        assert r["output"].strip() == f"blocked {errno.EAFNOSUPPORT}", r["output"]
         await rt.shell_close(sid)
     assert os.path.exists(os.path.join(workspace, "d", "ok"))
     assert os.listdir(outside) == []
@@ -333,12 +436,18 @@ async def test_a_pty_job_under_a_sandbox_stays_in_it(config, outside):
     assert os.listdir(outside) == []
 
 
-async def test_info_reports_the_sandbox(config):
+async def test_info_reports_the_sandbox(config, backend):
     async with conch.Runtime(config(sandbox="workspace-write", network="off")) as rt:
         info = await rt.info()
-        assert info["sandbox"]["mode"] == "workspace-write"
-        assert info["sandbox"]["network"] == "off"
-        assert info["sandbox"]["backend"] == "bwrap"
+    sb = info["sandbox"]
+    assert sb["mode"] == "workspace-write" and sb["network"] == "off"
+    assert sb["backend"] == backend and sb["backend_setting"] == backend
+    assert sb["landlock_abi"] >= 6  # (this kernel: 7)
+    common = {"fs_write", "fs_hide_data_dir", "net_tcp", "net_all", "unix_sockets", "signals"}
+    if backend == "bwrap":
+        assert set(sb["guarantees"]) == common | {"private_tmp", "pid_namespace"}
+    else:
+        assert set(sb["guarantees"]) == common
 
 
 def test_sandbox_settings_are_checked_at_startup():
@@ -348,7 +457,7 @@ def test_sandbox_settings_are_checked_at_startup():
         conch.Config(result_detail="full", network="maybe")
 
 
-async def test_limits_apply_inside_the_sandbox_too(config):
+async def test_limits_apply_inside_the_sandbox_too(config, backend):
     hog = "python3 -c 'x = bytearray(300 << 20); x[::4096] = b\"1\" * len(x[::4096])'"
     async with conch.Runtime(config(sandbox="read-only")) as rt:
         r = await rt.exec(command=hog, memory_max=48 << 20, yield_ms=20000)
@@ -365,11 +474,15 @@ async def test_limits_apply_inside_the_sandbox_too(config):
             "    print('refused after', n)\n"
         )
         r = await rt.exec(argv=["python3", "-c", code], pids_max=10, yield_ms=10000)
-        # bwrap's monitor and the namespace's init count too: python + 7 children
-        assert r["output"] == "refused after 7\n", r["output"]
+        # bwrap's monitor and the namespace's init count too: python + 7 children; Landlock
+        # adds no process: python + 9
+        n = 7 if backend == "bwrap" else 9
+        assert r["output"] == f"refused after {n}\n", r["output"]
 
 
-async def test_a_data_dir_below_a_symlink_is_hidden_and_scripts_still_run(tmp_path, workspace):
+async def test_a_data_dir_below_a_symlink_is_hidden_and_scripts_still_run(
+    tmp_path, workspace, backend
+):
     (tmp_path / "real").mkdir()
     os.symlink(tmp_path / "real", tmp_path / "link")  # a parent of the data dir
     cfg = conch.Config(
@@ -377,12 +490,16 @@ async def test_a_data_dir_below_a_symlink_is_hidden_and_scripts_still_run(tmp_pa
         data_dir=str(tmp_path / "link" / "data"),
         default_cwd=workspace,
         sandbox="read-only",
+        sandbox_backend=backend,
     )
     async with conch.Runtime(cfg) as rt:
         s = await rt.exec(script="echo from-script\n")
         assert s["output"] == "from-script\n"
         r = await rt.exec(command=f"ls -A {tmp_path}/real/data; ls -A {tmp_path}/link/data")
-        assert r["output"] == ""  # hidden: an empty directory, by either path
+        if backend == "bwrap":
+            assert r["output"] == ""  # hidden: an empty directory, by either path
+        else:  # hidden: not readable, by either path
+            assert r["output"].count("Permission denied") == 2, r["output"]
         sh = await rt.shell_open()
         r = await rt.exec(shell_id=sh["shell_id"], command="echo in-shell")
         assert r["output"] == "in-shell\n"
@@ -411,6 +528,10 @@ def walk(top, depth):
         if stat.S_ISDIR(st.st_mode) and depth < 12:
             walk(p, depth + 1)
         elif stat.S_ISREG(st.st_mode) and os.access(p, os.W_OK):
+            try:  # (access() asks the file mode only: Landlock denies at open)
+                os.close(os.open(p, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                continue
             found.append(p)
 walk("/proc", 0)
 walk("/sys", 0)
@@ -441,13 +562,18 @@ async def test_no_host_kernel_setting_is_writable_from_inside(config, sandbox, n
     assert "core_pattern: written" not in r["output"]
 
 
-async def test_workspace_write_refuses_the_root_directory_as_its_workspace(tmp_path):
+async def test_workspace_write_refuses_the_root_directory_as_its_workspace(tmp_path, backend):
     """Issue 18.12: '/' as the writable root fences nothing: refused at start and per call."""
-    cfg = conch.Config(data_dir=str(tmp_path / "d"), default_cwd="/", sandbox="workspace-write")
+    cfg = conch.Config(
+        data_dir=str(tmp_path / "d"),
+        default_cwd="/",
+        sandbox="workspace-write",
+        sandbox_backend=backend,
+    )
     with pytest.raises(conch.ConfigError, match="workspace '/'"):
         async with conch.Runtime(cfg):
             pass
-    cfg = conch.Config(data_dir=str(tmp_path / "e"), default_cwd="/")
+    cfg = conch.Config(data_dir=str(tmp_path / "e"), default_cwd="/", sandbox_backend=backend)
     async with conch.Runtime(cfg) as rt:
         with pytest.raises(ConchError) as e:
             await rt.exec(command="touch /etc/conch-x", sandbox="workspace-write")
@@ -455,7 +581,9 @@ async def test_workspace_write_refuses_the_root_directory_as_its_workspace(tmp_p
     assert not os.path.exists("/etc/conch-x")
 
 
-async def test_workspace_write_keeps_the_repository_metadata_read_only(config, workspace):
+async def test_workspace_write_keeps_the_repository_metadata_read_only(
+    config, workspace, backend, denied
+):
     """Issue 18.12: a hook or config written into .git would run later, outside the sandbox
     (Codex's sandbox keeps it read-only too); the rest of the workspace stays writable."""
     hooks = os.path.join(workspace, ".git", "hooks")
@@ -473,8 +601,15 @@ async def test_workspace_write_keeps_the_repository_metadata_read_only(config, w
         for attack in attacks:
             r = await rt.exec(command=attack)
             assert r["exit_code"] != 0, (attack, r["output"])
-        r = await rt.exec(command="echo fine > notes && cat notes")
+        # Landlock cannot grant the workspace but .git: it grants every other entry, so new
+        # entries go below the existing ones (docs/containment.md)
+        os.mkdir(os.path.join(workspace, "src")) if backend == "landlock" else None
+        notes = "notes" if backend == "bwrap" else "src/notes"
+        r = await rt.exec(command=f"echo fine > {notes} && cat {notes}")
         assert r["output"] == "fine\n"
+        if backend == "landlock":
+            r = await rt.exec(command="echo new > top-level")
+            assert denied in r["output"]
     assert os.listdir(hooks) == []
     with open(os.path.join(workspace, ".git", "config")) as f:
         assert f.read() == "[core]\n"
@@ -489,19 +624,22 @@ async def test_the_sandboxs_own_processes_are_never_a_jobs_lingering_ones(config
         assert r["output"] == "hi\n" and r["lingering_pids"] == [] and r["eof"] is True, r
 
 
-async def test_a_data_dir_inside_a_writable_workspace_is_refused_naming_both(tmp_path):
+async def test_a_data_dir_inside_a_writable_workspace_is_refused_naming_both(tmp_path, backend):
     """Issue 18.2: with the data dir inside the workspace (the default data dir with the
     server started in $HOME), a workspace-write job could rename a directory above the hidden
     mount and forge the logs the server serves: refused at start and per call."""
     ws = tmp_path / "home"
     data = ws / ".local" / "state" / "conch"
     ws.mkdir()
-    cfg = conch.Config(data_dir=str(data), default_cwd=str(ws), sandbox="workspace-write")
+    cfg = conch.Config(
+        data_dir=str(data), default_cwd=str(ws), sandbox="workspace-write", sandbox_backend=backend
+    )
     with pytest.raises(conch.ConfigError) as e:
         async with conch.Runtime(cfg):
             pass
     assert str(data) in str(e.value) and f"workspace {ws}" in str(e.value)
-    async with conch.Runtime(conch.Config(data_dir=str(data), default_cwd=str(ws))) as rt:
+    cfg = conch.Config(data_dir=str(data), default_cwd=str(ws), sandbox_backend=backend)
+    async with conch.Runtime(cfg) as rt:
         with pytest.raises(ConchError) as err:
             await rt.exec(command="mv .local .moved", sandbox="workspace-write")
         assert err.value.code == "sandbox_unavailable" and str(data) in err.value.message
@@ -525,14 +663,14 @@ except urllib.error.HTTPError as e:
 """
 
 
-def test_a_sandboxed_job_cannot_call_conchs_own_api(tmp_path, base, workspace):
+def test_a_sandboxed_job_cannot_call_conchs_own_api(tmp_path, base, workspace, backend):
     """Issue 18.3: with the network on, a job sandboxed for one call could POST /invoke to
     the server and get an unsandboxed exec (and every other job). A loopback request is
     traced to the process holding its socket: from inside a sandbox it gets 403, however the
     job hides (no tag, a shell, a grandchild)."""
     from frontend_servers import kill_group, start_http
 
-    srv = start_http(tmp_path, "--default-cwd", workspace)
+    srv = start_http(tmp_path, "--default-cwd", workspace, "--sandbox-backend", backend)
     script = os.path.join(base, "call.py")
     with open(script, "w") as f:
         f.write(_CALL_CONCH)
@@ -577,7 +715,9 @@ def invoke_tool(url: str, method: str, params: dict) -> dict:
     ("level", "network"),
     [("read-only", "on"), ("workspace-write", "on"), ("off", "off")],
 )
-async def test_the_servers_env_file_is_out_of_reach_at_every_level(base, workspace, level, network):
+async def test_the_servers_env_file_is_out_of_reach_at_every_level(
+    base, workspace, level, network, backend
+):
     """Issue 18.3: the --env-file holds the server's tokens (CONCH_AUTH_TOKEN, the
     caller-context token). No sandboxed job reads it, moves it aside or writes it, wherever it
     lies (here: inside the writable workspace), and the shell of a sandboxed shell neither."""
@@ -590,6 +730,7 @@ async def test_the_servers_env_file_is_out_of_reach_at_every_level(base, workspa
             "result_detail": "full",
             "data_dir": os.path.join(base, "data"),
             "default_cwd": workspace,
+            "sandbox_backend": backend,
         },
         {},
         env_file,

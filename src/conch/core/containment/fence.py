@@ -13,16 +13,18 @@ waits for an RCU grace period); a sandboxed job's sh only sets the bwrap monitor
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from conch.core.containment import landlock as ll
 from conch.core.containment import sandbox as sb
 from conch.core.containment import shenv
+from conch.core.containment.backends import Backends
 from conch.core.containment.cgroup import LIMITS, Cgroups, JobCgroup
 from conch.core.process import libc_spawn, procfs, program
 from conch.errors import ConchError, ConfigError
@@ -34,9 +36,12 @@ log = logging.getLogger("conch.containment")
 # fork it makes start inside; with `ignore`, leave the signals a bwrap monitor would die of
 # ignored (the program gets them back at their defaults from `env --default-signal`).
 # A tiny exec of sh is far cheaper than a Python pre-exec hook, which forces fork over vfork.
+# With `fd3=FILE`, open FILE as descriptor 3 for bwrap's `--seccomp 3` (bwrap reads and
+# closes it: the program never holds it).
 ENTER_LOOP = (
     'while [ "$1" != -- ]; do case $1 in '
     'ignore) trap "" ' + " ".join(s[3:] for s in sb.FORWARDED) + ";; "
+    'fd3=*) exec 3< "${1#fd3=}" || exit 125;; '
     '*) echo 0 > "$1" || exit 125;; esac; shift; done; shift; '
 )
 ENTER = ENTER_LOOP + 'exec "$@"'
@@ -63,6 +68,53 @@ class SpawnFence:
     retire: Callable[[JobCgroup], None] | None = None  # takes the cgroup once it is empty
     #: the cgroup v2 directory a spawn starts the child in itself, where it can (``prepare``)
     place: str | None = None
+    #: bwrap: the seccomp program's file for `network: off` (read by the sh, as fd 3)
+    seccomp_file: str | None = None
+    #: the landlock backend: its fork server spawns the job (``spawner``), fenced before exec
+    forkserver: ll.ForkServer | None = None
+    layout: ll.Layout | None = None
+    job_tmp: str = ""  # the job's own TMPDIR (landlock)
+    _exposed: tuple[str, ...] = ()
+
+    @property
+    def spawner(self) -> Callable[..., int] | None:
+        """What spawns the prepared argv instead of posix_spawn (the landlock fork server)."""
+        return self._spawn_landlock if self.forkserver is not None else None
+
+    def _spawn_landlock(
+        self,
+        path: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str,
+        stdin: int,
+        stdout: int,
+        stderr: int,
+        terminal: str | None = None,
+    ) -> int:
+        assert self.forkserver is not None and self.layout is not None
+        assert self.sandbox is not None
+        spec = ll.job_spec(
+            self.layout,
+            self.sandbox.policy,
+            path=path,
+            argv=argv,
+            env=env,
+            cwd=cwd,
+            tmpdir=self.job_tmp,
+            exposed=self._exposed,
+            procs=self.cgroup.procs_files() if self.cgroup is not None else (),
+            tty=terminal,
+            cgroup=self.place,
+        )
+        return self.forkserver.spawn(spec, [] if terminal is not None else [stdin, stdout, stderr])
+
+    def drop_tmp(self) -> None:
+        """The job is done: its TMPDIR goes (landlock)."""
+        if self.job_tmp:
+            ll.TempDirs.remove(self.job_tmp)
+            self.job_tmp = ""
 
     def prepare(
         self,
@@ -75,6 +127,14 @@ class SpawnFence:
     ) -> tuple[list[str], dict[str, str], str | None]:
         """``wrap``, spawning into ``place`` where that works for the argv it gives (glibc
         finds its program): (argv, env, the cgroup directory to spawn into or None)."""
+        if self.forkserver is not None:
+            # landlock: the fork server's child enters the cgroups and the fence itself, then
+            # execs argv (no sh, no wrapper); TMPDIR is the job's own
+            hidden = self.sandbox.hidden if self.sandbox is not None else ()
+            self._exposed = tuple(
+                sorted({*_inside(argv, hidden), *(os.path.realpath(e) for e in exposed)})
+            )
+            return list(argv), {**env, "TMPDIR": self.job_tmp}, None
         if self.place is not None:  # (then there is nothing to enter, merged or not)
             run, start = self.wrap(argv, cwd=cwd, env=env, exposed=exposed, placed=True)
             if program.resolved(run[0], start) is not None:
@@ -130,12 +190,23 @@ class SpawnFence:
                 tuple(f for f in self.sandbox.masked if os.path.isfile(f)),
             )
             if self.bwrap is not None:
-                run = sb.bwrap_argv(self.bwrap, self.env_prog, fence, run, root=self.root)
+                net_off = fence.policy.network == "off" and self.seccomp_file is not None
+                run = sb.bwrap_argv(
+                    self.bwrap,
+                    self.env_prog,
+                    fence,
+                    run,
+                    root=self.root,
+                    seccomp_fd=3 if net_off else None,
+                )
             else:
                 run = sb.seatbelt_argv(fence, run, self.tmpdir)
         pre = self.cgroup.procs_files() if self.cgroup is not None and not placed else []
         if self.monitor:
             pre.append("ignore")
+            net_off = self.sandbox is not None and self.sandbox.policy.network == "off"
+            if self.seccomp_file is not None and net_off:
+                pre.append(f"fd3={self.seccomp_file}")
         if not pre:
             return run, dict(env)
         # what the sh would change in the environment, the program gets back from `env`
@@ -235,6 +306,9 @@ class Containment:
         data_dir: str,
         bwrap: str = "",
         private_files: Sequence[str] = (),
+        backend: str = "auto",
+        partial: str = "refuse",
+        sockets: Sequence[str] = (),
     ) -> None:
         self.policy = policy
         self.default_limits = {k: int(v) for k, v in limits.items() if v}
@@ -242,15 +316,25 @@ class Containment:
         self.data_dir = os.path.realpath(data_dir)
         # files no sandboxed job may read (the --env-file, which may hold the server's tokens)
         self.private_files = tuple(os.path.realpath(f) for f in private_files if f)
-        self._bwrap_setting = bwrap
         self.cgroups: Cgroups | None = None
         self._use_cgroups = use_cgroups
         self._instance = instance
-        self._probed: dict[bool, str | None] = {}  # network_off -> None (works) | why not
         self.root = hasattr(os, "geteuid") and os.geteuid() == 0
         self.env_prog = shutil.which("env") or "/usr/bin/env"
         self.no_cgroup_reason = "cgroups are turned off (setting cgroup=off)"
         self.places_itself = False  # a spawn can start its child in a cgroup v2 directory
+        self.backends = Backends(
+            setting=backend,
+            partial=partial,
+            sockets=sockets,
+            bwrap=bwrap,
+            data_dir=self.data_dir,
+            workspace=self.workspace,
+            private_files=self.private_files,
+            instance=instance,
+            root=self.root,
+            env_prog=self.env_prog,
+        )
 
     def _workspace_write_refusal(self) -> tuple[str, str] | None:
         """(error code, message) when workspace-write cannot fence this workspace: '/' leaves
@@ -271,6 +355,11 @@ class Containment:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        if self.backends.sockets:
+            raise ConfigError(
+                "sandbox_sockets is not supported yet: under network off every host Unix "
+                "socket stays unreachable (connect() is refused by seccomp, whatever its path)"
+            )
         if self.policy.sandbox == "workspace-write":
             refusal = self._workspace_write_refusal()
             if refusal is not None:
@@ -282,6 +371,8 @@ class Containment:
                     "to a project directory",
                     self.workspace,
                 )
+        if self.policy.active:  # chosen now, so the first job does not wait for the probes
+            self.backends.choose()
         if not self._use_cgroups:
             return
         cg = Cgroups(self._instance)
@@ -293,6 +384,7 @@ class Containment:
             self.no_cgroup_reason = support.reason
 
     def close(self) -> None:
+        self.backends.close()
         if self.cgroups is not None:
             self.cgroups.close()
 
@@ -330,7 +422,7 @@ class Containment:
             "sandbox": {
                 "mode": self.policy.sandbox,
                 "network": self.policy.network,
-                "backend": sb.backend() or None,
+                **self.backends.info(),
                 "workspace": self.workspace,
             },
         }
@@ -394,15 +486,19 @@ class Containment:
             out.sandbox = sb.Fence(
                 policy, self.workspace, (self.data_dir,), masked=self.private_files
             )
-            kind = sb.backend()
+            b = self.backends
+            kind = b.check(policy) if b.decided else await asyncio.to_thread(b.check, policy)
             if kind == "bwrap":
-                out.bwrap = await self._bwrap(policy.network == "off")
-            elif kind == "sandbox-exec":
-                if not os.access("/usr/bin/sandbox-exec", os.X_OK):
-                    raise ConchError("sandbox_unavailable", "/usr/bin/sandbox-exec is missing")
-                out.tmpdir = os.environ.get("TMPDIR") or "/tmp"
+                out.bwrap, out.seccomp_file = b.bwrap_path, b.seccomp_file
+            elif kind == "landlock":
+                assert b.tmpdirs is not None
+                out.forkserver, out.layout = b.forkserver, b.layout
+                try:
+                    out.job_tmp = b.tmpdirs.make(name)
+                except OSError as e:
+                    raise ConchError("spawn_failed", f"cannot make the job's TMPDIR: {e}") from None
             else:
-                raise ConchError("sandbox_unavailable", f"no sandbox backend on {sys.platform}")
+                out.tmpdir = os.environ.get("TMPDIR") or "/tmp"
         if self.cgroups is not None:
             try:
                 out.cgroup = self.cgroups.new(name, limits, oom_group=not shell)
@@ -413,21 +509,3 @@ class Containment:
             if self.places_itself and cg.kind == "v2" and cg.dirs == [cg.track]:
                 out.place = cg.track
         return out
-
-    async def _bwrap(self, network_off: bool) -> str:
-        path = sb.find_bwrap(self._bwrap_setting)
-        if path is None:
-            where = self._bwrap_setting or "bwrap on PATH"
-            raise ConchError(
-                "sandbox_unavailable",
-                f"the sandbox needs bubblewrap, and {where} is not there "
-                "(install the `bubblewrap` package)",
-            )
-        if network_off not in self._probed:
-            self._probed[network_off] = await sb.probe(
-                path, network_off=network_off, root=self.root, env_prog=self.env_prog
-            )
-        why = self._probed[network_off]
-        if why is not None:
-            raise ConchError("sandbox_unavailable", why)
-        return path

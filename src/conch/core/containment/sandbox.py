@@ -96,9 +96,17 @@ HOST_PROC_READ_ONLY = (
 
 
 def bwrap_argv(
-    bwrap: str, env_prog: str, fence: Fence, argv: Sequence[str], *, root: bool
+    bwrap: str,
+    env_prog: str,
+    fence: Fence,
+    argv: Sequence[str],
+    *,
+    root: bool,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
-    """The bubblewrap command line that runs ``argv`` under ``fence`` (pure)."""
+    """The bubblewrap command line that runs ``argv`` under ``fence`` (pure). ``seccomp_fd``:
+    the descriptor bwrap reads the ``network: off`` seccomp program from (a read-only bind
+    does not stop ``connect()`` to a host socket; the filter does)."""
     p, ws = fence.policy, fence.workspace
     if p.sandbox == "off":  # network off only: the filesystem stays as it is
         out = [bwrap, "--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
@@ -128,6 +136,8 @@ def bwrap_argv(
     out += ["--unshare-pid", "--die-with-parent"]
     if p.network == "off":
         out += ["--unshare-net"]
+        if seccomp_fd is not None:
+            out += ["--seccomp", str(seccomp_fd)]
     if root:
         # a root server's jobs would otherwise keep every capability (and could remount /)
         out += ["--cap-drop", "ALL"]

@@ -146,7 +146,7 @@ class ProcessDriver:
         state = "cancelled" if signum is not None and signum in self.job.sent_signals else "exited"
         self.job.finish(state, exit_code=code, signum=signum, lingering=lingering)
         if not lingering:
-            self._release()
+            self._done()
 
     # -- the tree --------------------------------------------------------------------------------
 
@@ -202,7 +202,7 @@ class ProcessDriver:
             await kill_tree_now(self._collect, [self.pid], self.reaper)
         await self._kill_cgroup()
         await self._finish_killed(reason, 2.0)
-        self._release()
+        self._done()
 
     async def _finish_killed(self, reason: str, limit_s: float) -> None:
         """The tree was killed: wait up to limit_s for the leader's status, end the job."""
@@ -223,7 +223,7 @@ class ProcessDriver:
         else:
             await kill_tree_now(self._collect, [self.pid], self.reaper)
         await self._kill_cgroup()
-        self._release()
+        self._done()
 
     async def _kill_cgroup(self) -> None:
         """After TERM and KILL of what was seen: nothing left in the cgroup survives (a fork
@@ -231,12 +231,20 @@ class ProcessDriver:
         if self.cgroup is not None and self.cgroup.populated:
             await self.cgroup.kill_and_wait(self.reaper.sweep)
 
+    def _done(self) -> None:
+        """Nothing of the job runs any more: close what it held, remove its TMPDIR."""
+        self._release()
+        if self.fence is not None:
+            self.fence.drop_tmp()
+
     def release_cgroup(self) -> None:
         """Give up the job's cgroup once nothing is left in it (its owner removes it later,
         off the loop; one made without an owner is removed now)."""
         cg = self.cgroup
         if cg is None or cg.populated:
             return
+        if self.fence is not None:  # (what lingered is gone too)
+            self.fence.drop_tmp()
         retire = self.fence.retire if self.fence is not None else None
         if retire is not None:
             retire(cg)

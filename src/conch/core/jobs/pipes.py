@@ -97,6 +97,7 @@ class PipeDriver(ProcessDriver):
                 cwd=cwd,
                 env=env,
                 cgroup=place,
+                spawner=fence.spawner if fence is not None else None,
             )
         except BaseException:
             for fd in (out_r, out_w, err_r, err_w, in_r, self._stdin_w):

@@ -42,7 +42,10 @@ class PtyDriver(ProcessDriver):
     ) -> None:
         self._fence(fence)
         run, env, place = fence.prepare(argv, cwd=cwd, env=env) if fence else (argv, env, None)
-        pid, master, self._tty, _ = terminal.spawn(run, cwd=cwd, env=env, place=place)
+        spawner = fence.spawner if fence else None
+        pid, master, self._tty, _ = terminal.spawn(
+            run, cwd=cwd, env=env, place=place, spawner=spawner
+        )
         self._master = master
         self._loop.add_reader(master, self._on_readable)
         self._watch_leader(pid, env[TAG_VAR].encode())

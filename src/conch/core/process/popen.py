@@ -15,6 +15,7 @@ import errno
 import fcntl
 import subprocess
 import termios
+from collections.abc import Callable
 
 from conch.core.process import libc_spawn, program
 from conch.core.process.hygiene import spawning
@@ -37,13 +38,29 @@ def spawn(
     stderr: Stdio,
     terminal: str | None = None,
     cgroup: str | None = None,
+    spawner: Callable[..., int] | None = None,
 ) -> int:
     """Start ``argv``; its pid. A failure to start is ``spawn_failed``. ``terminal``: the path
     of the PTY slave the three descriptors are, which becomes the child's controlling terminal.
     ``cgroup``: the cgroup v2 directory the child starts in (only where
-    ``SpawnFence.prepare`` said so for this argv and env)."""
+    ``SpawnFence.prepare`` said so for this argv and env). ``spawner``: what starts it instead
+    (``SpawnFence.spawner``: the landlock fork server, which fences the child before exec),
+    called as ``libc_spawn.spawn`` is."""
     try:
         path = program.resolved(argv[0], env)
+        if spawner is not None:
+            if path is None:
+                raise FileNotFoundError(errno.ENOENT, "not found", argv[0])
+            return spawner(
+                path,
+                argv,
+                env=env,
+                cwd=cwd,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                terminal=terminal,
+            )
         if path is not None and libc_spawn.available():
             # default signals, an empty mask, the session (and the controlling terminal,
             # opened after setsid) are all set up by glibc: no swap, no preexec, no fork

@@ -13,7 +13,7 @@ import os
 import platform
 import struct
 import termios
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from conch.core.process import popen, procfs
@@ -39,6 +39,7 @@ def spawn(
     place: str | None = None,
     echo: bool = True,
     size: tuple[int, int] = (ROWS, COLS),
+    spawner: Callable[..., int] | None = None,
 ) -> tuple[int, int, str, list[Any]]:
     """Start argv in its own session with a new PTY (``size`` rows × columns) as controlling
     terminal (``argv`` and ``env`` as a fence prepared them: core/containment/fence.py; in the
@@ -66,6 +67,7 @@ def spawn(
             env=env,
             terminal=tty,
             cgroup=place,
+            spawner=spawner,
         )
     except BaseException:
         os.close(master)

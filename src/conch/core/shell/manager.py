@@ -102,10 +102,11 @@ class ShellManager:
             raise ConchError("not_found", f"no shell {shell_id!r}")
         return sh
 
-    def sandboxed(self) -> list[tuple[str, int]]:
-        """(shell id, leader pid) of every running shell with a sandbox."""
+    def sandboxed(self) -> list[tuple[str, int, set[int]]]:
+        """(shell id, leader pid, the processes of its cgroup) of every running shell with a
+        sandbox."""
         return [
-            (s.shell_id, s.pid)
+            (s.shell_id, s.pid, s.cgroup_pids())
             for s in self._shells.values()
             if s.pid is not None and s.sandboxed and s.state is not ShellState.CLOSED
         ]

@@ -163,7 +163,13 @@ class Shell:
                 exposed = [self._cmd.path]
                 argv, env, place = self._fence.prepare(argv, cwd=cwd, env=env, exposed=exposed)
             pid, master, self._tty, self._sane = terminal.spawn(
-                argv, cwd=cwd, env=env, place=place, echo=self.echo, size=self.size
+                argv,
+                cwd=cwd,
+                env=env,
+                place=place,
+                echo=self.echo,
+                size=self.size,
+                spawner=self._fence.spawner if self._fence is not None else None,
             )
         except BaseException:
             self._drop_cgroup()
@@ -208,6 +214,8 @@ class Shell:
         if cg is not None:
             cg.kill()
             cg.remove()
+        if self._fence is not None:
+            self._fence.drop_tmp()
         self._fence = None
 
     async def _run_internal(self, command: str) -> tuple[int, bytes]:
@@ -459,6 +467,10 @@ class Shell:
             self._master = None
 
     # -- signals -----------------------------------------------------------------------------
+
+    def cgroup_pids(self) -> set[int]:
+        cg = self._fence.cgroup if self._fence is not None else None
+        return cg.pids() if cg is not None else set()
 
     def _collect(self) -> set[int]:
         if self.pid is None:

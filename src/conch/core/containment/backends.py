@@ -1,0 +1,247 @@
+"""Which sandbox backend a runtime uses, and what it guarantees (SPEC §9a).
+
+``sandbox_backend``: ``bwrap`` (bubblewrap: namespaces), ``landlock`` (Landlock + seccomp:
+no namespaces, no root, works in unprivileged containers) or ``auto``: bwrap when it can set
+up a sandbox here, else Landlock; chosen once (at start when the server's own policy is
+active, else at the first sandboxed call or ``info``). ``info.sandbox`` names the backend,
+the Landlock ABI, why a better backend was not taken, and the guarantees that hold. A call that
+needs a guarantee the backend cannot give is ``sandbox_unavailable`` naming it, unless
+``sandbox_partial: allow``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from conch.core.containment import landlock as ll
+from conch.core.containment import lockdown as ld
+from conch.core.containment import sandbox as sb
+from conch.errors import ConchError
+
+BACKENDS = ("auto", "bwrap", "landlock")
+_SECCOMP_FILE = "seccomp-network-off.bpf"
+
+
+def _probe_bwrap(bwrap: str, *, root: bool, env_prog: str, seccomp: str | None) -> str | None:
+    """bwrap once with every namespace a job may need (and the seccomp program, as fd 3 from
+    the sh that jobs go through too); None if it works, else why not."""
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid"]
+    argv += ["--die-with-parent", "--unshare-net"]
+    if seccomp is not None:
+        argv += ["--seccomp", "3"]
+    if root:
+        argv += ["--cap-drop", "ALL"]
+    argv += ["--", env_prog, "--default-signal", "--", "true"]
+    if seccomp is not None:
+        argv = ["/bin/sh", "-c", 'exec 3< "$0" && exec "$@"', seccomp, *argv]
+    try:
+        proc = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{bwrap} could not run: {e}"
+    if proc.returncode != 0:
+        text = proc.stderr.decode("utf-8", "replace").strip()[-500:]
+        return f"bwrap cannot set up a sandbox here (exit {proc.returncode}): {text}"
+    return None
+
+
+class Backends:
+    """The sandbox backend of one runtime, chosen once."""
+
+    def __init__(
+        self,
+        *,
+        setting: str,
+        partial: str,
+        sockets: Sequence[str],
+        bwrap: str,
+        data_dir: str,
+        workspace: str,
+        private_files: Sequence[str],
+        instance: str,
+        root: bool,
+        env_prog: str,
+    ) -> None:
+        if setting not in BACKENDS:
+            raise ValueError(f"sandbox_backend must be one of {', '.join(BACKENDS)}")
+        self.setting = setting
+        self.partial = partial
+        self.sockets = tuple(sockets)
+        self._bwrap_setting = bwrap
+        self.data_dir = data_dir
+        self.workspace = workspace
+        self.private_files = tuple(private_files)
+        self.instance = instance
+        self.root = root
+        self.env_prog = env_prog
+        self._lock = threading.Lock()
+        self.chosen: str | None = None
+        self.decided = False
+        self.not_taken: dict[str, str] = {}
+        self.abi, self._abi_reason = 0, ""
+        self.seccomp = False
+        self.bwrap_path: str | None = None
+        self.seccomp_file: str | None = None
+        self.forkserver: ll.ForkServer | None = None
+        self.tmpdirs: ll.TempDirs | None = None
+        self.layout: ll.Layout | None = None
+
+    # -- choosing ------------------------------------------------------------------------------
+
+    def choose(self) -> str | None:
+        """The backend (probing once): ``bwrap``, ``landlock``, ``sandbox-exec`` or None."""
+        if self.decided:
+            return self.chosen
+        with self._lock:
+            if not self.decided:
+                self.chosen = self._choose()
+                self.decided = True
+        return self.chosen
+
+    def _choose(self) -> str | None:
+        kind = sb.backend()
+        if kind == "sandbox-exec":
+            if not os.access("/usr/bin/sandbox-exec", os.X_OK):
+                self.not_taken["sandbox-exec"] = "/usr/bin/sandbox-exec is missing"
+                return None
+            return kind
+        if kind != "bwrap":
+            self.not_taken["all"] = f"no sandbox backend on {sys.platform}"
+            return None
+        self.abi, self._abi_reason = ld.abi_version()
+        if self.setting in ("auto", "bwrap") and self._try_bwrap():
+            return "bwrap"
+        if self.setting in ("auto", "landlock") and self._try_landlock():
+            return "landlock"
+        if self.setting == "bwrap":
+            self.not_taken.setdefault("landlock", "sandbox_backend is bwrap")
+        elif self.setting == "landlock":
+            self.not_taken.setdefault("bwrap", "sandbox_backend is landlock")
+        return None
+
+    def _seccomp_program_file(self) -> str:
+        path = os.path.join(self.data_dir, _SECCOMP_FILE)
+        program = ld.seccomp_program()
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(path, flags, 0o600)
+        try:
+            os.write(fd, program)
+        finally:
+            os.close(fd)
+        return path
+
+    def _try_bwrap(self) -> bool:
+        path = sb.find_bwrap(self._bwrap_setting)
+        if path is None:
+            where = self._bwrap_setting or "bwrap on PATH"
+            self.not_taken["bwrap"] = (
+                f"the sandbox needs bubblewrap, and {where} is not there "
+                "(install the `bubblewrap` package)"
+            )
+            return False
+        seccomp: str | None = None
+        try:
+            if ld.ARCH in ld._AUDIT_ARCH:
+                seccomp = self._seccomp_program_file()
+        except OSError:
+            seccomp = None
+        why = _probe_bwrap(path, root=self.root, env_prog=self.env_prog, seccomp=seccomp)
+        # without the filter bwrap may still work, but host sockets stay reachable (info says)
+        if (
+            why is not None
+            and seccomp is not None
+            and _probe_bwrap(path, root=self.root, env_prog=self.env_prog, seccomp=None) is None
+        ):
+            seccomp, why = None, None
+        if why is not None:
+            self.not_taken["bwrap"] = why
+            return False
+        self.bwrap_path, self.seccomp_file, self.seccomp = path, seccomp, seccomp is not None
+        return True
+
+    def _try_landlock(self) -> bool:
+        if self.abi < 1:
+            self.not_taken["landlock"] = self._abi_reason
+            return False
+        self.layout = ll.Layout(
+            self.workspace,
+            (self.data_dir,),
+            tuple(f for f in self.private_files if os.path.isfile(f)),
+            self.abi,
+            self.root,
+        )
+        server = ll.ForkServer()
+        true = shutil.which("true") or "/bin/true"
+        why = ll.probe(server, self.layout, true, seccomp=True)
+        seccomp = why is None
+        if why is not None and "(seccomp)" in why:
+            why = ll.probe(server, self.layout, true, seccomp=False)
+        if why is not None:
+            server.close()
+            self.not_taken["landlock"] = why
+            return False
+        self.forkserver, self.seccomp = server, seccomp
+        self.layout = dataclasses.replace(self.layout, seccomp=seccomp)
+        self.tmpdirs = ll.TempDirs(self.data_dir, self.instance)
+        return True
+
+    # -- what it guarantees --------------------------------------------------------------------
+
+    def guarantees(self) -> list[str]:
+        if self.chosen == "bwrap":
+            return ll.bwrap_guarantees(self.seccomp)
+        if self.chosen == "landlock":
+            return ll.landlock_guarantees(self.abi, self.seccomp)
+        if self.chosen == "sandbox-exec":
+            return ["fs_write", "fs_hide_data_dir", "net_tcp", "net_all"]
+        return []
+
+    def check(self, policy: sb.Policy) -> str:
+        """The backend for a call with ``policy``, or ``sandbox_unavailable`` naming why."""
+        backend = self.choose()
+        if backend is None:
+            why = "; ".join(f"{k}: {v}" for k, v in self.not_taken.items())
+            raise ConchError("sandbox_unavailable", f"no sandbox backend works here ({why})")
+        have = self.guarantees()
+        missing = [g for g in ll.needed(policy) if g not in have]
+        if missing and self.partial != "allow":
+            raise ConchError(
+                "sandbox_unavailable",
+                f"the {backend} sandbox here cannot guarantee {', '.join(missing)} for "
+                f"sandbox {policy.sandbox!r}, network {policy.network!r}"
+                + (f" (Landlock ABI {self.abi})" if backend == "landlock" else "")
+                + "; set sandbox_partial=allow to run with what it can give",
+            )
+        return backend
+
+    def info(self) -> dict[str, Any]:
+        backend = self.choose()
+        return {
+            "backend": backend,
+            "backend_setting": self.setting,
+            "landlock_abi": self.abi or None,
+            "not_taken": dict(self.not_taken),
+            "guarantees": self.guarantees(),
+            "partial": self.partial,
+            "sockets": list(self.sockets),
+        }
+
+    def close(self) -> None:
+        if self.forkserver is not None:
+            self.forkserver.close()
+        if self.tmpdirs is not None:
+            self.tmpdirs.close()

@@ -1,0 +1,284 @@
+"""The ``landlock`` sandbox backend (SPEC §9a): what a job's Landlock ruleset holds, the fork
+server that applies it before the job's program runs (core/containment/lockdown.py), and what
+this backend guarantees on this kernel.
+
+Rules of one job (``job_spec``), all filesystem rights of the ABI handled:
+* read and execute beneath ``/`` except the holes: Conch's data dir (and in it every job's temp
+  dir), the server's ``--env-file``, ``/dev`` (only ``DEVICES`` and ``/dev/pts`` are granted);
+  the directories above a hole are not listable (Landlock grants hierarchies, never "all but");
+* writes where the level allows: ``workspace-write`` its workspace less ``.git``; ``off``
+  (network off only) ``/`` less the holes, ``/proc`` and ``/sys``; ``read-only`` nothing;
+  always the job's own ``TMPDIR`` (made by Conch inside the data dir, read and write) and the
+  few devices;
+* read of the files a job must see inside the data dir (its script, a shell's command file);
+* ``network: off``: TCP bind/connect handled with no port granted (ABI 4), abstract Unix
+  sockets scoped (ABI 6), and the seccomp filter (``lockdown.seccomp_program``);
+* signals scoped at every level (ABI 6): a job signals only its own processes.
+"""
+
+from __future__ import annotations
+
+import errno
+import marshal
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from conch.core.containment import lockdown as ld
+from conch.core.containment import sandbox as sb
+
+GUARANTEES = (
+    "fs_write",
+    "fs_hide_data_dir",
+    "private_tmp",
+    "pid_namespace",
+    "net_tcp",
+    "net_all",
+    "unix_sockets",
+    "signals",
+)
+
+
+def needed(policy: sb.Policy) -> tuple[str, ...]:
+    """The guarantees a call with ``policy`` cannot go without (a private /tmp and a PID
+    namespace are how bwrap gives some of them, not needs of their own)."""
+    out: list[str] = []
+    if policy.sandbox != "off":
+        out += ["fs_write", "fs_hide_data_dir"]
+    if policy.network == "off":
+        out += ["fs_hide_data_dir", "net_tcp", "net_all", "unix_sockets"]
+    if policy.active:
+        out.append("signals")
+    return tuple(dict.fromkeys(out))
+
+
+def landlock_guarantees(abi: int, seccomp: bool) -> list[str]:
+    out = []
+    if abi >= 1:
+        out += ["fs_write", "fs_hide_data_dir"]
+    if abi >= 4 or seccomp:
+        out.append("net_tcp")
+    if seccomp:
+        out += ["net_all", "unix_sockets"]
+    if abi >= 6:
+        out.append("signals")
+    return out
+
+
+def bwrap_guarantees(seccomp: bool) -> list[str]:
+    out = ["fs_write", "fs_hide_data_dir", "private_tmp", "pid_namespace", "net_tcp", "net_all"]
+    if seccomp:  # a read-only bind does not stop connect(): the filter does
+        out.append("unix_sockets")
+    out.append("signals")  # (the PID namespace: nothing outside is visible to signal)
+    return out
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What every job of one runtime shares: the holes and the writable roots' bases."""
+
+    workspace: str
+    hidden: tuple[str, ...]  # the data dir (and so every job's TMPDIR, inside it)
+    masked: tuple[str, ...]  # files no job may read (the --env-file)
+    abi: int
+    root: bool
+    seccomp: bool = True  # the seccomp filter loads here (probed)
+
+
+def job_spec(
+    layout: Layout,
+    policy: sb.Policy,
+    *,
+    path: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str,
+    tmpdir: str,
+    exposed: Sequence[str],
+    procs: Sequence[str],
+    tty: str | None,
+    cgroup: str | None = None,
+) -> dict[str, Any]:
+    """The fork server's request for one job (marshal-able: str, int, bytes, lists).
+    ``cgroup``: the cgroup v2 directory to start the child in (clone3); else the child
+    writes itself into each of ``procs``."""
+    abi = layout.abi
+    write = ld.write_rights(abi)
+    holes = [*layout.hidden, *layout.masked]
+    trees: list[tuple[str, list[str], int]] = [("/", [*holes, "/dev"], ld.READ)]
+    if policy.sandbox == "workspace-write":
+        ws = layout.workspace
+        trees.append((ws, [*holes, os.path.join(ws, ".git")], write))
+    elif policy.sandbox == "off":  # network off alone: the filesystem stays writable
+        trees.append(("/", [*holes, "/dev", "/proc", "/sys"], write))
+    for d in ld.DEVICE_DIRS:
+        trees.append((d, [], ld.READ | ld.FS_WRITE_FILE))
+    paths: list[tuple[str, int]] = [(tmpdir, ld.fs_rights(abi))]
+    paths += [(dev, ld.FS_READ_FILE | ld.FS_WRITE_FILE) for dev in ld.DEVICES]
+    paths += [(f, ld.FS_READ_FILE | ld.FS_EXECUTE) for f in exposed]
+    scoped = ld.SCOPE_SIGNAL
+    if policy.network == "off":
+        scoped |= ld.SCOPE_ABSTRACT_UNIX_SOCKET
+    enc = os.fsencode
+    return {
+        "abi": abi,
+        "trees": trees,
+        "paths": paths,
+        "net_off": policy.network == "off",
+        "scoped": scoped,
+        "seccomp": ld.seccomp_program() if policy.network == "off" and layout.seccomp else b"",
+        "drop_caps": layout.root,
+        "path": path,
+        "argv": [enc(a) for a in argv],
+        "env": {enc(k): enc(v) for k, v in env.items()},
+        "cwd": cwd,
+        "tty": tty,
+        "procs": [] if cgroup else list(procs),
+        "cgroup": cgroup or "",
+    }
+
+
+class ForkServer:
+    """Conch's end of the fork server: started once (lazily), restarted if it died."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def _start(self) -> socket.socket:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", ld.__file__, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._sock = ours
+        return ours
+
+    def spawn(self, spec: dict[str, Any], fds: Sequence[int]) -> int:
+        """Start one job (``spec``: ``job_spec``); its pid, a child of this process. A failure
+        is the ``OSError`` of the step that failed (the failed child reaped)."""
+        msg = marshal.dumps(spec)
+        with self._lock:
+            for attempt in (0, 1):
+                sock = self._sock or self._start()
+                try:
+                    rights = struct.pack(f"{len(fds)}i", *fds)
+                    anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)] if fds else []
+                    sock.sendmsg([msg], anc)
+                    answer = sock.recv(1 << 16)
+                    if not answer:
+                        raise ConnectionResetError(errno.ECONNRESET, "fork server ended")
+                    break
+                except OSError:
+                    self._stop()
+                    if attempt:
+                        raise
+        pid, stage, code, message = marshal.loads(answer)
+        if code:
+            if pid:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+            filename = spec["path"] if stage == "exec" else None
+            if stage != "exec":
+                message = f"the landlock sandbox could not be set up ({stage}): {message}"
+            raise OSError(code, message, filename)
+        return int(pid)
+
+    def _stop(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+
+class TempDirs:
+    """Each job's own TMPDIR under the landlock backend (no private /tmp there): inside the
+    data dir, so no other job sees it; removed when the job is done, all at close."""
+
+    def __init__(self, data_dir: str, instance: str) -> None:
+        self.root = os.path.join(data_dir, "tmp", instance)
+
+    def make(self, name: str) -> str:
+        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:40]
+        return tempfile.mkdtemp(prefix=f"{safe}.", dir=self.root)
+
+    @staticmethod
+    def remove(path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+        try:
+            os.rmdir(os.path.dirname(self.root))
+        except OSError:
+            pass
+
+
+def probe(server: ForkServer, layout: Layout, true: str, *, seccomp: bool) -> str | None:
+    """One job under the strictest spec (read-only, network off; without the seccomp filter
+    when not ``seccomp``) through the fork server: None when it ran and exited 0, else why."""
+    tmp = tempfile.mkdtemp(prefix="conch-probe.")
+    try:
+        spec = job_spec(
+            layout,
+            sb.Policy("read-only", "off"),
+            path=true,
+            argv=[true],
+            env={"PATH": "/usr/bin:/bin"},
+            cwd="/",
+            tmpdir=tmp,
+            exposed=(),
+            procs=(),
+            tty=None,
+        )
+        if not seccomp:
+            spec["seccomp"] = b""
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            pid = server.spawn(spec, [null, null, null])
+        finally:
+            os.close(null)
+        _, status = os.waitpid(pid, 0)
+        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+            return f"a probe job under Landlock did not run (wait status {status})"
+        return None
+    except OSError as e:
+        return f"landlock: {e.strerror or e}"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,673 @@
+"""Landlock and seccomp through ctypes, and the fork server that applies them before a job's
+program runs (SPEC §9a, the ``landlock`` backend). Standard library only: Conch imports it, and
+it also runs on its own as the fork server (``python -I -S lockdown.py FD``), a small process
+that starts quickly and never imports Conch.
+
+Why a fork server: glibc's ``posix_spawn`` (Conch's spawn path) has no hook between fork and
+exec, and a Landlock domain must be entered by the process itself. A fork of the threaded
+server (``preexec_fn``) copies its whole address space and may deadlock on a lock another
+thread held; an exec shim in Python pays the interpreter's start (~15 ms) on every job. This
+server is single-threaded and small: for each job it receives the spec and the three
+descriptors over a socketpair, builds the ruleset, and clones a child with ``CLONE_PARENT``,
+so the job is Conch's own child (reaped and watched by its pidfd like every other), not the
+fork server's. The child enters its cgroups, takes its terminal or descriptors, its
+directory, default signals, ``no_new_privs``, drops every capability (a root server), restricts
+itself (Landlock), loads the seccomp filter, closes every other descriptor and execs. An exec
+that fails comes back as its errno through a close-on-exec pipe.
+
+Landlock (Linux 5.13+) has no deny rule: access is granted beneath the directories given. A
+hidden directory (Conch's data dir) is kept out by granting every sibling along its path and
+never the path itself (``cover``); so the directories above it cannot be listed inside.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import gc
+import marshal
+import os
+import signal
+import socket
+import stat
+import struct
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+# -- Landlock ------------------------------------------------------------------------------------
+
+_SYS = {
+    "x86_64": {
+        "create_ruleset": 444,
+        "add_rule": 445,
+        "restrict_self": 446,
+        "clone": 56,
+        "clone3": 435,
+        "capset": 126,
+        "socket": 41,
+        "connect": 42,
+        "sendto": 44,
+        "sendmsg": 46,
+        "socketpair": 53,
+        "sendmmsg": 307,
+        "io_uring_setup": 425,
+    },
+    "aarch64": {
+        "create_ruleset": 444,
+        "add_rule": 445,
+        "restrict_self": 446,
+        "clone": 220,
+        "clone3": 435,
+        "capset": 91,
+        "socket": 198,
+        "connect": 203,
+        "sendto": 206,
+        "sendmsg": 211,
+        "socketpair": 199,
+        "sendmmsg": 269,
+        "io_uring_setup": 425,
+    },
+}
+ARCH = os.uname().machine
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+# access rights (include/uapi/linux/landlock.h), with the ABI that introduced them
+FS_EXECUTE = 1 << 0
+FS_WRITE_FILE = 1 << 1
+FS_READ_FILE = 1 << 2
+FS_READ_DIR = 1 << 3
+FS_REMOVE_DIR = 1 << 4
+FS_REMOVE_FILE = 1 << 5
+FS_MAKE_CHAR = 1 << 6
+FS_MAKE_DIR = 1 << 7
+FS_MAKE_REG = 1 << 8
+FS_MAKE_SOCK = 1 << 9
+FS_MAKE_FIFO = 1 << 10
+FS_MAKE_BLOCK = 1 << 11
+FS_MAKE_SYM = 1 << 12
+FS_REFER = 1 << 13  # ABI 2
+FS_TRUNCATE = 1 << 14  # ABI 3
+FS_IOCTL_DEV = 1 << 15  # ABI 5
+NET_BIND_TCP = 1 << 0  # ABI 4
+NET_CONNECT_TCP = 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+#: what a file (not a directory) rule may grant
+FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+
+
+def fs_rights(abi: int) -> int:
+    """Every filesystem right this ABI knows (all of them handled: what is not granted is
+    denied). IOCTL_DEV (ABI 5) is left out: ioctls on devices opened inside stay as they are
+    (a terminal's), and the devices a job may open at all are few (``DEVICES``)."""
+    rights = (1 << 13) - 1
+    if abi >= 2:
+        rights |= FS_REFER
+    if abi >= 3:
+        rights |= FS_TRUNCATE
+    return rights
+
+
+def write_rights(abi: int) -> int:
+    return fs_rights(abi) & ~READ
+
+
+#: device files a job may open (read and write) under the landlock backend: the rest of /dev
+#: (disks, /dev/mem, /dev/kmsg, ...) is not even readable
+DEVICES = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+)
+DEVICE_DIRS = ("/dev/pts",)
+
+_libc: Any = None
+
+
+def _lib() -> Any:
+    global _libc
+    if _libc is None:
+        lib = ctypes.CDLL(None, use_errno=True)
+        lib.syscall.restype = ctypes.c_long
+        lib.prctl.restype = ctypes.c_int
+        lib.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+        _libc = lib
+    return _libc
+
+
+def _sys(name: str) -> int:
+    return _SYS[ARCH][name]
+
+
+def _check(ret: int, what: str) -> int:
+    if ret < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+    return ret
+
+
+def abi_version() -> tuple[int, str]:
+    """(Landlock ABI of this kernel, why 0 when it has none)."""
+    if not sys.platform.startswith("linux"):
+        return 0, f"Landlock is Linux only (this is {sys.platform})"
+    if ARCH not in _SYS:
+        return 0, f"no Landlock syscall table for {ARCH}"
+    lib = _lib()
+    ret = lib.syscall(_sys("create_ruleset"), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    if ret < 0:
+        e = ctypes.get_errno()
+        if e == errno.ENOSYS:
+            return 0, "the kernel has no Landlock (Linux < 5.13, or built without it)"
+        if e == errno.EOPNOTSUPP:
+            return 0, "Landlock is built in but disabled (add landlock to the lsm= boot option)"
+        return 0, f"Landlock: {os.strerror(e)}"
+    return int(ret), ""
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def ruleset_size(abi: int) -> int:
+    """The attribute size this ABI takes (the net field from ABI 4, scoped from ABI 6)."""
+    return 24 if abi >= 6 else 16 if abi >= 4 else 8
+
+
+def create_ruleset(abi: int, fs: int, net: int = 0, scoped: int = 0) -> int:
+    attr = _RulesetAttr(fs, net if abi >= 4 else 0, scoped if abi >= 6 else 0)
+    size = ctypes.c_size_t(ruleset_size(abi))
+    ret = _lib().syscall(_sys("create_ruleset"), ctypes.byref(attr), size, ctypes.c_uint32(0))
+    return _check(int(ret), "landlock_create_ruleset")
+
+
+def add_path_rule(ruleset: int, fd: int, access: int) -> None:
+    attr = _PathBeneath(access, fd)
+    ret = _lib().syscall(
+        _sys("add_rule"), ruleset, ctypes.c_int(1), ctypes.byref(attr), ctypes.c_uint32(0)
+    )
+    _check(int(ret), "landlock_add_rule")
+
+
+def restrict_self(ruleset: int) -> None:
+    _check(int(_lib().syscall(_sys("restrict_self"), ruleset, ctypes.c_uint32(0))), "restrict")
+
+
+def cover(root: str, holes: Iterable[str]) -> list[str]:
+    """The paths whose hierarchies together make ``root`` without ``holes``: ``root`` itself
+    when no hole lies inside it, else every entry of it that is no hole, walking down into
+    those with a hole below (symbolic links are left out: what they point at is covered, or
+    not, by its own path; a hole that does not exist is none). Sorted, for a stable plan."""
+    root = root.rstrip("/") or "/"
+    inside = [
+        h
+        for h in holes
+        if (h == root or h.startswith(root.rstrip("/") + "/")) and os.path.lexists(h)
+    ]
+    if not inside:
+        return [root]
+    if root in inside:
+        return []
+    out: list[str] = []
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.is_symlink():
+            continue
+        out += cover(entry.path, inside)
+    return out
+
+
+def walked(root: str, holes: Iterable[str]) -> list[str]:
+    """The directories ``cover`` lists (their mtime says when a plan must be made again)."""
+    root = root.rstrip("/") or "/"
+    out = []
+    for h in holes:
+        if not h.startswith(root.rstrip("/") + "/"):
+            continue
+        d = os.path.dirname(h)
+        while True:
+            out.append(d)
+            if d == root or d == "/":
+                break
+            d = os.path.dirname(d)
+    return sorted(set(out))
+
+
+# -- seccomp -------------------------------------------------------------------------------------
+
+_LD_ABS_W = 0x20
+_JEQ = 0x15
+_JGE = 0x35
+_RET = 0x06
+RET_ALLOW = 0x7FFF0000
+RET_KILL = 0x80000000
+_RET_ERRNO = 0x00050000
+_X32_BIT = 0x40000000
+
+
+def _errno(e: int) -> int:
+    return _RET_ERRNO | e
+
+
+@functools.lru_cache(maxsize=4)
+def seccomp_program(arch: str = ARCH) -> bytes:
+    """The ``network: off`` filter, as the bytes of its ``sock_filter`` array (what bwrap's
+    ``--seccomp FD`` reads, and what ``load_seccomp`` loads): another architecture's syscalls
+    and x32 are killed; ``socket``/``socketpair`` of any family but AF_UNIX fail with
+    EAFNOSUPPORT (no UDP, no raw or INET6 socket); ``connect``, ``sendto`` with an address,
+    ``sendmsg`` and ``sendmmsg`` fail with EACCES, so no Unix socket of the host, filesystem or
+    abstract, is reached (a socketpair and inherited sockets still work: ``send``/``write``);
+    ``io_uring_setup`` is ENOSYS (its IORING_OP_SOCKET/CONNECT would bypass the rules)."""
+    nr = _SYS[arch]
+    prog: list[tuple[int, int, int, int]] = []
+
+    def op(code: int, k: int, jt: int = 0, jf: int = 0) -> None:
+        prog.append((code, jt, jf, k))
+
+    # seccomp_data: nr at 0, arch at 4, args[i] at 16 + 8 i (low word first: little endian)
+    op(_LD_ABS_W, 4)
+    op(_JEQ, _AUDIT_ARCH[arch], 1, 0)
+    op(_RET, RET_KILL)
+    op(_LD_ABS_W, 0)
+    if arch == "x86_64":
+        op(_JGE, _X32_BIT, 0, 1)
+        op(_RET, RET_KILL)
+    # a jump table to the tails below: (syscall, tail)
+    table = [
+        (nr["socket"], "family"),
+        (nr["socketpair"], "family"),
+        (nr["connect"], "eacces"),
+        (nr["sendmsg"], "eacces"),
+        (nr["sendmmsg"], "eacces"),
+        (nr["sendto"], "address"),
+        (nr["io_uring_setup"], "enosys"),
+    ]
+    # each instruction: (code, k) or (code, k, jump-if-true tail, jump-if-false tail)
+    tails: dict[str, list[tuple[Any, ...]]] = {
+        "allow": [(_RET, RET_ALLOW)],
+        "eacces": [(_RET, _errno(errno.EACCES))],
+        "enosys": [(_RET, _errno(errno.ENOSYS))],
+        # args[0] (the family) must be AF_UNIX
+        "family": [
+            (_LD_ABS_W, 16),
+            (_JEQ, socket.AF_UNIX, "allow", None),
+            (_RET, _errno(errno.EAFNOSUPPORT)),
+        ],
+        # args[4] (dest_addr, 64 bits) must be NULL
+        "address": [
+            (_LD_ABS_W, 16 + 8 * 4),
+            (_JEQ, 0, None, "eacces"),
+            (_LD_ABS_W, 20 + 8 * 4),
+            (_JEQ, 0, "allow", "eacces"),
+        ],
+    }
+    order = ["family", "address", "allow", "eacces", "enosys"]  # (jumps go forward only)
+    start = len(prog) + len(table) + 1  # after the table and its fall-through RET ALLOW
+    where: dict[str, int] = {}
+    at = start
+    for name in order:
+        where[name] = at
+        at += len(tails[name])
+    for sysno, tail in table:
+        here = len(prog)
+        op(_JEQ, sysno, where[tail] - here - 1, 0)
+    op(_RET, RET_ALLOW)
+    for name in order:
+        for ins in tails[name]:
+            here = len(prog)
+            if len(ins) == 4:
+                code, k, jt, jf = ins
+                t = 0 if jt is None else where[jt] - here - 1
+                f = 0 if jf is None else where[jf] - here - 1
+                op(code, k, t, f)
+            else:
+                op(ins[0], ins[1])
+    assert all(0 <= jt < 256 and 0 <= jf < 256 for _, jt, jf, _ in prog)
+    return b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
+
+
+class _Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+
+
+def no_new_privs() -> None:
+    _check(_lib().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+
+
+def load_seccomp(program: bytes) -> None:
+    """Load ``program`` for this thread (needs ``no_new_privs`` first)."""
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    _check(
+        _lib().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0),
+        "PR_SET_SECCOMP",
+    )
+
+
+_LAST_CAP: list[int] = []
+
+
+def _last_cap() -> int:
+    if not _LAST_CAP:
+        try:
+            with open("/proc/sys/kernel/cap_last_cap") as f:
+                _LAST_CAP.append(int(f.read()))
+        except (OSError, ValueError):
+            _LAST_CAP.append(63)
+    return _LAST_CAP[0]
+
+
+def drop_capabilities() -> None:
+    """No capability, now or after exec (a root server's job stays uid 0 but powerless, as
+    bwrap's ``--cap-drop ALL`` leaves it): the bounding set emptied, ambient cleared, then
+    permitted/effective/inheritable all zero."""
+    lib = _lib()
+    for cap in range(_last_cap() + 1):
+        lib.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    lib.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = bytes(24)  # two (effective, permitted, inheritable) triples of zeros
+    hb, db = ctypes.create_string_buffer(header, 8), ctypes.create_string_buffer(data, 24)
+    _check(int(lib.syscall(_sys("capset"), hb, db)), "capset")
+
+
+# -- the fork server -----------------------------------------------------------------------------
+
+_CLONE_PARENT = 0x00008000
+_MAX_MSG = 1 << 20
+
+
+_Fds = list[tuple[int, bool]]  # (O_PATH descriptor, is a directory)
+
+
+class _Plans:
+    """Which paths a rule needs (``cover``), opened once (O_PATH) and kept while the
+    directories walked to find them are unchanged."""
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple[str, tuple[str, ...]], tuple[list[tuple], _Fds]] = {}
+
+    def get(self, root: str, holes: Sequence[str]) -> _Fds:
+        key = (root, tuple(sorted(holes)))
+        stamps = _stamps(walked(root, key[1]))
+        plan = self._plans.get(key)
+        if plan is not None and plan[0] == stamps:
+            return plan[1]
+        if plan is not None:
+            for fd, _ in plan[1]:
+                os.close(fd)
+        fds = []
+        for path in cover(root, key[1]):
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                isdir = stat.S_ISDIR(os.fstat(fd).st_mode)
+            except OSError:
+                continue
+            fds.append((fd, isdir))
+        if len(self._plans) > 64:
+            for _, old in self._plans.values():
+                for fd, _ in old:
+                    os.close(fd)
+            self._plans.clear()
+        self._plans[key] = (stamps, fds)
+        return fds
+
+
+def _stamps(dirs: Sequence[str]) -> list[tuple]:
+    out = []
+    for d in dirs:
+        try:
+            st = os.stat(d)
+            out.append((d, st.st_ino, st.st_mtime_ns))
+        except OSError:
+            out.append((d, 0, 0))
+    return out
+
+
+def build_ruleset(spec: dict[str, Any], plans: _Plans) -> int:
+    """The ruleset fd of one job's spec (see ``serve``)."""
+    abi = spec["abi"]
+    fs = fs_rights(abi)
+    net = (NET_BIND_TCP | NET_CONNECT_TCP) if spec["net_off"] else 0
+    rs = create_ruleset(abi, fs, net, spec["scoped"])
+    try:
+        grants: list[tuple[Sequence[tuple[int, bool]], int]] = []
+        for root, holes, access in spec["trees"]:
+            grants.append((plans.get(root, holes), access & fs))
+        for fd_list, access in grants:
+            for fd, isdir in fd_list:
+                add_path_rule(rs, fd, access if isdir else access & FILE_RIGHTS)
+        for path, access in spec["paths"]:  # per job (its TMPDIR, its script): opened now
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                isdir = stat.S_ISDIR(os.fstat(fd).st_mode)
+                add_path_rule(rs, fd, (access & fs) if isdir else access & fs & FILE_RIGHTS)
+            finally:
+                os.close(fd)
+    except BaseException:
+        os.close(rs)
+        raise
+    return rs
+
+
+def _child(spec: dict[str, Any], fds: list[int], ruleset: int, err_w: int) -> None:
+    """In the cloned child: fence in, exec. Never returns."""
+    stage = "setup"
+    try:
+        os.setsid()
+        stage = "cgroup"
+        for procs in spec["procs"]:
+            fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+        stage = "stdio"
+        tty = spec["tty"]
+        if tty is not None:  # after setsid: opening it makes it the controlling terminal
+            t = os.open(tty, os.O_RDWR)
+            for n in (0, 1, 2):
+                os.dup2(t, n)
+            if t > 2:
+                os.close(t)
+        else:
+            # (move them above 2 first: one of them may already sit on 0-2)
+            high = [os.dup(fd) for fd in fds]
+            for n, fd in enumerate(high):
+                os.dup2(fd, n)
+        stage = "cwd"
+        os.chdir(spec["cwd"])
+        stage = "signals"  # (every disposition is already the default: ``_main``)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        stage = "no_new_privs"
+        no_new_privs()
+        stage = "landlock"
+        restrict_self(ruleset)
+        if spec["seccomp"]:
+            stage = "seccomp"
+            load_seccomp(spec["seccomp"])
+        if spec["drop_caps"]:
+            stage = "capabilities"
+            drop_capabilities()
+        stage = "exec"
+        os.closerange(3, err_w)
+        os.closerange(err_w + 1, 1 << 20)
+        os.execve(spec["path"], spec["argv"], spec["env"])
+    except OSError as e:
+        try:
+            os.write(err_w, marshal.dumps((stage, e.errno or errno.EIO, e.strerror or str(e))))
+        finally:
+            os._exit(127)
+    except BaseException as e:
+        try:
+            os.write(err_w, marshal.dumps((stage, errno.EIO, repr(e))))
+        finally:
+            os._exit(127)
+
+
+_CLONE_INTO_CGROUP = 0x200000000
+
+
+class _CloneArgs(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "flags",
+            "pidfd",
+            "child_tid",
+            "parent_tid",
+            "exit_signal",
+            "stack",
+            "stack_size",
+            "tls",
+            "set_tid",
+            "set_tid_size",
+            "cgroup",
+        )
+    ]
+
+
+def _clone_parent(cgroup_fd: int = -1) -> int:
+    """fork(), except that the child's parent is our parent (Conch): it reaps and watches it.
+    A raw clone: this process is single-threaded, so nothing but the interpreter runs. With
+    ``cgroup_fd`` (a cgroup v2 directory), clone3 starts the child inside it (Linux 5.7+): no
+    migration afterwards, which after an idle spell waits for an RCU grace period."""
+    if cgroup_fd >= 0:
+        # (with CLONE_PARENT the exit signal must be 0: the child gets our own, SIGCHLD)
+        args = _CloneArgs(flags=_CLONE_PARENT | _CLONE_INTO_CGROUP, cgroup=cgroup_fd)
+        pid = _lib().syscall(
+            _sys("clone3"), ctypes.byref(args), ctypes.c_size_t(ctypes.sizeof(args))
+        )
+        return _check(int(pid), "clone3")
+    pid = _lib().syscall(
+        _sys("clone"),
+        ctypes.c_ulong(_CLONE_PARENT | signal.SIGCHLD),
+        ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
+    )
+    return _check(int(pid), "clone")
+
+
+def spawn_one(spec: dict[str, Any], fds: list[int], plans: _Plans) -> tuple[int, str, int, str]:
+    """Start one job; (pid, stage, errno, message): errno 0 when its program runs, else the
+    stage that failed (the child, a zombie of Conch's, is left for Conch to reap)."""
+    try:
+        ruleset = build_ruleset(spec, plans)
+    except OSError as e:
+        return 0, "landlock", e.errno or errno.EIO, str(e)
+    cgroup_fd = -1
+    try:
+        if spec.get("cgroup"):
+            cgroup_fd = os.open(spec["cgroup"], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            pid = _clone_parent(cgroup_fd)
+            if pid == 0:
+                os.close(err_r)
+                _child(spec, fds, ruleset, err_w)
+            os.close(err_w)
+            err_w = -1
+            got = b""
+            while True:
+                chunk = os.read(err_r, 65536)
+                if not chunk:
+                    break
+                got += chunk
+        finally:
+            os.close(err_r)
+            if err_w >= 0:
+                os.close(err_w)
+    except OSError as e:
+        return 0, "clone", e.errno or errno.EIO, str(e)
+    finally:
+        os.close(ruleset)
+        if cgroup_fd >= 0:
+            os.close(cgroup_fd)
+    if not got:
+        return pid, "", 0, ""
+    stage, code, message = marshal.loads(got)
+    return pid, stage, code, message
+
+
+def serve(sock_fd: int) -> None:
+    """Answer spawn requests on ``sock_fd`` (SOCK_SEQPACKET) until it closes: each request a
+    marshalled spec with the job's three descriptors (none for a terminal), each answer
+    ``(pid, stage, errno, message)``."""
+    sock = socket.socket(fileno=sock_fd)
+    plans = _Plans()
+    fdsize = struct.calcsize("i")
+    while True:
+        try:
+            msg, anc, _, _ = sock.recvmsg(_MAX_MSG, socket.CMSG_SPACE(3 * fdsize))
+        except InterruptedError:
+            continue
+        if not msg:
+            return
+        fds: list[int] = []
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                n = len(data) // fdsize
+                fds += list(struct.unpack(f"{n}i", data[: n * fdsize]))
+        try:
+            spec = marshal.loads(msg)
+            answer = spawn_one(spec, fds, plans)
+        except Exception as e:  # a bad request: said, never fatal
+            answer = (0, "request", errno.EINVAL, repr(e))
+        finally:
+            for fd in fds:
+                os.close(fd)
+        sock.sendall(marshal.dumps(answer))
+
+
+def _main(argv: list[str]) -> None:
+    # every disposition at its default (Python ignores SIGPIPE itself, a supervisor or nohup
+    # may have left others ignored), once: each child inherits them. It ends when Conch's end
+    # of the socket closes, however Conch ended (no PDEATHSIG: that follows the spawning
+    # thread, not the process).
+    for s in range(1, signal.NSIG):
+        try:
+            signal.signal(s, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    _lib()
+    _last_cap()
+    # no collection in a child, and none touching (so copying) every object's page before it
+    gc.disable()
+    gc.freeze()
+    serve(int(argv[1]))
+
+
+if __name__ == "__main__":
+    _main(sys.argv)
