@@ -70,11 +70,15 @@ def _fence_note(cfg: Config) -> str:
     parts = []
     if cfg.sandbox == "workspace-write":
         parts.append(
-            f"jobs may write only under {cfg.resolved_default_cwd} and a private /tmp "
-            "(elsewhere: read-only file system)"
+            f"jobs may write only under {cfg.resolved_default_cwd} and a temp dir of their "
+            "own ($TMPDIR where set, else /tmp; elsewhere: read-only file system or permission "
+            "denied)"
         )
     elif cfg.sandbox == "read-only":
-        parts.append("the filesystem is read-only to jobs except a private /tmp")
+        parts.append(
+            "the filesystem is read-only to jobs except a temp dir of their own ($TMPDIR "
+            "where set, else /tmp)"
+        )
     if cfg.network == "off":
         parts.append("jobs have no network")
     if cfg.memory_max:

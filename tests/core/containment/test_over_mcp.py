@@ -54,5 +54,5 @@ async def test_the_server_instructions_state_the_sandbox(tmp_path):
     flags = ("--sandbox", "read-only", "--network", "off", "--pids-max", "64")
     async with client(tmp_path, *flags) as c:
         text = c.instructions or ""
-    assert "read-only to jobs except a private /tmp" in text
+    assert "read-only to jobs except a temp dir of their own" in text
     assert "no network" in text and "at most 64 processes" in text
