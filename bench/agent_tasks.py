@@ -1,0 +1,419 @@
+"""Conch's task benchmark through the real hosts (issue 21, part 2).
+
+``bench/agent_tasks.py`` runs ten deterministic tasks (``agent_tasks_tasks.py``) with scripted
+*reactive* policies through the real Codex CLI 0.171.0 and Claude Code 2.1.197. Each host talks
+to a fake model on loopback (``agent_tasks_hosts.py``) that computes the next step when the
+host's request arrives, from the tool results in that request: a policy acts only on what the
+model was shown. Per finished task it counts
+
+- **turns**: the model's tool calls (Codex's ``tool_search`` that loads an MCP server's
+  deferred tools included: one per Codex run with an MCP server);
+- **bytes received**: the sum of the content strings the host put in the conversation for the
+  tool results (Codex ``function_call_output``, Claude Code ``tool_result`` and its
+  ``<task-notification>`` messages), in UTF-8 bytes;
+- **seconds**: from the host's start to the policy's answer (host start-up included);
+- **pass**: the answer checked against the truth, and the live state at the answer (a server
+  stopped, a hung command gone); task 9 fails if the secret reached the model or the model had
+  to type it.
+
+Tool sets and their policies (the natural use of each, see ``agent_tasks_toolsets.py``):
+
+- ``conch@codex``, ``conch@claude``: Conch's ``conch`` profile (``bin/conch serve``): ``exec``
+  with ``ready``/``pty``, one ``read`` with ``until``/``job_ids`` instead of polling,
+  ``write``, ``signal``, ``shell_open``. Through Codex with ``--secret-prompt elicit`` (Codex
+  declares URL elicitation; the bench plays the person who types the password into Conch's
+  page); Claude Code 2.1.197 declares form elicitation only, so there the model must type it.
+- ``conch-codex@codex``, ``conch-claude-code@claude``: Conch's dialect profiles, used exactly
+  as the host's own tools are.
+- ``codex@codex`` (``exec_command``/``write_stdin``), ``claude@claude``
+  (``Bash``/``TaskOutput``/``TaskStop``): the hosts' built-in shell tools.
+- ``tfbash@claude``, ``ai-device-bash@claude``: the seed originals (tfbash-mcp 0.2.0,
+  ai-device-bash 0.2.0, in ``.venv-originals/``).
+- ``shell-server@claude``: ``mcp-shell-server`` 1.1.14 from PyPI (``.cache/bench/``).
+
+MCP tool timeouts: 60 s in both hosts (Codex ``tool_timeout_sec = 60``, Claude Code
+``MCP_TOOL_TIMEOUT=60000``; Conch is told the same with ``CONCH_HOST_TIMEOUT_MS``).
+
+``--quick`` scales durations down (the build 4 s, the parallel jobs halved, the 10-minute job
+20 s under a 6 s host timeout) and says so in its output. Raw logs (every request body the
+fake model got, the MCP stdio, the host's output) go to ``.cache/bench/agent-tasks/<stamp>/``;
+the table to ``bench/results/<date>-agent-tasks[-quick].md``.
+
+    .venv/bin/python bench/agent_tasks.py [--quick] [--tasks t1,t3] [--policies conch@codex,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from agent_tasks_hosts import REPO, McpServer, run_host
+from agent_tasks_tasks import TASKS, Setup, Task
+from agent_tasks_toolsets import (
+    AiDeviceBashTools,
+    ClaudeTools,
+    CodexTools,
+    ConchTools,
+    ShellServerTools,
+    TfbashTools,
+    ToolSet,
+)
+
+CONCH = REPO / "bin" / "conch"
+LOGS = REPO / ".cache" / "bench" / "agent-tasks"
+RESULTS = REPO / "bench" / "results"
+SHELL_SERVER = ("mcp-shell-server", "1.1.14")
+SHELL_SERVER_VENV = REPO / ".cache" / "bench" / "mcp-shell-server"
+
+
+# --- tool sets -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolSetSpec:
+    key: str
+    host: str
+    make: Callable[[Path], ToolSet]
+    server: Callable[[Path, float], McpServer | None]
+
+
+def _conch(profile: str | None, elicit: bool = False) -> Callable[[Path, float], McpServer]:
+    def make(run_dir: Path, timeout_s: float) -> McpServer:
+        argv = [str(CONCH), "serve", "--data-dir", str(run_dir / "conch-data")]
+        if profile:
+            argv += ["--profile", profile]
+        if elicit:
+            argv += ["--secret-prompt", "elicit"]
+        return McpServer(
+            "conch", tuple(argv), {"CONCH_HOST_TIMEOUT_MS": str(int(timeout_s * 1000))}
+        )
+
+    return make
+
+
+def _original(name: str) -> Callable[[Path, float], McpServer]:
+    def make(run_dir: Path, timeout_s: float) -> McpServer:
+        from harness import original_venv, venv_script
+
+        if name == "tfbash":
+            venv = original_venv("tfbash-mcp", "3.12", "tfbash-mcp==0.2.0")
+            return McpServer("tfbash", (venv_script(venv, "tfbash-mcp"),))
+        venv = original_venv("ai-device-bash", "3.13", "ai-device-bash[mcp]==0.2.0")
+        import glob
+
+        (lib,) = glob.glob(str(venv / "lib" / "python3.*"))
+        dotenv = Path(lib) / ".env"
+        want = (
+            "SERVER_LOG_ENABLED=false\n"
+            f"BASH_OUTPUT_DIR={venv / 'outputs'}\n"
+            f"BASH_ARTIFACT_DIR={venv / 'artifacts'}\n"
+        )
+        if not dotenv.exists() or dotenv.read_text() != want:
+            dotenv.write_text(want)
+        return McpServer("ai-device-bash", (venv_script(venv, "mcp-server-bash"),))
+
+    return make
+
+
+_install_lock = threading.Lock()
+
+
+def shell_server_bin() -> Path:
+    """mcp-shell-server, pinned, installed by pip into a gitignored venv once."""
+    exe = SHELL_SERVER_VENV / "bin" / "mcp-shell-server"
+    marker = SHELL_SERVER_VENV / ".installed"
+    want = "==".join(SHELL_SERVER)
+    with _install_lock:
+        if exe.exists() and marker.exists() and marker.read_text() == want:
+            return exe
+        from harness import original_python
+
+        shutil.rmtree(SHELL_SERVER_VENV, ignore_errors=True)
+        subprocess.run([original_python("3.12"), "-m", "venv", str(SHELL_SERVER_VENV)], check=True)
+        pip = [str(SHELL_SERVER_VENV / "bin" / "python"), "-m", "pip", "-q"]
+        subprocess.run([*pip, "install", "--disable-pip-version-check", want], check=True)
+        marker.write_text(want)
+        return exe
+
+
+def _shell_server(run_dir: Path, timeout_s: float) -> McpServer:
+    scripts = ("build.sh", "run_tests.sh", "job.sh", "deploy.sh", "fetch_deps.sh", "long_job.sh")
+    allow = ",".join(["cat", "curl", "python3", "git", "kill", "sleep", "tail", "grep", "echo"])
+    allow += "," + ",".join(f"{s},./{s}" for s in scripts)
+    return McpServer("shell", (str(shell_server_bin()),), {"ALLOW_COMMANDS": allow})
+
+
+TOOLSETS = [
+    ToolSetSpec(
+        "conch@codex", "codex", lambda w: ConchTools("codex", secret=True), _conch(None, True)
+    ),
+    ToolSetSpec("conch@claude", "claude", lambda w: ConchTools("claude"), _conch(None, True)),
+    ToolSetSpec("conch-codex@codex", "codex", lambda w: CodexTools("conch"), _conch("codex")),
+    ToolSetSpec(
+        "conch-claude-code@claude", "claude", lambda w: ClaudeTools("conch"), _conch("claude-code")
+    ),
+    ToolSetSpec("codex@codex", "codex", lambda w: CodexTools(None), lambda r, t: None),
+    ToolSetSpec("claude@claude", "claude", lambda w: ClaudeTools(None), lambda r, t: None),
+    ToolSetSpec("tfbash@claude", "claude", lambda w: TfbashTools("claude"), _original("tfbash")),
+    ToolSetSpec(
+        "ai-device-bash@claude",
+        "claude",
+        lambda w: AiDeviceBashTools("claude"),
+        _original("ai-device-bash"),
+    ),
+    ToolSetSpec(
+        "shell-server@claude", "claude", lambda w: ShellServerTools("claude", str(w)), _shell_server
+    ),
+]
+CONCH_KEYS = {"conch@codex", "conch@claude", "conch-codex@codex", "conch-claude-code@claude"}
+
+
+# --- the person of task 9 ------------------------------------------------------------------------
+
+
+def person(secret: str, stop: threading.Event) -> Callable[[Path, Callable[..., Any]], None]:
+    """Plays the person at the host: when Conch asks (``elicitation/create`` with a URL, seen
+    on the server's stdout as the host gets it), opens the page and submits the password. The
+    model never sees the URL or the value."""
+
+    def watch(run_dir: Path, in_netns: Callable[..., Any]) -> None:
+        log = run_dir / "from-server.jsonl"
+        done: set[str] = set()
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                for line in log.read_text(errors="replace").splitlines():
+                    with contextlib.suppress(ValueError):
+                        msg = json.loads(line)
+                        if msg.get("method") != "elicitation/create":
+                            continue
+                        url = msg.get("params", {}).get("url")
+                        if not url or url in done:
+                            continue
+                        done.add(url)
+                        data = f"secret={secret}".encode()
+                        req = urllib.request.Request(url, data=data, method="POST")
+                        req.add_header("Content-Type", "application/x-www-form-urlencoded")
+                        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+                        with contextlib.suppress(Exception):
+                            in_netns(lambda r=req, o=opener: o.open(r, timeout=10).read())
+            stop.wait(0.2)
+
+    return watch
+
+
+# --- one run -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    task: str
+    toolset: str
+    turns: int
+    bytes: int
+    seconds: float
+    ok: bool
+    why: str
+    answer: str
+    run_dir: str
+
+
+def run_one(task: Task, spec: ToolSetSpec, root: Path, quick: bool) -> Result:
+    run_dir = root / task.key / spec.key.replace("@", "-at-")
+    work = run_dir / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    setup: Setup = task.setup(work, quick)
+    timeout_s = setup.host_timeout_s or 60
+    ts = spec.make(work)
+    try:
+        server = spec.server(run_dir, timeout_s)
+    except Exception as e:  # an install failed: say so in the table
+        return Result(task.key, spec.key, 0, 0, 0.0, False, f"not run: {e}", "", str(run_dir))
+    stop = threading.Event()
+    watcher = person(setup.person_secret, stop) if setup.person_secret and ts.secret else None
+    live: dict[str, Any] = {}
+    try:
+        run = run_host(
+            spec.host,
+            task.policy(ts, work, setup),
+            run_dir,
+            work,
+            server,
+            timeout_s,
+            setup.deadline_s,
+            person=watcher,
+            at_done=lambda: live.update(task.live(work, setup)),
+        )
+    finally:
+        stop.set()
+    d = run.driver
+    answer = d.answer or ""
+    if setup.person_secret:
+        seen = json.dumps(run.requests)
+        live["leaked"] = setup.person_secret in seen and not answer.startswith("typed by")
+        if ts.secret and setup.person_secret in seen:
+            live["leaked"] = True
+    if d.answer is None:
+        ok, why = False, f"no answer within {setup.deadline_s:.0f} s (host rc {run.returncode})"
+    elif d.error:
+        ok, why = False, d.error
+    else:
+        ok, why = task.check(answer, work, setup, live)
+    if setup.person_secret and ts.secret and not ok:
+        to_server = (run_dir / "to-server.jsonl").read_text(errors="replace")
+        if '"action":"decline"' in to_server:
+            why = "the host declined Conch's URL elicitation (no person was asked): " + why
+    if run.attempts:  # blocked by the sandbox; the server's own traffic, not the policy's
+        why = (why + "; " if why else "") + f"blocked going off-box: {run.attempts[:2]}"
+    turns = [
+        {"call": t.call if isinstance(t.call, str) else vars(t.call), "shown": t.shown, "at": t.at}
+        for t in d.turns
+    ]
+    record = {"answer": answer, "ok": ok, "why": why, "live": live, "turns": turns}
+    (run_dir / "result.json").write_text(json.dumps(record, indent=1, default=str))
+    return Result(
+        task.key,
+        spec.key,
+        len(d.turns),
+        sum(t.shown_bytes for t in d.turns),
+        run.seconds,
+        ok,
+        why,
+        answer,
+        str(run_dir),
+    )
+
+
+# --- the table -----------------------------------------------------------------------------------
+
+
+def cell(r: Result | None) -> str:
+    if r is None:
+        return "–"
+    if r.why.startswith("not run"):
+        return "not run"
+    mark = "✓" if r.ok else "✗"
+    return f"{r.turns} / {r.bytes / 1024:.1f} / {r.seconds:.0f} {mark}"
+
+
+def table(results: list[Result], tasks: list[Task], keys: list[str]) -> str:
+    by = {(r.task, r.toolset): r for r in results}
+    lines = [
+        "| task | " + " | ".join(keys) + " |",
+        "|---|" + "---|" * len(keys),
+    ]
+    for t in tasks:
+        row = [cell(by.get((t.key, k))) for k in keys]
+        lines.append(f"| {t.key} {t.title} | " + " | ".join(row) + " |")
+    tot = []
+    for k in keys:
+        rs = [by[(t.key, k)] for t in tasks if (t.key, k) in by]
+        tot.append(
+            f"{sum(r.turns for r in rs)} / {sum(r.bytes for r in rs) / 1024:.1f} / "
+            f"{sum(r.seconds for r in rs):.0f} · {sum(r.ok for r in rs)}/{len(rs)} ✓"
+        )
+    lines.append("| **total** | " + " | ".join(tot) + " |")
+    return "\n".join(lines)
+
+
+def failures(results: list[Result]) -> str:
+    out = [
+        f"- {r.task} `{r.toolset}`: {'' if r.ok else 'FAILED: '}{r.why[:300]}"
+        for r in results
+        if r.why
+    ]
+    return "\n".join(out) or "- none"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="durations scaled down (see the doc)")
+    ap.add_argument("--tasks", default="", help="comma-separated task keys (t1..t10)")
+    ap.add_argument("--policies", default="", help="comma-separated tool set keys")
+    ap.add_argument("--jobs", type=int, default=3, help="runs at once (long tasks run beside)")
+    ap.add_argument("--no-write", action="store_true", help="print the table only")
+    args = ap.parse_args()
+    tasks = [t for t in TASKS if not args.tasks or t.key in args.tasks.split(",")]
+    specs = [s for s in TOOLSETS if not args.policies or s.key in args.policies.split(",")]
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    root = LOGS / (stamp + ("-quick" if args.quick else ""))
+    root.mkdir(parents=True, exist_ok=True)
+    if args.quick:
+        print(
+            "QUICK RUN: durations scaled down (build 4 s, jobs halved, the 10-min job 20 s "
+            "under a 6 s host timeout); the published table is the full run",
+            flush=True,
+        )
+    print(f"raw logs: {root}", flush=True)
+    results: list[Result] = []
+    lock = threading.Lock()
+
+    def one(t: Task, s: ToolSetSpec) -> None:
+        r = run_one(t, s, root, args.quick)
+        with lock:
+            results.append(r)
+            print(f"{t.key:4} {s.key:26} {cell(r):24} {r.why[:100]}", flush=True)
+
+    started = time.monotonic()
+    long_jobs = [(t, s) for t in tasks if t.long for s in specs]
+    short_jobs = [(t, s) for t in tasks if not t.long for s in specs]
+    with ThreadPoolExecutor(max(1, len(long_jobs))) as longs, ThreadPoolExecutor(args.jobs) as pool:
+        futures = [longs.submit(one, t, s) for t, s in long_jobs]
+        futures += [pool.submit(one, t, s) for t, s in short_jobs]
+        for f in futures:
+            f.result()
+    keys = [s.key for s in specs]
+    order = {(t.key, k): i for i, t in enumerate(tasks) for k in keys}
+    results.sort(key=lambda r: order.get((r.task, r.toolset), 0))
+    body = table(results, tasks, keys)
+    print(body)
+    print(failures(results))
+    if args.no_write:
+        return
+    date = datetime.date.today().isoformat()
+    name = f"{date}-agent-tasks{'-quick' if args.quick else ''}.md"
+    doc = [
+        f"# Agent tasks through the real hosts ({'quick' if args.quick else 'full'} run, {date})",
+        "",
+        "`bench/agent_tasks.py`" + (" --quick" if args.quick else "") + ": Codex CLI 0.171.0 and"
+        " Claude Code 2.1.197, a reactive fake model on loopback, MCP tool timeout 60 s"
+        + (" (quick: 6 s for t10; durations scaled down)" if args.quick else "")
+        + ".",
+        "Each cell: model turns / KB the model received for tool results / seconds (host"
+        " start-up included) ✓ pass or ✗ fail. Turns through Codex with an MCP server include"
+        " one `tool_search` that loads the deferred tools.",
+        "",
+        body,
+        "",
+        "Failures:",
+        "",
+        failures(results),
+        "",
+        f"Raw logs: `{root.relative_to(REPO)}/<task>/<tool set>/` (gitignored): the fake model's"
+        " request bodies (`model-requests.jsonl`), the MCP server's stdio, `result.json`.",
+        f"Wall time of the whole run: {time.monotonic() - started:.0f} s.",
+        "",
+    ]
+    out = RESULTS / name
+    out.write_text("\n".join(doc))
+    print(f"wrote {out.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
