@@ -21,10 +21,10 @@ MiB = 1024 * 1024
 MAX_WAIT_MS = 120_000  # yield_ms / wait_ms
 MAX_OUTPUT_BYTES = MiB  # max_output_bytes / max_bytes: one inline window
 # terminal screens (core/jobs/screens.py): how many are held at once, and the most log bytes one
-# look feeds the emulator (pyte does ~0.4 MB/s: 32 KiB is ~80 ms at worst, and 3 full repaints
-# of a 50x200 terminal)
+# look feeds the emulator (pyte takes ~0.4-1 MB/s: 16 KiB is ~15-40 ms, and 2 of top's full repaints
+# on a 50x200 terminal: bench/bench_screen.py)
 SCREENS_KEPT = 16
-SCREEN_CATCHUP_BYTES = 32 * 1024
+SCREEN_CATCHUP_BYTES = 16 * 1024
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9._-]{0,63}$"  # job and shell names
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"  # environment variable names
 SEARCH_MAX_PATTERN_CHARS = 65536

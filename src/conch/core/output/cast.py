@@ -13,7 +13,7 @@ cast is written from the log and the marks when someone asks for it:
     [t, "r", "COLSxROWS"]   a resize
 
 Memory is flat: a busy job gets at most ``1 / COALESCE_S`` marks a second (16 bytes each),
-and past ``MAX_MARKS`` the marks thin out (each new one merges into its neighbour).
+and past ``MAX_MARKS`` the marks thin out (pairs merge, marks coalesce twice as long).
 """
 
 from __future__ import annotations
@@ -57,9 +57,19 @@ class Recording:
             self._ends[-1] = log_size
             return
         if len(times) >= MAX_MARKS:
-            self._coalesce *= 2
-        times.append(t)
+            self._thin()
+        self._times.append(t)
         self._ends.append(log_size)
+
+    def _thin(self) -> None:
+        """Merge the marks pairwise (each pair keeps its first time and its last end) and
+        coalesce twice as long from now on: memory stays flat, timing gets coarser."""
+        ends = self._ends
+        self._times = array("d", self._times[0::2])
+        self._ends = array("q", ends[1::2])
+        if len(ends) % 2:
+            self._ends.append(ends[-1])
+        self._coalesce = max(self._coalesce * 2, COALESCE_S)
 
     def resize(self, rows: int, cols: int, log_size: int) -> None:
         if (rows, cols) == self.size:
