@@ -17,6 +17,7 @@ EXPECTED = {
     "bench_core.py",
     "bench_fleet.py",
     "bench_mcp.py",
+    "bench_screen.py",
     "bench_search.py",
     "bench_shell.py",
     "bench_sandbox.py",

@@ -20,6 +20,11 @@ MiB = 1024 * 1024
 # tool schemas (tools/schemas.py) and the settings below all read them here.
 MAX_WAIT_MS = 120_000  # yield_ms / wait_ms
 MAX_OUTPUT_BYTES = MiB  # max_output_bytes / max_bytes: one inline window
+# terminal screens (core/jobs/screens.py): how many are held at once, and the most log bytes one
+# look feeds the emulator (pyte takes ~0.4-1 MB/s: 16 KiB is ~15-40 ms, and 2 of top's full repaints
+# on a 50x200 terminal: bench/bench_screen.py)
+SCREENS_KEPT = 16
+SCREEN_CATCHUP_BYTES = 16 * 1024
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9._-]{0,63}$"  # job and shell names
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"  # environment variable names
 SEARCH_MAX_PATTERN_CHARS = 65536
@@ -140,7 +145,16 @@ class Config:
         "and a one-time loopback page; `off` leaves them to the agent (awaiting_secret)",
         choices=("off", "elicit"),
     )
-    dashboard_control: bool = _setting(False, "dashboard: stop buttons on running jobs (signal)")
+    dashboard_control: bool = _setting(
+        False, "dashboard: stop buttons on running jobs (signal), typing into terminal jobs"
+    )
+    attended_idle_ms: int = _setting(
+        30_000,
+        "dashboard take-over: a terminal job stays attended (the agent's write is busy) this "
+        "long after the person's last key, unless they hand back first",
+        lo=0,
+        hi=3_600_000,
+    )
     # fleet (SPEC §9b)
     fleet: str = _setting("off", "run the tools on every node of a cluster", choices=("off", "ray"))
     ray_address: str = _setting(

@@ -180,6 +180,35 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     return 1 if is_error else 0
 
 
+def cmd_cast(args: argparse.Namespace) -> int:
+    """``conch cast JOB_ID``: a terminal job's asciicast v2 recording, from the running HTTP
+    service's dashboard route (the bearer token from CONCH_AUTH_TOKEN), to stdout."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    base = (args.url or _default_url()).rstrip("/")
+    url = f"{base}/api/jobs/{urllib.parse.quote(args.job_id, safe='')}/cast"
+    headers = {"Accept": "application/x-asciicast"}
+    token = os.environ.get("CONCH_AUTH_TOKEN", "")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as r:
+            while chunk := r.read(1 << 16):
+                sys.stdout.buffer.write(chunk)
+    except urllib.error.HTTPError as e:
+        detail = e.read().decode("utf-8", "replace").strip()[:500]
+        print(f"conch cast: {url} answered HTTP {e.code}: {detail}", file=sys.stderr)
+        return 1
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        print(f"conch cast: cannot reach the Conch service at {base} ({reason})", file=sys.stderr)
+        return 1
+    sys.stdout.flush()
+    return 0
+
+
 def cmd_tools(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if args.manifest:
@@ -266,6 +295,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=300.0, help="seconds to wait for the answer (default 300)"
     )
     invoke.set_defaults(func=cmd_invoke)
+
+    cast = sub.add_parser(
+        "cast",
+        help="print a terminal job's recording (asciicast v2)",
+        description="Print the asciicast v2 recording of JOB_ID (a pty job or shell command) "
+        "from the running `conch serve --http` service: `conch cast j_… > x.cast`, then "
+        "`asciinema play x.cast`. Output only, with its timing; no input is recorded.",
+    )
+    cast.add_argument("job_id", metavar="JOB_ID", help="job id or name")
+    cast.add_argument("--url", help="service URL (as for invoke); token from CONCH_AUTH_TOKEN")
+    cast.set_defaults(func=cmd_cast)
 
     tools = sub.add_parser(
         "tools",

@@ -18,6 +18,7 @@ from conch.core.netaddr import is_loopback
 from conch.core.once import Once
 from conch.core.ops import job_summary, log_window, peek
 from conch.core.output.normalize import normalize
+from conch.core.output.screen import ScreenSnapshot, screen_text
 from conch.core.output.utf8 import boundary_at_or_after
 from conch.core.output.window import Window
 from conch.core.process.hygiene import kill_orphans_of_dead_servers
@@ -68,6 +69,7 @@ __all__ = [
     "Once",
     "ReadRequest",
     "RuntimeClosedError",
+    "ScreenSnapshot",
     "SearchRequest",
     "SearchResult",
     "ShellAvailable",
@@ -88,5 +90,6 @@ __all__ = [
     "parse_timestamp",
     "peek",
     "pid_alive",
+    "screen_text",
     "timestamp",
 ]

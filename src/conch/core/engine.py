@@ -14,14 +14,14 @@ import contextlib
 import os
 import platform
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import conch.core.ops as ops
 import conch.core.requests as rq
 import conch.core.results as rs
 from conch._version import __version__
-from conch.config import Config
+from conch.config import SCREEN_CATCHUP_BYTES, SCREENS_KEPT, Config
 from conch.core.containment.fence import Containment
 from conch.core.containment.sandbox import Policy
 from conch.core.datadir import DataDir, LogPool
@@ -29,10 +29,13 @@ from conch.core.env import CALLER_SESSION_VAR
 from conch.core.jobs import launch
 from conch.core.jobs.job import Job, new_id
 from conch.core.jobs.ready import ReadySpec, wait_ready
+from conch.core.jobs.screens import Screens
 from conch.core.jobs.snapshot import summary
 from conch.core.jobs.table import JobTable
 from conch.core.jobs.view import JobView
 from conch.core.once import Once
+from conch.core.output.cast import cast_lines
+from conch.core.output.screen import ScreenSnapshot
 from conch.core.process import hygiene, peer, procfs
 from conch.core.search import Searcher
 from conch.core.shell.manager import ShellManager
@@ -71,6 +74,7 @@ class Engine:
             on_evict=self._evicted,
         )
         self.bash = launch.find_bash()
+        self.screens = Screens(keep=SCREENS_KEPT, catchup=SCREEN_CATCHUP_BYTES)
         self.starter = Starter(
             self.spawn,
             self.jobs,
@@ -249,6 +253,7 @@ class Engine:
                 fn(job.job_id if job else None)
 
     def _evicted(self, job: Job) -> None:
+        self.screens.drop(job.job_id)
         self.starter.evicted(job)
         self._changed(None)
 
@@ -367,13 +372,44 @@ class Engine:
     async def read(self, request: rq.ReadRequest) -> rs.JobSnapshot:
         await self._open()
         checked = request.checked(self.config)
-        return await ops.read([self._job(i) for i in request.ids], checked)
+        return await ops.read([self._job(i) for i in request.ids], checked, self.screens)
 
     async def write(self, request: rq.WriteRequest) -> rs.JobSnapshot:
         await self._open()
         job = self._job(request.job_id)
         budget = request.max_bytes or self.config.default_max_output_bytes
         return await ops.write(job, request.checked(), budget)
+
+    # -- terminals: screens, recordings, a person typing (SPEC §8) ------------------------------
+
+    def screen(self, job_id: str) -> ScreenSnapshot:
+        """A terminal job's screen now (emulated from its log: core/jobs/screens.py)."""
+        return self.screens.look(self._job(job_id))
+
+    def replay(self, job_id: str, t: float) -> tuple[ScreenSnapshot, float]:
+        """A terminal job's screen ``t`` seconds into its recording, and the recording's length."""
+        return self.screens.at(self._job(job_id), t)
+
+    def cast(self, job_id: str) -> Iterator[str]:
+        """A terminal job's asciicast v2 recording, line by line."""
+        job = self._job(job_id)
+        if job.recording is None:
+            raise ConchError(
+                "invalid_argument", f"job {job.job_id} has no terminal (only pty and shell jobs)"
+            )
+        return cast_lines(job.recording, job.log)
+
+    async def type_human(
+        self, job_id: str, text: str | None = None, keys: Sequence[str] = ()
+    ) -> int:
+        """A person's keys into a terminal job (core/ops.py ``type_human``)."""
+        await self._open()
+        return await ops.type_human(
+            self._job(job_id), text, keys, idle_s=self.config.attended_idle_ms / 1000
+        )
+
+    def hand_back(self, job_id: str) -> None:
+        ops.hand_back(self._job(job_id))
 
     async def type_secret(self, job_id: str, text: str) -> None:
         """Type a secret and Enter into a job's terminal (core/ops.py ``type_secret``)."""

@@ -12,10 +12,13 @@ from typing import Any
 
 from conch.core.jobs import waits
 from conch.core.jobs.job import Job
+from conch.core.jobs.screens import Screens
 from conch.core.jobs.snapshot import STREAMS, observe, snapshot, summary
+from conch.core.jobs.takeover import Attendance
 from conch.core.jobs.view import JobView
 from conch.core.jobs.waits import Watch
 from conch.core.output import window as win
+from conch.core.output.screen import screen_text
 from conch.core.process.keys import encode_keys, pipe_keys
 from conch.core.requests import CallContext, CheckedRead, SignalRequest, WriteRequest
 from conch.core.results import JobSnapshot, JobSummary
@@ -65,10 +68,12 @@ def window_from(job: Job, start: int | None, budget: int) -> JobSnapshot:
     return snapshot(job, w)
 
 
-async def read(jobs: Sequence[Job], req: CheckedRead) -> JobSnapshot:
+async def read(jobs: Sequence[Job], req: CheckedRead, screens: Screens) -> JobSnapshot:
     """The window of the job (the first of ``jobs`` to meet ``until``, waiting up to
     ``wait_ms``; the first listed when none did), from where its last read stopped or from
-    ``cursor``. Only that job's read cursor moves."""
+    ``cursor``. Only that job's read cursor moves. ``screen``: the window is the terminal's
+    screen as it looks now (its text, then where the cursor is), and the cursor moves to the
+    log's end (what the screen shows was seen)."""
     r = req.request
     stream, cursor = r.stream, r.cursor
     sidx = STREAMS[stream]
@@ -85,6 +90,8 @@ async def read(jobs: Sequence[Job], req: CheckedRead) -> JobSnapshot:
     watch = met or watches[0]
     job, start = watch.job, watch.start
     observe(job)
+    if r.screen:
+        return screen_snapshot(job, screens, start)
     if r.tail:
         floor = start if cursor is not None else 0
         w = win.last(job.log, floor, req.budget, stream=sidx, raw=r.raw)
@@ -94,9 +101,30 @@ async def read(jobs: Sequence[Job], req: CheckedRead) -> JobSnapshot:
     return snapshot(job, w, stream=stream)
 
 
+def screen_snapshot(job: Job, screens: Screens, start: int) -> JobSnapshot:
+    """The job's snapshot whose output is its screen (see :func:`read`)."""
+    shown = screens.look(job)
+    total = job.log.size()
+    snap = snapshot(job, win.Window(screen_text(shown), start, total))
+    snap["screen"] = {
+        "rows": shown["rows"],
+        "cols": shown["cols"],
+        "cursor": dict(shown["cursor"]),
+        "alternate": shown["alternate"],
+    }
+    job.read_cursor[None] = total
+    return snap
+
+
 async def write(job: Job, req: WriteRequest, budget: int) -> JobSnapshot:
     if job.terminal or job.driver is None:
         raise ConchError("not_running", f"job {job.job_id} is {job.state}; nothing to write to")
+    if job.attendance is not None and job.attendance.attended:
+        raise ConchError(
+            "busy",
+            f"a person is typing into job {job.job_id} from the dashboard; retry after they "
+            f"hand back or in {job.attendance.idle_in_s:.0f} s (when they stop typing)",
+        )
     data = req.text.encode("utf-8") if req.text is not None else b""
     eof = req.eof
     if req.keys:
@@ -114,6 +142,36 @@ async def write(job: Job, req: WriteRequest, budget: int) -> JobSnapshot:
         await job.driver.close_stdin()
     await settle_output(job, req.yield_ms / 1000)
     return window_from(job, before, budget)
+
+
+def _keys_bytes(job: Job, text: str | None, keys: Sequence[str]) -> bytes:
+    data = text.encode("utf-8") if text else b""
+    return data + encode_keys(list(keys)) if keys else data
+
+
+async def type_human(job: Job, text: str | None, keys: Sequence[str], *, idle_s: float) -> int:
+    """A person's keys into a terminal job (the dashboard's take-over): the same terminal
+    input as ``write`` (text, then keys by ``write``'s names), and the job is attended. Returns
+    how many bytes were typed; nothing typed is returned, logged or kept."""
+    if job.terminal or job.driver is None or job.streams:
+        raise ConchError("not_running", f"job {job.job_id} has no running terminal to type into")
+    data = _keys_bytes(job, text, keys)
+    if not data:
+        return 0
+    if job.attendance is None:
+        job.attendance = Attendance(idle_s)
+    job.attendance.idle_s = idle_s
+    await job.driver.write(data)
+    job.attendance.typed(len(data))
+    job.notify()
+    return len(data)
+
+
+def hand_back(job: Job) -> None:
+    """The person is done: the agent may write again."""
+    if job.attendance is not None:
+        job.attendance.hand_back()
+        job.notify()
 
 
 async def type_secret(job: Job, text: str) -> None:

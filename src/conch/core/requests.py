@@ -203,6 +203,7 @@ class ReadRequest:
     stream: str | None = None
     raw: bool = False
     tail: bool = False
+    screen: bool = False  # a terminal job's current screen instead of its stream
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -233,6 +234,10 @@ class ReadRequest:
             )
         if self.stream not in STREAMS:
             raise _invalid("stream", "stream must be stdout or stderr")
+        if self.screen and (self.stream is not None or self.tail or self.raw):
+            raise _invalid(
+                "screen", "screen is the terminal as it looks: not with stream, tail, raw"
+            )
         if self.cursor is not None and (not isinstance(self.cursor, int) or self.cursor < 0):
             raise _invalid("cursor", "cursor must be a non-negative integer")
         return CheckedRead(self, budget, self._until())

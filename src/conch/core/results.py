@@ -41,6 +41,23 @@ class JobSummary(JobIdentity):
     cwd: str
 
 
+class HumanInput(TypedDict):
+    """A person typed into the job's terminal from the dashboard (SPEC §8): when they last
+    typed, and how many bytes since the agent's last result for the job; never what."""
+
+    at: str
+    bytes: int
+
+
+class ScreenInfo(TypedDict):
+    """The terminal a ``read {screen: true}`` result's ``output`` shows."""
+
+    rows: int
+    cols: int
+    cursor: dict[str, Any]  # {"row", "col"}: 0-based; "visible"
+    alternate: bool  # the program is on the alternate (full-screen) screen
+
+
 class JobSnapshot(JobIdentity):
     """The result of ``exec``, ``read``, ``write`` and ``signal``."""
 
@@ -63,6 +80,9 @@ class JobSnapshot(JobIdentity):
     parse_error: str | None
     lingering_pids: list[int]
     restarted: bool
+    attended: bool  # a person is typing into the job's terminal (the agent's write is busy)
+    human_input: HumanInput | None
+    screen: ScreenInfo | None  # read {screen: true}: output is this screen, not the stream
 
 
 class ShellSummary(TypedDict):

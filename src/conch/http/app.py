@@ -5,8 +5,9 @@
 POST /invoke     {"method", "params"} -> the tool's structured result (HTTP 200, errors too)
 GET /health      liveness and job counts
 GET /manifest    seed 3's service manifest
-GET /            the dashboard (+ /api/jobs, /api/jobs/{job_id}/log, POST /login, /logout,
-                 and POST /api/jobs/{job_id}/signal with --dashboard-control)
+GET /            the dashboard (+ /api/jobs, /api/jobs/{job_id}/log|screen|cast|replay,
+                 POST /login, /logout, and POST /api/jobs/{job_id}/signal|input|handback
+                 with --dashboard-control)
 """
 
 from __future__ import annotations
@@ -111,6 +112,11 @@ class ConchHTTP:
                 Route("/api/jobs", dashboard.api_jobs, methods=["GET"]),
                 Route("/api/jobs/{job_id}/log", dashboard.api_log, methods=["GET"]),
                 Route("/api/jobs/{job_id}/signal", dashboard.api_signal, methods=["POST"]),
+                Route("/api/jobs/{job_id}/screen", dashboard.api_screen, methods=["GET"]),
+                Route("/api/jobs/{job_id}/replay", dashboard.api_replay, methods=["GET"]),
+                Route("/api/jobs/{job_id}/cast", dashboard.api_cast, methods=["GET"]),
+                Route("/api/jobs/{job_id}/input", dashboard.api_input, methods=["POST"]),
+                Route("/api/jobs/{job_id}/handback", dashboard.api_handback, methods=["POST"]),
                 Route("/login", self.login, methods=["GET", "POST"]),
                 Route("/logout", signin.logout, methods=["POST"]),
                 Route("/health", self.health, methods=["GET"]),

@@ -5,6 +5,16 @@ What a job runs (``Job.label``: its command, argv or the script's first lines, a
 ``purpose``) is shown here and nowhere else: the data routes sit behind the same guard as the
 API (bearer header, or the sign-in cookie when a token is set). With ``dashboard_control`` the
 page has stop buttons: ``POST /api/jobs/{job_id}/signal`` runs the ``signal`` tool's call.
+
+PTY jobs and shell commands are shown as their terminal screen (``GET …/screen``, emulated on
+the server only while the page looks: conch.core's screens), with the log below it as the
+scrollback; their recording downloads as asciicast v2 (``GET …/cast``) and replays in the page
+(``GET …/replay?t=``: the screen ``t`` seconds in). With ``dashboard_control`` a person can
+type into a running terminal (``POST …/input {"text"} | {"keys"}``, ``write``'s key names):
+the job is then *attended* until ``POST …/handback`` or ``attended_idle_ms`` without a key.
+What is typed goes to the terminal only: no response, log or page repeats it (the screen shows
+what the terminal echoes, and a password prompt echoes nothing). Jobs waiting for input or a
+secret are highlighted, and the page title counts them.
 """
 
 from __future__ import annotations
@@ -18,9 +28,17 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from conch.core import JobView, boundary_at_or_after, job_summary, log_window, normalize
+from conch.core import (
+    KEY_NAMES,
+    JobView,
+    boundary_at_or_after,
+    job_summary,
+    log_window,
+    normalize,
+)
 from conch.errors import ConchError
 from conch.http import ansi
+from conch.http.screen_view import screen_body
 from conch.http.security import AUTH_SCOPE_KEY
 from conch.tools.context import invisible
 from conch.tools.views import jobs_newest_first
@@ -32,6 +50,9 @@ FIRST_VIEW_BYTES = 64 * 1024
 CHUNK_BYTES = 256 * 1024
 SCRIPT_LINES = 4
 STOP_SIGNALS = ("interrupt", "terminate", "kill")
+TERMINAL_MODES = ("pty", "shell")
+MAX_TYPED_CHARS = 64 * 1024  # one paste
+MAX_TYPED_KEYS = 64
 _NO_STORE = {"Cache-Control": "no-store"}
 
 
@@ -66,10 +87,24 @@ def what_it_runs(job: JobView) -> dict[str, Any]:
     return out
 
 
+def _attention(job: JobView) -> dict[str, Any]:
+    """What makes a job stand out: it waits for input or a secret, a person types into it."""
+    waiting, secret = job.input_state() if not job.terminal else (False, False)
+    return {
+        "terminal_mode": job.mode in TERMINAL_MODES,
+        "awaiting_input": waiting,
+        "awaiting_secret": secret,
+        "attended": job.attended,
+    }
+
+
 def jobs_state(rt: Host, *, control: bool = False) -> dict[str, Any]:
     shells = rt.view.shell_summaries()
     return {
-        "jobs": [{**job_summary(j), **what_it_runs(j)} for j in jobs_newest_first(rt.view)],
+        "jobs": [
+            {**job_summary(j), **what_it_runs(j), **_attention(j)}
+            for j in jobs_newest_first(rt.view)
+        ],
         "shells": shells,
         "control": control,
     }
@@ -134,16 +169,113 @@ def _refuse(status: int, code: str, message: str) -> Response:
     return JSONResponse(ConchError(code, message).envelope(), status_code=status)
 
 
+def _status(e: ConchError) -> int:
+    return {"not_found": 404, "invalid_argument": 400}.get(e.code, 409)
+
+
+async def api_screen(request: Request) -> Response:
+    rt: Host = request.app.state.runtime
+    job_id = request.path_params["job_id"]
+    try:
+        job = rt.view.job(job_id)
+        body = screen_body(rt.view.screen(job_id))
+    except ConchError as e:
+        return JSONResponse(e.envelope(), status_code=_status(e))
+    body.update(job_id=job.job_id, state=job.state, version=job.version, **_attention(job))
+    return JSONResponse(body, headers=_NO_STORE)
+
+
+async def api_replay(request: Request) -> Response:
+    rt: Host = request.app.state.runtime
+    try:
+        t = float(request.query_params.get("t", "0"))
+    except ValueError:
+        return _refuse(400, "invalid_argument", "t must be a number of seconds")
+    try:
+        snap, duration = rt.view.replay(request.path_params["job_id"], max(0.0, t))
+    except ConchError as e:
+        return JSONResponse(e.envelope(), status_code=_status(e))
+    return JSONResponse({**screen_body(snap), "t": t, "duration": duration}, headers=_NO_STORE)
+
+
+async def api_cast(request: Request) -> Response:
+    rt: Host = request.app.state.runtime
+    job_id = request.path_params["job_id"]
+    try:
+        job = rt.view.job(job_id)
+        text = "".join(line + "\n" for line in rt.view.cast(job_id))
+    except ConchError as e:
+        return JSONResponse(e.envelope(), status_code=_status(e))
+    return Response(
+        text,
+        media_type="application/x-asciicast",
+        headers={
+            **_NO_STORE,
+            "Content-Disposition": f'attachment; filename="{job.job_id}.cast"',
+        },
+    )
+
+
+def _control_refusal(request: Request) -> Response | None:
+    """Why a state-changing dashboard request is refused (CSRF: see :func:`api_signal`)."""
+    if not _control(request):
+        return _refuse(403, "invalid_argument", "dashboard control is off (--dashboard-control)")
+    if request.scope.get(AUTH_SCOPE_KEY) == "cookie" and "origin" not in request.headers:
+        return _refuse(403, "invalid_argument", "a signed-in request must carry Origin")
+    return None
+
+
+async def api_input(request: Request) -> Response:
+    """``POST /api/jobs/{job_id}/input {"text": "…"} | {"keys": ["enter"]}`` (dashboard_control
+    only): a person's keys into a terminal job, as ``write`` types them. The answer says how
+    many bytes were typed, never what (nothing here logs the body)."""
+    refused = _control_refusal(request)
+    if refused is not None:
+        return refused
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return _refuse(400, "invalid_argument", "the body must be a JSON object")
+    text, keys = body.get("text"), body.get("keys") or []
+    if text is not None and (not isinstance(text, str) or len(text) > MAX_TYPED_CHARS):
+        return _refuse(400, "invalid_argument", f"text must be a string of ≤ {MAX_TYPED_CHARS}")
+    if (
+        not isinstance(keys, list)
+        or len(keys) > MAX_TYPED_KEYS
+        or not all(isinstance(k, str) and k in KEY_NAMES for k in keys)
+    ):
+        return _refuse(400, "invalid_argument", "keys must be a list of `write` key names")
+    rt: Host = request.app.state.runtime
+    try:
+        n = await rt.view.type_human(request.path_params["job_id"], text, keys)
+    except ConchError as e:
+        return JSONResponse(e.envelope(), status_code=_status(e))
+    return JSONResponse({"bytes": n, "attended": True}, headers=_NO_STORE)
+
+
+async def api_handback(request: Request) -> Response:
+    refused = _control_refusal(request)
+    if refused is not None:
+        return refused
+    rt: Host = request.app.state.runtime
+    try:
+        rt.view.hand_back(request.path_params["job_id"])
+    except ConchError as e:
+        return JSONResponse(e.envelope(), status_code=_status(e))
+    return JSONResponse({"attended": False}, headers=_NO_STORE)
+
+
 async def api_signal(request: Request) -> Response:
     """``POST /api/jobs/{job_id}/signal {"signal": "terminate"}`` (dashboard_control only).
 
     CSRF: a browser's request carries the SameSite=Strict cookie only from this origin, the
     guard refuses a foreign ``Origin``, and a cookie-authenticated request without one is
     refused here (browsers always send it on POST)."""
-    if not _control(request):
-        return _refuse(403, "invalid_argument", "dashboard control is off (--dashboard-control)")
-    if request.scope.get(AUTH_SCOPE_KEY) == "cookie" and "origin" not in request.headers:
-        return _refuse(403, "invalid_argument", "a signed-in request must carry Origin")
+    refused = _control_refusal(request)
+    if refused is not None:
+        return refused
     try:
         body = json.loads(await request.body() or b"{}")
     except ValueError:
@@ -211,6 +343,17 @@ font:12px/1.35 ui-monospace,monospace;white-space:pre-wrap;word-break:break-all}
 #log .u{text-decoration:underline}#log .s{text-decoration:line-through}
 #log .u.s{text-decoration:underline line-through}#log .h{visibility:hidden}
 #log .note{color:#888}
+tr.wait{background:#fff3c4}tr.wait:hover{background:#ffeaa0}tr.wait td:nth-child(4){color:#a15c00}
+#bar{display:flex;gap:6px;align-items:center;margin:0 0 4px;font-size:12px;color:#555}
+#bar[hidden]{display:none}#bar .btn{font:inherit;font-size:11px;padding:1px 8px;
+border:1px solid #888;border-radius:3px;background:#fff;color:#222;text-decoration:none;
+cursor:pointer}#bar .btn[hidden]{display:none}#bar .att{color:#a15c00;font-weight:600}
+#screen{background:#111;color:#ddd;margin:0 0 6px;padding:6px;overflow:auto;max-height:64vh;
+font:12px/1.25 ui-monospace,monospace;white-space:pre;outline:none;flex:none}
+#screen[hidden]{display:none}#screen:focus{box-shadow:0 0 0 2px #5c8fe6}
+#screen .b{font-weight:700}#screen .i{font-style:italic}#screen .u{text-decoration:underline}
+#screen .s{text-decoration:line-through}#screen .cur{background:#ddd;color:#111}
+#screen.replay{box-shadow:0 0 0 2px #c36fd6}
 </style></head><body>
 <div id="side"><h1>Conch <small id="err"></small>
 <form id="signout" method="post" action="/logout" hidden><button type="submit">Sign out</button>
@@ -220,7 +363,13 @@ font:12px/1.35 ui-monospace,monospace;white-space:pre-wrap;word-break:break-all}
 </thead><tbody id="jobs"></tbody></table>
 <h2>Shells</h2><table><tbody id="shells"></tbody></table></div>
 <div id="main"><div id="head">Select a job to follow its log.</div><pre id="cmd"></pre>
-<p id="why"></p><pre id="log"></pre></div>
+<p id="why"></p>
+<div id="bar" hidden><span id="scrinfo"></span>
+<a id="castlink" class="btn" download>Download recording</a>
+<button id="replay" class="btn" type="button">Replay</button>
+<button id="handback" class="btn" type="button" hidden>Hand back</button>
+<span id="hint"></span></div>
+<pre id="screen" tabindex="0" hidden></pre><pre id="log"></pre></div>
 <script nonce="{{NONCE}}">
 "use strict";
 let selected = null, cursor = null, style = "", follow = null, jobsById = {};
@@ -239,8 +388,13 @@ function setCell(tr, k, text, cls, title) {
 }
 function stateText(j) {
   if (j.state === "exited") return j.signal ? "exited by " + j.signal : "exited " + j.exit_code;
-  return j.state + (j.signal ? " (" + j.signal + ")" : "");
+  let s = j.state + (j.signal ? " (" + j.signal + ")" : "");
+  if (j.awaiting_secret) s += " · awaiting secret";
+  else if (j.awaiting_input) s += " · awaiting input";
+  if (j.attended) s += " · attended";
+  return s;
 }
+function waiting(j) { return j.state === "running" && (j.awaiting_input || j.awaiting_secret); }
 async function stop(id, ev) {
   ev.stopPropagation();
   const btn = ev.target; btn.disabled = true; btn.textContent = "stopping…";
@@ -270,7 +424,8 @@ async function refresh() {
         for (let k = 0; k < 6; k++) tr.appendChild(document.createElement("td"));
         tr.onclick = () => select(j.job_id); rows.set(j.job_id, tr);
       }
-      tr.className = "job" + (j.job_id === selected || j.name === selected ? " sel" : "");
+      tr.className = "job" + (j.job_id === selected || j.name === selected ? " sel" : "")
+        + (waiting(j) ? " wait" : "");
       const what = j.what == null ? "(" + j.mode + ")" : j.what.split("\\n").join(" ⏎ ");
       const where = j.mode + " · " + (j.cwd || "");
       setCell(tr, 0, j.name ? j.name + " · " + j.job_id : j.job_id, "", where);
@@ -287,6 +442,10 @@ async function refresh() {
       if (tb.children[i] !== tr) tb.insertBefore(tr, tb.children[i] || null);
     });
     for (const [id, tr] of rows) if (!keep.has(id)) { tr.remove(); rows.delete(id); }
+    // a person in another tab sees that a job waits for them
+    const n = data.jobs.filter(waiting).length;
+    document.title = (n ? "(" + n + " waiting) " : "") + "Conch";
+    control = data.control;
     const sb = $("shells"); sb.replaceChildren();
     for (const s of data.shells) {
       const tr = document.createElement("tr");
@@ -300,8 +459,142 @@ function showWhat() {
   const j = selected ? jobsById[selected] : null;
   $("cmd").textContent = j && j.what != null ? j.what : "";
   $("why").textContent = j && j.purpose ? j.purpose : "";
+  const term = !!(j && j.terminal_mode);
+  $("bar").hidden = !term; $("screen").hidden = !term;
+  if (term && screenFor !== j.job_id) startScreen(j.job_id);
+  if (term) {
+    $("castlink").href = "api/jobs/" + encodeURIComponent(j.job_id) + "/cast";
+    const live = control && j.state === "running";
+    $("handback").hidden = !(live && j.attended);
+    $("hint").textContent = live ? "click the screen and type to take over" : "";
+  }
 }
+// -- the terminal screen (PTY jobs and shell commands) --------------------------------------
+let screenFor = null, screenTimer = null, replaying = false, control = false, lastVersion = -1;
+function drawScreen(d) {
+  const pre = $("screen"), frag = document.createDocumentFragment();
+  const cur = d.cursor || {};
+  d.lines.forEach((segs, y) => {
+    let col = 0, placed = !(cur.visible && cur.row === y);
+    for (const s of segs) {
+      const len = [...s.text].length;
+      if (!placed && cur.col >= col && cur.col < col + len) {
+        const chars = [...s.text], k = cur.col - col;
+        if (k) frag.appendChild(segment({...s, text: chars.slice(0, k).join("")}));
+        const c = segment({...s, text: chars[k]});
+        if (c.nodeType === 3) { const sp = document.createElement("span"); sp.append(c);
+          frag.appendChild(sp); sp.className = "cur"; } else { c.classList.add("cur");
+          frag.appendChild(c); }
+        if (k + 1 < len) frag.appendChild(segment({...s, text: chars.slice(k + 1).join("")}));
+        placed = true;
+      } else frag.appendChild(segment(s));
+      col += len;
+    }
+    if (!placed) {
+      frag.append(" ".repeat(Math.max(0, cur.col - col)));
+      const sp = document.createElement("span"); sp.className = "cur"; sp.textContent = " ";
+      frag.appendChild(sp);
+    }
+    if (y < d.lines.length - 1) frag.append("\\n");
+  });
+  pre.replaceChildren(frag);
+  pre.dataset.rows = d.rows; pre.dataset.cols = d.cols;
+  pre.dataset.alternate = d.alternate ? "1" : "";
+  $("scrinfo").textContent = d.cols + "×" + d.rows + (d.alternate ? " · full-screen" : "");
+}
+function startScreen(id) {
+  screenFor = id; lastVersion = -1; replaying = false; $("screen").classList.remove("replay");
+  if (screenTimer) clearTimeout(screenTimer); pullScreen();
+}
+async function pullScreen() {
+  const id = screenFor; if (!id) return;
+  let delay = 250;
+  try {
+    if (!replaying) {
+      const r = await fetch("api/jobs/" + encodeURIComponent(id) + "/screen", {cache: "no-store"});
+      if (id !== screenFor) return;
+      if (r.ok) {
+        const d = await r.json();
+        if (d.version !== lastVersion) { drawScreen(d); lastVersion = d.version; }
+        if (d.state !== "running") delay = 2000;
+      } else delay = 2000;
+    }
+  } catch (e) { delay = 2000; }
+  if (id === screenFor) screenTimer = setTimeout(pullScreen, delay);
+}
+async function replay() {
+  const id = screenFor; if (!id || replaying) return;
+  replaying = true; $("screen").classList.add("replay");
+  const url = (t) => "api/jobs/" + encodeURIComponent(id) + "/replay?t=" + t;
+  try {
+    let d = await (await fetch(url(0), {cache: "no-store"})).json();
+    const total = d.duration, step = Math.max(0.1, total / 100);
+    for (let t = 0; id === screenFor && replaying; t += step) {
+      d = await (await fetch(url(Math.min(t, total)), {cache: "no-store"})).json();
+      drawScreen(d);
+      $("scrinfo").textContent = "replay " + Math.min(t, total).toFixed(1) + " / "
+        + total.toFixed(1) + " s";
+      if (t >= total) break;
+      await new Promise((ok) => setTimeout(ok, 60));
+    }
+  } catch (e) { /* back to the live screen */ }
+  replaying = false; lastVersion = -1; $("screen").classList.remove("replay");
+}
+// -- taking over: what a person types goes to the terminal, the same path as `write` -------
+const KEYS = {Enter: "enter", Tab: "tab", Backspace: "backspace", Escape: "esc",
+  ArrowUp: "up", ArrowDown: "down", ArrowLeft: "left", ArrowRight: "right", Home: "home",
+  End: "end", PageUp: "pageup", PageDown: "pagedown", Delete: "delete", Insert: "insert"};
+for (let i = 1; i <= 12; i++) KEYS["F" + i] = "f" + i;
+let sending = Promise.resolve(), pending = [];
+function send(item) {
+  // text typed in a row goes as one request; a key ends it (order is kept)
+  const last = pending[pending.length - 1];
+  if (item.text != null && last && last.text != null) last.text += item.text;
+  else pending.push(item);
+  sending = sending.then(flush);
+}
+async function flush() {
+  const id = screenFor;
+  while (pending.length) {
+    const body = pending.shift();
+    try {
+      const r = await fetch("api/jobs/" + encodeURIComponent(id) + "/input", {
+        method: "POST", headers: {"Content-Type": "application/json"},
+        body: JSON.stringify(body), cache: "no-store"});
+      $("hint").textContent = r.ok ? "you have the terminal: Hand back when done"
+        : "typing refused (HTTP " + r.status + ")";
+      if (r.ok) $("handback").hidden = false;
+    } catch (e) { $("hint").textContent = "typing failed"; }
+  }
+}
+function typing() {
+  const j = screenFor ? jobsById[screenFor] : null;
+  return control && j && j.state === "running" && !replaying;
+}
+$("screen").addEventListener("keydown", (ev) => {
+  if (!typing() || ev.isComposing) return;
+  let item = null;
+  if (ev.ctrlKey && !ev.altKey && !ev.metaKey && ev.key.length === 1) {
+    const k = ev.key.toLowerCase();
+    if ("abcdefghijklmnopqrstuvwxyz@[]\\\\^_".includes(k)) item = {keys: ["ctrl-" + k]};
+  } else if (KEYS[ev.key]) item = {keys: [KEYS[ev.key]]};
+  else if (ev.key.length === 1 && !ev.metaKey && !ev.ctrlKey) item = {text: ev.key};
+  if (item) { ev.preventDefault(); send(item); }
+});
+$("screen").addEventListener("paste", (ev) => {
+  if (!typing()) return;
+  const text = (ev.clipboardData || window.clipboardData).getData("text");
+  ev.preventDefault(); if (text) send({text: text});
+});
+$("replay").onclick = replay;
+$("handback").onclick = async () => {
+  const id = screenFor; if (!id) return;
+  await fetch("api/jobs/" + encodeURIComponent(id) + "/handback", {method: "POST",
+    cache: "no-store"});
+  $("handback").hidden = true; $("hint").textContent = "handed back to the agent"; refresh();
+};
 function select(id) {
+  if (id !== selected) { screenFor = null; $("screen").replaceChildren(); }
   selected = id; cursor = null; style = ""; $("log").replaceChildren(); $("head").textContent = id;
   history.replaceState(null, "", "#" + encodeURIComponent(id)); showWhat();
   if (follow) clearTimeout(follow); pull(); refresh();

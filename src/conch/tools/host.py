@@ -8,11 +8,11 @@ front end holds a live job or a driver.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from conch.config import Config
-from conch.core import Engine, JobView, ShellAvailable, ShellSummary
+from conch.core import Engine, JobView, ScreenSnapshot, ShellAvailable, ShellSummary
 from conch.tools import resources
 from conch.tools.context import ToolContext
 from conch.tools.registry import ToolRegistry
@@ -61,6 +61,27 @@ class HostView(Protocol):
 
     def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
         """The sandboxed job or shell holding the client end of a loopback connection."""
+        ...
+
+    def screen(self, job_id: str) -> ScreenSnapshot:
+        """A pty or shell job's terminal screen now (``invalid_argument`` for a pipe job)."""
+        ...
+
+    def cast(self, job_id: str) -> Iterator[str]:
+        """A pty or shell job's asciicast v2 recording, one JSON line at a time."""
+        ...
+
+    def replay(self, job_id: str, t: float) -> tuple[ScreenSnapshot, float]:
+        """The screen ``t`` seconds into the recording, and the recording's length (s)."""
+        ...
+
+    async def type_human(self, job_id: str, text: str | None, keys: Sequence[str]) -> int:
+        """A person's keys into a terminal job (the dashboard's take-over); the job is then
+        attended. Returns the byte count: what was typed goes nowhere but the terminal."""
+        ...
+
+    def hand_back(self, job_id: str) -> None:
+        """The person hands the terminal back to the agent."""
         ...
 
     def changed_resources(self, job_id: str | None) -> list[str]:
@@ -200,6 +221,21 @@ class EngineView:
 
     def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
         return self._engine.sandboxed_caller(client, server)
+
+    def screen(self, job_id: str) -> ScreenSnapshot:
+        return self._engine.screen(job_id)
+
+    def cast(self, job_id: str) -> Iterator[str]:
+        return self._engine.cast(job_id)
+
+    def replay(self, job_id: str, t: float) -> tuple[ScreenSnapshot, float]:
+        return self._engine.replay(job_id, t)
+
+    async def type_human(self, job_id: str, text: str | None, keys: Sequence[str]) -> int:
+        return await self._engine.type_human(job_id, text, keys)
+
+    def hand_back(self, job_id: str) -> None:
+        self._engine.hand_back(job_id)
 
     def changed_resources(self, job_id: str | None) -> list[str]:
         return resources.change_uris(self._registry, job_id)

@@ -95,6 +95,11 @@ def snapshot(s: Result, default_cwd: str | None = None, *, named: bool = True) -
         out["restarted"] = True
     if s.get("lost_bytes"):
         out["lost_bytes"] = s["lost_bytes"]
+    if s.get("attended"):
+        out["attended"] = True
+    for key in ("human_input", "screen"):
+        if s.get(key) is not None:
+            out[key] = s[key]
     return out
 
 

@@ -1,12 +1,13 @@
 """The resources front ends publish (MCP ``resources/*``): the jobs overview, each job's log,
-and what the active profiles add (``Profile.resources``). No MCP import."""
+each terminal job's screen and recording (``…/screen``, ``…/cast``), and what the active
+profiles add (``Profile.resources``). No MCP import."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from conch.core import Engine
+from conch.core import Engine, screen_text
 from conch.errors import ConchError
 from conch.tools.registry import ToolRegistry
 from conch.tools.views import LOG_URI_TEMPLATE, log_text, log_uri, overview_markdown
@@ -15,6 +16,11 @@ __all__ = ["JOBS_RESOURCE", "JOBS_URI", "LOG_URI_TEMPLATE", "log_text", "log_uri
 
 JOBS_URI = "conch://jobs"
 _LOG_URI = re.compile(r"^conch://jobs/([^/]+)/log$")
+_TERMINAL_URI = re.compile(r"^conch://jobs/([^/]+)/(screen|cast)$")
+SCREEN_URI_TEMPLATE = "conch://jobs/{job_id}/screen"
+CAST_URI_TEMPLATE = "conch://jobs/{job_id}/cast"
+CAST_MIME = "application/x-asciicast"
+_TERMINAL_MODES = ("pty", "shell")
 
 
 JOBS_RESOURCE: dict[str, Any] = {
@@ -51,6 +57,26 @@ def resource_list(
                 "mimeType": "text/plain",
             }
         )
+        if job.mode in _TERMINAL_MODES:
+            out.append(
+                {
+                    "uri": SCREEN_URI_TEMPLATE.format(job_id=job.job_id),
+                    "name": f"{job.job_id} screen",
+                    "title": f"Screen of {job.job_id}",
+                    "description": f"The terminal screen of job {job.job_id} now, with the "
+                    "cursor position.",
+                    "mimeType": "text/plain",
+                }
+            )
+            out.append(
+                {
+                    "uri": CAST_URI_TEMPLATE.format(job_id=job.job_id),
+                    "name": f"{job.job_id} cast",
+                    "title": f"Recording of {job.job_id}",
+                    "description": f"Job {job.job_id}'s terminal output as asciicast v2.",
+                    "mimeType": CAST_MIME,
+                }
+            )
     return out
 
 
@@ -70,7 +96,23 @@ def resource_templates() -> list[dict[str, Any]]:
             "title": "Job log",
             "description": "Normalized output of a job (the last 1 MiB).",
             "mimeType": "text/plain",
-        }
+        },
+        {
+            "uriTemplate": SCREEN_URI_TEMPLATE,
+            "name": "job screen",
+            "title": "Terminal screen",
+            "description": "A pty or shell job's terminal screen now: its rows, then the "
+            "cursor position (a full-screen program as a person sees it).",
+            "mimeType": "text/plain",
+        },
+        {
+            "uriTemplate": CAST_URI_TEMPLATE,
+            "name": "job recording",
+            "title": "Terminal recording",
+            "description": "A pty or shell job's output with its timing, as asciicast v2 "
+            "(`asciinema play`); no input is recorded.",
+            "mimeType": CAST_MIME,
+        },
     ]
 
 
@@ -86,6 +128,15 @@ def read_resource(
         raise ConchError("not_found", f"unknown resource {uri!r}")
     if uri == JOBS_URI:
         return "text/markdown", overview_markdown(rt)
+    terminal = _TERMINAL_URI.match(uri)
+    if terminal is not None:
+        job_id, what = terminal.groups()
+        job = rt.job(job_id)
+        if job.mode not in _TERMINAL_MODES:
+            raise ConchError("not_found", f"job {job_id} has no terminal: no {what}")
+        if what == "screen":
+            return "text/plain", screen_text(rt.screen(job_id))
+        return CAST_MIME, "".join(line + "\n" for line in rt.cast(job_id))
     job_id = parse_log_uri(uri)
     if job_id is None:
         raise ConchError("not_found", f"unknown resource {uri!r}")

@@ -207,6 +207,11 @@ READ_INPUT = obj(
         "stream": {"enum": ["stdout", "stderr"], "description": "Only one stream (pipe jobs)."},
         "raw": {"type": "boolean", "description": "Bytes as printed (decoded, not normalized)."},
         "tail": {"type": "boolean", "description": "The last `max_bytes` instead of from cursor."},
+        "screen": {
+            "type": "boolean",
+            "description": "pty/shell jobs: output is the terminal's current screen (text, "
+            "then the cursor position) instead of the stream; for full-screen programs.",
+        },
     },
     (),
 )
@@ -383,6 +388,28 @@ SNAPSHOT_OUTPUT = {
         ),
         "restarted": _d(
             {"type": "boolean"}, False, "The shell had exited and was started afresh first."
+        ),
+        "attended": _d(
+            {"type": "boolean"},
+            False,
+            "A person is typing into the job's terminal from the dashboard: `write` is busy "
+            "until they hand back or stop typing.",
+        ),
+        "human_input": _d(
+            {
+                "type": ["object", "null"],
+                "properties": {"at": {"type": "string"}, "bytes": {"type": "integer"}},
+                "required": ["at", "bytes"],
+            },
+            None,
+            "A person typed into the job's terminal since your last result for it: when "
+            "(ISO 8601) and how many bytes; what they typed is never shown.",
+        ),
+        "screen": _d(
+            {"type": ["object", "null"]},
+            None,
+            "read {screen: true}: the terminal `output` shows: rows, cols, cursor {row, col} "
+            "(0-based), alternate (a full-screen program).",
         ),
     },
     "required": ["job_id", "state", "output"],

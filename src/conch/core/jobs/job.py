@@ -11,7 +11,10 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from conch.core.jobs.label import JobLabel
+from conch.core.jobs.takeover import Attendance
+from conch.core.output.cast import Recording
 from conch.core.output.log import JobLog
+from conch.core.process.terminal import COLS, ROWS
 
 RUNNING = "running"
 TERMINAL = frozenset({"exited", "timed_out", "cancelled", "output_limit", "limit"})
@@ -105,6 +108,20 @@ class Job:
         self.tmp_files: list[str] = []  # removed when the job ends (its script file)
         self.parsed: tuple[Any, str | None] | None = None  # cached (data, parse_error)
         self.label = label  # what the call runs and why: for the dashboard only
+        # a terminal job's recording (when each part of its log arrived; a shell sets its
+        # own size), and who types into it from the dashboard (core/jobs/takeover.py)
+        self.recording = Recording(ROWS, COLS) if mode in TERMINAL_MODES else None
+        self.attendance: Attendance | None = None
+
+    def output_arrived(self) -> None:
+        """Output was appended to the log (a terminal job's driver calls it)."""
+        if self.recording is not None:
+            self.recording.mark(self.log.total)
+        self.notify()
+
+    @property
+    def attended(self) -> bool:
+        return self.attendance is not None and self.attendance.attended
 
     # -- state -----------------------------------------------------------------------------
 

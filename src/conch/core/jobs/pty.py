@@ -80,7 +80,7 @@ class PtyDriver(ProcessDriver):
 
     def _append(self, data: bytes) -> None:
         self.job.log.append(data, 0)
-        self.job.notify()
+        self.job.output_arrived()
         if self.job.log.full:
             self._on_output_limit(self.job)
 

@@ -80,6 +80,9 @@ def snapshot(job: Job, window: Window, *, stream: str | None = None) -> JobSnaps
         "lingering_pids": list(job.lingering_pids),
         "restarted": job.restarted,
         "lost_bytes": job.log.lost_bytes,
+        "attended": job.attended,
+        "human_input": job.attendance.report() if job.attendance is not None else None,
+        "screen": None,
     }
 
 

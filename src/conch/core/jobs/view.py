@@ -78,6 +78,11 @@ class JobView(Protocol):
     @property
     def log(self) -> LogView: ...
 
+    @property
+    def attended(self) -> bool:
+        """A person is typing into its terminal from the dashboard (core/jobs/takeover.py)."""
+        ...
+
     def input_state(self) -> tuple[bool, bool]:
         """(awaiting_input, awaiting_secret) now; (False, False) without a process."""
         ...

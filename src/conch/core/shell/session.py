@@ -29,6 +29,7 @@ from typing import Any
 
 from conch.core.containment.fence import SpawnFence, inner_pid
 from conch.core.jobs.job import Job
+from conch.core.output.cast import Recording
 from conch.core.output.normalize import normalize
 from conch.core.process import procfs, terminal
 from conch.core.process.exit_watch import ExitWatch, decode_status
@@ -292,6 +293,7 @@ class Shell:
     def run(self, job: Job, command: str, assign: dict[str, str]) -> None:
         """Start a job: the command runs in the shell; the job ends at its end marker."""
         job.driver = ShellCommandDriver(self, job)
+        job.recording = Recording(*self.size)
         self.job = job
         self.last_job_id = job.job_id
         self._to(ShellState.BUSY)
@@ -355,7 +357,7 @@ class Shell:
             self._capture += data
         elif job is not None and not job.terminal:
             job.log.append(data, 0)
-            job.notify()
+            job.output_arrived()
             if job.log.full:
                 self.ctx.output_limit(job)
         elif len(self._pending) < _PENDING_CAP:

@@ -190,12 +190,18 @@ DESCRIPTIONS = {
         "of these. `job_ids` waits on several jobs and returns the first that is ready. "
         "Returns the job snapshot; `next_cursor`, `eof`, `total_bytes` tell what is left "
         "(absent: nothing is). `tail: true` gives the last `max_bytes`; `stream` picks "
-        "stdout or stderr. Fields left out have their default (see the output schema)."
+        "stdout or stderr. `screen: true` (pty and shell jobs): `output` is the terminal's "
+        "screen as it looks now, for a full-screen program (top, vim, less, a progress bar) "
+        "instead of its stream of redraws; `screen` gives its size and cursor. "
+        "`human_input` says a person typed into the job from the dashboard (when, how many "
+        "bytes; never what); while `attended`, `write` answers `busy`. "
+        "Fields left out have their default (see the output schema)."
     ),
     "write": (
         "Send text and/or keys (enter, ctrl-c, up, tab, ...) to a running job's stdin or "
         "terminal; `eof: true` closes stdin. Returns the output produced since, once it "
-        "settles (up to `yield_ms`). Fields left out have their default."
+        "settles (up to `yield_ms`). `busy` (retryable) while a person types into the job "
+        "from the dashboard. Fields left out have their default."
     ),
     "signal": (
         "Send a signal to a job's whole process tree. `terminate` (default) sends TERM "

@@ -1,0 +1,129 @@
+"""A terminal job's recording as asciicast v2 (SPEC §8), made from its log.
+
+The log already holds every byte the program printed, within the log's cap and nothing typed
+(a terminal echoes what it echoes; echo-off input is never output). So the recording is only
+*when* each part of the log arrived: one (seconds, log offset) mark per chunk of output, chunks
+less than ``COALESCE_S`` apart sharing a mark, plus the terminal's size and its changes. The
+cast is written from the log and the marks when someone asks for it:
+
+    {"version": 2, "width": COLS, "height": ROWS, "timestamp": UNIX_SECONDS}
+    [t, "o", "text"]        output (decoded as UTF-8 incrementally, errors replaced; a
+                            ``\n`` written as ``\r\n``, as a terminal with ONLCR shows it:
+                            Conch's terminals leave ONLCR off so that logs hold ``\n``)
+    [t, "r", "COLSxROWS"]   a resize
+
+Memory is flat: a busy job gets at most ``1 / COALESCE_S`` marks a second (16 bytes each),
+and past ``MAX_MARKS`` the marks thin out (pairs merge, marks coalesce twice as long).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import time
+from array import array
+from collections.abc import Iterator
+from typing import Protocol
+
+COALESCE_S = 0.01
+MAX_MARKS = 1 << 18
+_READ_CHUNK = 1 << 20
+
+
+class _Log(Protocol):
+    def size(self, stream: int | None = None) -> int: ...
+
+    def read(self, start: int, end: int, stream: int | None = None) -> bytes: ...
+
+
+class Recording:
+    """When each part of a terminal job's log arrived, and the terminal's size."""
+
+    def __init__(self, rows: int, cols: int) -> None:
+        self.size = (rows, cols)
+        self.first_size = (rows, cols)
+        self.started = time.time()
+        self._t0 = time.monotonic()
+        self._times = array("d")
+        self._ends = array("q")  # the log's size when the mark was made
+        self._coalesce = COALESCE_S
+        self.resizes: list[tuple[float, int, int, int]] = []  # (t, offset, rows, cols)
+
+    def mark(self, log_size: int) -> None:
+        """Output arrived: the log now holds ``log_size`` bytes."""
+        t = time.monotonic() - self._t0
+        times = self._times
+        if times and t - times[-1] < self._coalesce:
+            self._ends[-1] = log_size
+            return
+        if len(times) >= MAX_MARKS:
+            self._thin()
+        self._times.append(t)
+        self._ends.append(log_size)
+
+    def _thin(self) -> None:
+        """Merge the marks pairwise (each pair keeps its first time and its last end) and
+        coalesce twice as long from now on: memory stays flat, timing gets coarser."""
+        ends = self._ends
+        self._times = array("d", self._times[0::2])
+        self._ends = array("q", ends[1::2])
+        if len(ends) % 2:
+            self._ends.append(ends[-1])
+        self._coalesce = max(self._coalesce * 2, COALESCE_S)
+
+    def resize(self, rows: int, cols: int, log_size: int) -> None:
+        if (rows, cols) == self.size:
+            return
+        self.size = (rows, cols)
+        self.resizes.append((time.monotonic() - self._t0, log_size, rows, cols))
+
+    def offset_at(self, t: float) -> int:
+        """How much of the log had arrived ``t`` seconds after the start."""
+        end = 0
+        for when, size in zip(self._times, self._ends, strict=True):
+            if when > t:
+                break
+            end = size
+        return end
+
+    @property
+    def duration(self) -> float:
+        return self._times[-1] if self._times else 0.0
+
+    def events(self) -> Iterator[tuple[float, int, int]]:
+        """(t, start, end) of each mark's part of the log."""
+        start = 0
+        for t, end in zip(self._times, self._ends, strict=True):
+            if end > start:
+                yield t, start, end
+                start = end
+
+
+def cast_lines(rec: Recording, log: _Log) -> Iterator[str]:
+    """The asciicast v2 of ``rec`` over ``log``, one JSON line at a time (no newlines)."""
+    rows, cols = rec.first_size
+    yield json.dumps({"version": 2, "width": cols, "height": rows, "timestamp": int(rec.started)})
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    resizes = list(rec.resizes)
+    total = log.size()
+    for t, start, end in rec.events():
+        while resizes and resizes[0][1] <= start:
+            rt, _, r, c = resizes.pop(0)
+            yield json.dumps([round(rt, 6), "r", f"{c}x{r}"])
+        end = min(end, total)
+        pos = start
+        while pos < end:
+            stop = min(end, pos + _READ_CHUNK)
+            text = decoder.decode(log.read(pos, stop)).replace("\n", "\r\n")
+            pos = stop
+            if text:
+                yield json.dumps([round(t, 6), "o", text], ensure_ascii=False)
+    for rt, _, r, c in resizes:
+        yield json.dumps([round(rt, 6), "r", f"{c}x{r}"])
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        yield json.dumps([round(rec.duration, 6), "o", tail], ensure_ascii=False)
+
+
+def cast_text(rec: Recording, log: _Log) -> str:
+    return "".join(line + "\n" for line in cast_lines(rec, log))

@@ -1,0 +1,117 @@
+"""A terminal job's recording played by a real player (SPEC §8): `conch cast JOB > x.cast`,
+then asciinema (the Debian package: tests/support/system-tools.txt) plays it on a terminal of
+the same size, and that terminal ends on the screen the dashboard showed for the job."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from frontend_servers import HttpServer, kill_group, start_http
+
+pytestmark = pytest.mark.needs("asciinema")
+
+# a full-screen program: alternate screen, colours, a scroll region, cursor moves, UTF-8
+PROGRAM = r"""
+import sys, time
+w = sys.stdout.write
+w("before the full-screen part\n"); sys.stdout.flush(); time.sleep(0.2)
+w("\x1b[?1049h\x1b[H\x1b[2J\x1b[1;32mgreen bold\x1b[0m \x1b[7minverse\x1b[0m é ü 日本\n")
+w("\x1b[3;10r")
+for i in range(12):
+    w(f"\x1b[10;1Hscrolled line {i}\n"); sys.stdout.flush(); time.sleep(0.02)
+w("\x1b[r\x1b[20;5H\x1b[38;5;208morange at 20,5\x1b[0m\x1b[12;40H")
+sys.stdout.flush()
+time.sleep(60)
+"""
+
+
+def call(srv: HttpServer, method: str, params: Any) -> Any:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        body = json.dumps({"method": method, "params": params})
+        conn.request("POST", "/invoke", body, {"Content-Type": "application/json"})
+        return json.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+
+
+def screen(srv: HttpServer, job_id: str) -> dict[str, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        conn.request("GET", f"/api/jobs/{job_id}/screen")
+        resp = conn.getresponse()
+        assert resp.status == 200
+        return dict(json.loads(resp.read()))
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[HttpServer]:
+    srv = start_http(tmp_path)
+    try:
+        yield srv
+    finally:
+        kill_group(srv.proc)
+
+
+def conch_cast(srv: HttpServer, job_id: str, out: Path) -> None:
+    env = {**os.environ, "CONCH_PORT": str(srv.port), "CONCH_HOST": "127.0.0.1"}
+    with open(out, "wb") as f:
+        done = subprocess.run(
+            [sys.executable, "-m", "conch", "cast", job_id], stdout=f, env=env, timeout=60
+        )
+    assert done.returncode == 0
+
+
+def replayed(srv: HttpServer, argv: list[str]) -> dict[str, Any]:
+    player = call(srv, "exec", {"argv": argv, "pty": True, "yield_ms": 20000})
+    assert player["state"] == "exited" and player["exit_code"] == 0, player
+    return screen(srv, player["job_id"])
+
+
+@pytest.mark.parametrize("how", ["cat", "play"])
+def test_asciinema_plays_a_recording_to_the_screen_the_dashboard_showed(
+    tmp_path: Path, server: HttpServer, how: str
+):
+    job = call(
+        server, "exec", {"argv": [sys.executable, "-c", PROGRAM], "pty": True, "yield_ms": 0}
+    )
+    done = call(
+        server,
+        "read",
+        {"job_id": job["job_id"], "cursor": 0, "wait_ms": 10000, "until": {"pattern": "orange"}},
+    )
+    assert "orange" in done["output"]
+    call(
+        server,
+        "read",
+        {"job_id": job["job_id"], "wait_ms": 2000, "until": "quiet", "quiet_ms": 300},
+    )
+    shown = screen(server, job["job_id"])
+    assert shown["alternate"] is True
+    cast = tmp_path / "x.cast"
+    conch_cast(server, job["job_id"], cast)
+    lines = cast.read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["version"] == 2 and (header["width"], header["height"]) == (200, 50)
+    events = [json.loads(x) for x in lines[1:]]
+    assert all(e[1] == "o" for e in events) and len(events) > 3
+    assert [e[0] for e in events] == sorted(e[0] for e in events)
+    assert events[-1][0] - events[0][0] >= 0.2  # the timing is the program's, not one burst
+    argv = ["asciinema", "cat", str(cast)]
+    if how == "play":
+        argv = ["asciinema", "play", "-i", "0.05", "-s", "4", str(cast)]
+    played = replayed(server, argv)
+    assert played["lines"] == shown["lines"]
+    assert played["cursor"] == shown["cursor"]
+    assert played["alternate"] == shown["alternate"]
+    call(server, "signal", {"job_id": job["job_id"], "signal": "kill"})

@@ -1,0 +1,223 @@
+"""PTY jobs as a person sees them in the dashboard (SPEC §8): a real `conch serve --http`, real
+programs on real terminals, a real headless Chromium. Full-screen programs and a REPL render as
+screens; a person types into a job and hands it back; what they type at a password prompt shows
+nowhere. Screenshots go to artifacts/screenshots/ (gitignored) for a person to look at."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser import Browser, chromium
+from frontend_servers import HttpServer, kill_group, start_http
+
+pytestmark = pytest.mark.needs("chromium", "chromedriver")
+
+SHOTS = Path(
+    os.environ.get("CONCH_SCREENSHOTS", Path(__file__).parents[2] / "artifacts" / "screenshots")
+)
+SECRET = "hunter2-Zq9-never-shown"
+
+
+def call(srv: HttpServer, method: str, params: Any) -> Any:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        body = json.dumps({"method": method, "params": params})
+        conn.request("POST", "/invoke", body, {"Content-Type": "application/json"})
+        return json.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+
+
+def get(srv: HttpServer, path: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    with chromium(tmp_path) as b:
+        b.set_size(1800, 1100)
+        yield b
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[HttpServer]:
+    srv = start_http(tmp_path, "--dashboard-control", "--attended-idle-ms", "60000")
+    try:
+        yield srv
+    finally:
+        kill_group(srv.proc)
+
+
+def screen_text(b: Browser) -> str:
+    return str(b.run("return document.getElementById('screen').textContent"))
+
+
+def open_job(b: Browser, srv: HttpServer, job_id: str) -> None:
+    b.get(f"{srv.url}/#{job_id}")
+    b.find(f'tr[data-job="{job_id}"]')
+    b.wait(lambda: b.run("return !document.getElementById('screen').hidden"), 10, "screen shown")
+
+
+def shot(b: Browser, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return b.screenshot(SHOTS / name)
+
+
+def pty(srv: HttpServer, argv: list[str], **kw: Any) -> str:
+    job = call(srv, "exec", {"argv": argv, "pty": True, "yield_ms": 500, **kw})
+    assert "job_id" in job, job
+    return str(job["job_id"])
+
+
+def test_top_renders_as_a_full_screen_terminal(server: HttpServer, browser: Browser):
+    job = pty(server, ["top", "-d", "0.5"], purpose="watch the machine")
+    open_job(browser, server, job)
+    browser.wait(
+        lambda: "load average" in screen_text(browser) and "PID" in screen_text(browser),
+        15,
+        "top's header and process table on the screen",
+    )
+    assert browser.run("return document.getElementById('screen').dataset.cols") == "200"
+    # top repaints in place: the screen keeps one header, the log holds every redraw
+    time.sleep(1.5)
+    assert screen_text(browser).count("load average") == 1
+    # top's inverse column header: styled cells, not escape sequences
+    assert "\x1b" not in screen_text(browser)
+    inverse = browser.run(
+        "return [...document.querySelectorAll('#screen span')]"
+        ".filter(s => s.style.backgroundColor && s.textContent.includes('PID')).length"
+    )
+    assert inverse >= 1
+    shot(browser, "top.png")
+    snap = call(server, "read", {"job_id": job, "screen": True})
+    assert snap["screen"]["cols"] == 200 and snap["output"].count("load average") == 1
+    call(server, "signal", {"job_id": job, "signal": "kill"})
+
+
+def test_a_pager_uses_the_alternate_screen_and_the_primary_screen_returns(
+    server: HttpServer, browser: Browser
+):
+    script = "echo before-the-pager; less /etc/services; echo after-the-pager; sleep 60"
+    job = pty(server, ["bash", "-c", script])
+    open_job(browser, server, job)
+    alternate = "return document.getElementById('screen').dataset.alternate"
+    browser.wait(lambda: browser.run(alternate) == "1", 10, "less on the alternate screen")
+    browser.wait(
+        lambda: "/etc/services" in screen_text(browser) or "tcpmux" in screen_text(browser),
+        10,
+        "the file",
+    )
+    assert "before-the-pager" not in screen_text(browser)
+    shot(browser, "less.png")
+    call(server, "write", {"job_id": job, "text": "q"})
+    browser.wait(lambda: "after-the-pager" in screen_text(browser), 10, "back from the pager")
+    assert browser.run(alternate) == ""
+    lines = screen_text(browser).split("\n")
+    assert lines[0] == "before-the-pager" and lines[1] == "after-the-pager"
+    call(server, "signal", {"job_id": job, "signal": "kill"})
+
+
+def test_python_repl_renders_as_a_screen(server: HttpServer, browser: Browser):
+    job = pty(server, ["python3", "-q"])
+    call(
+        server,
+        "write",
+        {"job_id": job, "text": "print('\\x1b[1;31mred\\x1b[0m', 6*7)", "keys": ["enter"]},
+    )
+    open_job(browser, server, job)
+    browser.wait(lambda: "red 42" in screen_text(browser), 10, "the REPL's answer")
+    lines = screen_text(browser).split("\n")
+    assert lines[0].startswith(">>> print(") and lines[1] == "red 42" and lines[2].startswith(">>>")
+    bold_red = browser.run(
+        "return [...document.querySelectorAll('#screen span.b')]"
+        ".some(s => s.textContent === 'red' && s.style.color !== '')"
+    )
+    assert bold_red
+    assert browser.find_all("#screen .cur")  # the cursor cell, after the prompt
+    shot(browser, "python-repl.png")
+    call(server, "signal", {"job_id": job, "signal": "kill"})
+
+
+def test_typing_in_the_page_reaches_the_job_and_the_agent_learns_only_that_someone_typed(
+    server: HttpServer, browser: Browser
+):
+    job = pty(server, ["python3", "-q"])
+    call(server, "read", {"job_id": job, "wait_ms": 2000, "until": "input"})
+    open_job(browser, server, job)
+    browser.wait(lambda: ">>>" in screen_text(browser), 10, "the prompt")
+    scr = browser.find("#screen")
+    browser.click(scr)
+    browser.type(scr, "print(6*7)\ue007")  # \ue007: WebDriver's Enter
+    browser.wait(lambda: "\n42\n" in screen_text(browser), 10, "42 on the page's screen")
+    got = call(server, "read", {"job_id": job, "wait_ms": 2000, "until": {"pattern": "42"}})
+    assert "42" in got["output"]
+    assert got["attended"] is True
+    assert set(got["human_input"]) == {"at", "bytes"}
+    assert got["human_input"]["bytes"] == len("print(6*7)") + 1  # + Enter (\r)
+    # the next result no longer repeats it: it was reported once
+    assert "human_input" not in call(server, "read", {"job_id": job})
+    # the agent's own write waits for the person: busy, retryable
+    busy = call(server, "write", {"job_id": job, "text": "1"})
+    assert busy["error"]["code"] == "busy" and busy["error"]["retryable"] is True
+    browser.click(browser.find("#handback"))
+    browser.wait(lambda: "attended" not in call(server, "read", {"job_id": job}), 10, "handed back")
+    ok = call(server, "write", {"job_id": job, "text": "2+2", "keys": ["enter"]})
+    assert "4" in ok["output"]
+    shot(browser, "python-repl-typed.png")
+    call(server, "signal", {"job_id": job, "signal": "kill"})
+
+
+def test_a_password_typed_from_the_page_shows_in_no_result_log_recording_or_page(
+    tmp_path: Path, server: HttpServer, browser: Browser
+):
+    script = 'read -r -s -p "Password: " pw; echo; echo "got ${#pw} chars"; sleep 60'
+    job = pty(server, ["bash", "-c", script])
+    waiting = call(server, "read", {"job_id": job, "wait_ms": 5000, "until": "input"})
+    assert waiting["awaiting_secret"] is True
+    open_job(browser, server, job)
+    # the waiting job stands out, and the title counts it for a person in another tab
+    browser.find(f'tr[data-job="{job}"].wait')
+    browser.wait(
+        lambda: browser.run("return document.title").startswith("(1 waiting)"), 10, "title"
+    )
+    scr = browser.find("#screen")
+    browser.click(scr)
+    browser.type(scr, SECRET + "\ue007")
+    done = call(server, "read", {"job_id": job, "wait_ms": 5000, "until": {"pattern": "chars"}})
+    assert f"got {len(SECRET)} chars" in done["output"]
+    assert done["human_input"]["bytes"] == len(SECRET) + 1
+    browser.wait(lambda: "chars" in screen_text(browser), 10, "the screen after the prompt")
+    # nowhere: results (stream, raw, screen), the log on disk, the recording, the page
+    seen = [
+        json.dumps(done),
+        json.dumps(call(server, "read", {"job_id": job, "cursor": 0, "raw": True})),
+        json.dumps(call(server, "read", {"job_id": job, "screen": True})),
+        json.dumps(call(server, "list", {})),
+        get(server, f"/api/jobs/{job}/cast")[1].decode(),
+        get(server, f"/api/jobs/{job}/screen")[1].decode(),
+        get(server, f"/api/jobs/{job}/log")[1].decode(),
+        get(server, "/api/jobs")[1].decode(),
+        browser.source(),
+        str(browser.run("return document.body.innerText")),
+        server.stderr(),
+    ]
+    for path in (tmp_path / "data").rglob("*"):
+        if path.is_file():
+            seen.append(path.read_bytes().decode("utf-8", "replace"))
+    assert all(SECRET not in text for text in seen)
+    assert any("Password: " in text for text in seen)  # what was looked at is the real thing
+    shot(browser, "password-prompt.png")
+    call(server, "signal", {"job_id": job, "signal": "kill"})
