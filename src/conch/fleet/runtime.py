@@ -46,7 +46,7 @@ from conch.tools.resources import JOBS_RESOURCE, JOBS_URI, log_uri, parse_log_ur
 from conch.tools.tool import ErrorResult, Tool
 
 log = logging.getLogger("conch.fleet")
-WATCH_S = 1.0
+WATCH_S = 0.5  # how often the cluster is looked at (new nodes, lost ones)
 _START_TIMEOUT_S = 120.0
 _CLOSE_TIMEOUT_S = 15.0
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
