@@ -400,7 +400,11 @@ async def scale(jobs: int, n_callers: int, n_shells: int, churn_jobs: int) -> No
                     "(goal <= +50 ms)"
                 )
                 if n_shells:
-                    await shells(fc, n_shells, 10)
+                    try:
+                        await shells(fc, n_shells, 10)
+                    except Exception:
+                        traceback.print_exc()
+                        raise
                 if churn_jobs:
                     try:
                         await churn(fc, cluster, victim, churn_jobs, 10.0)
