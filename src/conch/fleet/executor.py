@@ -2,7 +2,11 @@
 
 Jobs, shells, logs and process hygiene stay on the node; the fleet calls ``call`` with a tool
 name and arguments and gets the structured result back (never a whole log: ``read`` pages).
-Jobs see ``CONCH_NODE_ID`` (the Ray node id) in their environment.
+A call and its reply cross Ray as one pickled ``bytes`` each (Ray serializes every argument
+apart; one opaque argument is its cheapest). ``changes`` is the node's side of what the fleet
+watches: it waits for the next changes of its jobs (their snapshots, conch.fleet.mirror) and
+the progress messages of calls that asked for them, and returns them in one batch. Jobs see
+``CONCH_NODE_ID`` (the Ray node id) in their environment.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import pickle
 import signal
 import socket
 import subprocess
@@ -19,8 +24,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from conch.config import Config
+from conch.core import JobView
 from conch.errors import ConchError
 from conch.fleet.guard import STOP
+from conch.fleet.mirror import Snapshot, snapshot
 from conch.runtime import Runtime
 from conch.tools.context import ToolContext
 
@@ -39,6 +46,18 @@ WORKER_ONLY_ENV = (
     NICENESS_ENV,
     KILL_CHILDREN_ENV,
 )
+#: a call's request: (tool, arguments, _meta, trusted, progress call id or 0)
+Request = tuple[str, Mapping[str, Any], Mapping[str, Any] | None, bool, int]
+#: its reply: (result, is_error, result _meta, running jobs here, snapshot of its job or None)
+Reply = tuple[dict[str, Any], bool, dict[str, Any] | None, int, Snapshot | None]
+
+
+def pack(value: Any) -> bytes:
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack(data: bytes) -> Any:
+    return pickle.loads(data)
 
 
 class NodeExecutor:
@@ -52,6 +71,11 @@ class NodeExecutor:
         self.config = dataclasses.replace(config, fleet="off")
         self.rt = Runtime(self.config)
         self._guard: subprocess.Popen[bytes] | None = None
+        # what ``changes`` has to report: jobs changed (None: the job/shell set), progress
+        self._dirty: set[str | None] = set()
+        self._progress: list[tuple[int, str]] = []
+        self._wake = asyncio.Event()
+        self._watching = False
 
     async def start(self) -> dict[str, Any]:
         # Ray runs this loop on a thread that blocks SIGINT: jobs would inherit the mask, and
@@ -72,12 +96,64 @@ class NodeExecutor:
     def running(self) -> int:
         return self.rt.view.running
 
-    async def call(
-        self, name: str, args: Mapping[str, Any], meta: Mapping[str, Any] | None, trusted: bool
-    ) -> tuple[dict[str, Any], bool, dict[str, Any] | None, int]:
-        """(result, is_error, result _meta, running jobs on this node)."""
-        out = await self.rt.call_tool_full(name, args, ToolContext(meta=meta, trusted=trusted))
-        return out.result, out.is_error, out.meta, self.running()
+    async def call(self, request: bytes) -> bytes:
+        """A packed :data:`Request` in, a packed :data:`Reply` out."""
+        name, args, meta, trusted, call_id = unpack(request)
+        started: list[JobView] = []
+        ctx = ToolContext(
+            meta=meta,
+            trusted=trusted,
+            progress=self._progress_of(call_id) if call_id else None,
+            on_started=started.append,
+        )
+        out = await self.rt.call_tool_full(name, args, ctx)
+        snap = snapshot(started[0]) if started and self._watching else None
+        reply: Reply = (out.result, out.is_error, out.meta, self.running(), snap)
+        return pack(reply)
+
+    # -- what the fleet watches -------------------------------------------------------------
+
+    def _progress_of(self, call_id: int) -> Any:
+        async def report(message: str) -> None:
+            self._progress.append((call_id, message))
+            self._wake.set()
+
+        return report
+
+    def _on_change(self, job_id: str | None) -> None:
+        self._dirty.add(job_id)
+        self._wake.set()
+
+    async def changes(self, wait_s: float) -> bytes:
+        """The next batch (packed): ``{"jobs": [snapshot...], "gone": [job id...], "set":
+        bool, "progress": [(call id, message)...], "running": int}``, after at most ``wait_s``
+        (an empty one then). The first call starts the watching."""
+        if not self._watching:
+            self._watching = True
+            self.rt.view.add_listener(self._on_change)
+        if not self._dirty and not self._progress:
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait_s)
+        dirty, self._dirty = self._dirty, set()
+        progress, self._progress = self._progress, []
+        jobs: list[Snapshot] = []
+        gone: list[str] = []
+        for job_id in dirty:
+            if job_id is None:
+                continue
+            try:
+                jobs.append(snapshot(self.rt.view.job(job_id)))
+            except ConchError:
+                gone.append(job_id)  # evicted
+        batch = {
+            "jobs": jobs,
+            "gone": gone,
+            "set": None in dirty,
+            "progress": progress,
+            "running": self.running(),
+        }
+        return pack(batch)
 
     async def resources(self) -> list[dict[str, Any]]:
         """This node's resources (the fleet qualifies their job ids)."""
@@ -92,6 +168,7 @@ class NodeExecutor:
         return True, mime, text
 
     async def load(self) -> int:
+        """Running jobs here (also the benchmark's measure of Ray's bare round trip)."""
         return self.running()
 
     async def aclose(self) -> None:

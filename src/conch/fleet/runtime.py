@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import re
@@ -23,8 +24,18 @@ from typing import TYPE_CHECKING, Any
 from conch.config import Config
 from conch.core import Once, is_loopback
 from conch.errors import ConchError, ConfigError, RuntimeClosedError
-from conch.fleet.executor import KILL_CHILDREN_ENV, NICENESS_ENV, NodeExecutor
+from conch.fleet.executor import (
+    KILL_CHILDREN_ENV,
+    NICENESS_ENV,
+    NodeExecutor,
+    Reply,
+    Request,
+    pack,
+    unpack,
+)
+from conch.fleet.handles import REFUSED, Handles, give_out, taken_by
 from conch.fleet.ids import ID_KEYS, qualify, qualify_result, split
+from conch.fleet.mirror import Mirrors
 from conch.fleet.nodes import Node, NodeTable
 from conch.fleet.tools import FleetRegistry, takes_node
 from conch.fleet.view import FleetView
@@ -35,12 +46,16 @@ from conch.tools.resources import JOBS_RESOURCE, JOBS_URI, log_uri, parse_log_ur
 from conch.tools.tool import ErrorResult, Tool
 
 log = logging.getLogger("conch.fleet")
-WATCH_S = 1.0
+WATCH_S = 0.5  # how often the cluster is looked at (new nodes, lost ones)
 _START_TIMEOUT_S = 120.0
 _CLOSE_TIMEOUT_S = 15.0
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 # tools that list what a runtime holds: the fleet asks every node and merges the lists
-LISTING = frozenset({"list", "bash.jobs"})
+LISTING = frozenset({"list", "bash.jobs", "shell_list"})
+#: how long a node's ``changes`` waits for something to report before it answers empty, and
+#: the pause after a batch (at most ~100 batches a second from a busy node)
+CHANGES_WAIT_S = 30.0
+CHANGES_PAUSE_S = 0.005
 
 
 class FleetRuntime(HostBase):
@@ -52,10 +67,20 @@ class FleetRuntime(HostBase):
     def __init__(self, config: Config | None = None, **_: Any) -> None:
         # (conch.Runtime hands its keywords on, e.g. owns_process: a fleet owns no process)
         self.config = config or Config(fleet="ray")
+        for name in self.config.profiles:
+            if name in REFUSED:
+                raise ConfigError(
+                    f"fleet: the {name} profile is not served on a fleet: {REFUSED[name]}; "
+                    "serve it without --fleet"
+                )
         self.table = NodeTable()
+        self.handles = Handles()
         self.info_extra: dict[str, Any] = {}
         self.registry = FleetRegistry(self.config.profiles)
-        self._view = FleetView(self.add_listener, self.table, self.registry)
+        # what the front ends watch of the nodes' jobs: their mirrors, fed by one ``changes``
+        # pump per node (started once someone listens or a call asks for progress)
+        self.mirrors = Mirrors(keep=self.config.max_jobs)
+        self._view = FleetView(self.add_listener, self.table, self.registry, self.mirrors)
         self._listeners: list[Callable[[str | None], None]] = []
         self._started = False
         self._closed = False
@@ -67,6 +92,10 @@ class FleetRuntime(HostBase):
         self._owns_ray = False
         self._remote: Any = None  # the NodeExecutor actor class
         self._ray: Any = None
+        self._pumps: dict[str, asyncio.Task[None]] = {}  # by node tag
+        self._call_ids = itertools.count(1)
+        self._progress: dict[int, Callable[[str], Any]] = {}  # call id -> ctx.progress
+        self._reports: set[asyncio.Future[Any]] = set()  # progress messages being sent
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -127,10 +156,12 @@ class FleetRuntime(HostBase):
         fresh, lost = self.table.update(rows)
         for node in lost:
             log.warning("node %s left the cluster; its jobs answer node_lost", node.node_id)
+            self._lost(node)
         for dead in self.table.with_dead_executors():
             # the node is still there: new work gets a new executor (the old one's jobs died
             # with it, its orphan guard killed what they left; their ids answer node_lost)
             log.warning("node %s: its executor died; starting a new one", dead.node_id)
+            self._lost(dead)
             fresh.append(self.table.replace(dead))
         for node in fresh:
             if node.node_id not in self._starting:
@@ -152,6 +183,8 @@ class FleetRuntime(HostBase):
             node.hostname = started.get("hostname", "")
             node.pid = int(started.get("pid", 0))
             node.ready = True
+            if self._listeners:
+                self._pump(node)
         except Exception as e:
             if not node.lost_reason:
                 node.lost_reason = f"its executor did not start ({type(e).__name__}: {e})"
@@ -184,7 +217,7 @@ class FleetRuntime(HostBase):
         await asyncio.shield(self._close_task)
 
     async def _aclose(self) -> None:
-        for task in (self._watch, self._refreshing):
+        for task in (self._watch, self._refreshing, *self._pumps.values()):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -217,15 +250,69 @@ class FleetRuntime(HostBase):
     # -- change listeners ------------------------------------------------------------------------
 
     def add_listener(self, fn: Callable[[str | None], None]) -> Callable[[], None]:
-        """fn(job_id or None) after every call that may have changed a job or shell."""
+        """fn(job_id or None) on every change of a job or shell on any node (as the nodes
+        report them), and after every call that may have changed one."""
         self._listeners.append(fn)
+        for node in self.table.usable():
+            self._pump(node)
         return lambda: self._listeners.remove(fn) if fn in self._listeners else None
+
+    def _fire(self, job_id: str | None) -> None:
+        for fn in list(self._listeners):
+            with contextlib.suppress(Exception):
+                fn(job_id)
+
+    # -- what the nodes report -------------------------------------------------------------------
+
+    def _pump(self, node: Node) -> None:
+        """Follow ``node``'s changes (once per executor)."""
+        if self._closed or node.tag in self._pumps or not node.ready:
+            return
+        self._pumps[node.tag] = asyncio.ensure_future(self._follow(node))
+
+    async def _follow(self, node: Node) -> None:
+        timeout = CHANGES_WAIT_S + self.config.fleet_timeout_ms / 1000
+        while not self._closed:
+            try:
+                batch = unpack(await self._ask(node, "changes", (CHANGES_WAIT_S,), timeout))
+            except ConchError as e:
+                if e.code == "node_lost":
+                    return  # (its jobs were marked lost by _lost)
+                await asyncio.sleep(WATCH_S)
+                continue
+            self._apply(node, batch)
+            if batch["jobs"] or batch["progress"]:
+                await asyncio.sleep(CHANGES_PAUSE_S)
+
+    def _apply(self, node: Node, batch: Mapping[str, Any]) -> None:
+        node.running = batch["running"]
+        for call_id, message in batch["progress"]:
+            report = self._progress.get(call_id)
+            if report is not None:
+                sent = asyncio.ensure_future(report(_qualify_ids(message, node.tag)))
+                self._reports.add(sent)
+                sent.add_done_callback(self._reports.discard)
+        for snap in batch["jobs"]:
+            fleet_id = qualify(snap["job_id"], node.tag)
+            self.mirrors.update(fleet_id, node.tag, snap)
+            self._fire(fleet_id)
+        for local in batch["gone"]:
+            self.mirrors.forget(qualify(local, node.tag))
+        if batch["set"] or batch["gone"]:
+            self._fire(None)
+
+    def _lost(self, node: Node) -> None:
+        """The node (or its executor) is gone: its running jobs end here as lost."""
+        pump = self._pumps.pop(node.tag, None)
+        if pump is not None:
+            pump.cancel()
+        for fleet_id in self.mirrors.lose_node(node.tag):
+            self._fire(fleet_id)
+        self._fire(None)
 
     def _changed(self, result: Mapping[str, Any]) -> None:
         job_id = result.get("job_id") if isinstance(result, Mapping) else None
-        for fn in list(self._listeners):
-            with contextlib.suppress(Exception):
-                fn(job_id if isinstance(job_id, str) else None)
+        self._fire(job_id if isinstance(job_id, str) else None)
 
     # -- tools -----------------------------------------------------------------------------------
 
@@ -264,6 +351,16 @@ class FleetRuntime(HostBase):
             return await self._list(tool, args, ctx)
         if tool.name == "info":
             return await self._info(tool, args, ctx)
+        named_handle = taken_by(tool.name, args)
+        if named_handle is not None:
+            kind, handle = named_handle
+            where = self.handles.resolve(kind, handle)
+            holder = self.table.by_tag(where[0]) if where is not None else None
+            if where is not None and holder is not None:
+                was = args[kind.arg]
+                args[kind.arg] = str(where[1]) if isinstance(was, str) else where[1]
+                return await self._call(holder, tool, args, ctx)
+            # a handle no node gave out: any node answers it in the profile's own words
         target: Node | None = None
         unqualified = False
         named = [(key, args[key]) for key in ID_KEYS & args.keys()]
@@ -322,11 +419,27 @@ class FleetRuntime(HostBase):
             )
         meta = dict(ctx.meta) if ctx.meta else None
         timeout = self._timeout_s(tool.name, args)
-        reply = await self._ask(node, "call", (tool.name, args, meta, ctx.trusted), timeout)
-        result, is_error, out_meta, running = reply
+        call_id = 0
+        if ctx.progress is not None and tool.progress:
+            # the node runs the call's progress as a local call does; its messages come with
+            # the node's changes
+            call_id = next(self._call_ids)
+            self._progress[call_id] = ctx.progress
+            self._pump(node)
+        request: Request = (tool.name, args, meta, ctx.trusted, call_id)
+        try:
+            packed = await self._ask(node, "call", (pack(request),), timeout)
+        finally:
+            if call_id:
+                self._progress.pop(call_id, None)
+        reply: Reply = unpack(packed)
+        result, is_error, out_meta, running, snap = reply
         node.running = running
+        if snap is not None:  # the job this call started, for the front ends that watch it
+            self.mirrors.update(qualify(snap["job_id"], node.tag), node.tag, snap)
         conch_shaped = self.registry.error_result_of(tool) is None
         result = qualify_result(result, node.tag, node.node_id, add_node=conch_shaped)
+        result = give_out(self.handles, tool.name, result, node.tag)
         if conch_shaped and not is_error and tool.name == "search":
             result["node"] = node.node_id  # where the files were searched
         if not tool.read_only:
@@ -374,15 +487,16 @@ class FleetRuntime(HostBase):
 
     async def list_resources(self, *, seed_only: bool = False) -> list[dict[str, Any]]:
         """The overview, and every retained job's log on every ready node (fleet ids)."""
+        profiles = [r.describe() for r in self.registry.resources]
         if seed_only:
-            return []  # seed resources stay with each node's runtime
+            return profiles  # (read from every node)
         await self._open()
         timeout = self.config.fleet_timeout_ms / 1000
         nodes = self.table.usable()
         replies = await asyncio.gather(
             *(self._ask(n, "resources", (), timeout) for n in nodes), return_exceptions=True
         )
-        out: list[dict[str, Any]] = [dict(JOBS_RESOURCE)]
+        out: list[dict[str, Any]] = [dict(JOBS_RESOURCE), *profiles]
         for node, reply in zip(nodes, replies, strict=True):
             if isinstance(reply, BaseException):
                 continue  # an absent node lists nothing
@@ -400,8 +514,10 @@ class FleetRuntime(HostBase):
         return out
 
     async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
-        """A job's log from its node; the overview with one section per ready node."""
-        if seed_only:
+        """A job's log from its node; the overviews (Conch's, a profile's) with one section
+        per ready node."""
+        profile_resource = self.registry.resource(uri)
+        if seed_only and profile_resource is None:
             raise ConchError("not_found", f"unknown resource {uri!r}")
         await self._open()
         timeout = self.config.fleet_timeout_ms / 1000
@@ -415,8 +531,9 @@ class FleetRuntime(HostBase):
             if not found:
                 raise ConchError("not_found", text)
             return mime, text
-        if uri != JOBS_URI:
+        if uri != JOBS_URI and profile_resource is None:
             raise ConchError("not_found", f"unknown resource {uri!r}")
+        mime = profile_resource.mime_type if profile_resource is not None else "text/markdown"
         nodes = self.table.usable()
         replies = await asyncio.gather(
             *(self._ask(n, "resource", (uri,), timeout) for n in nodes),
@@ -430,7 +547,7 @@ class FleetRuntime(HostBase):
                 parts.append(f"{head}\n\n({why})")
             else:
                 parts.append(f"{head}\n\n{_qualify_ids(reply[2], node.tag)}")
-        return "text/markdown", "\n\n".join(parts) or "(no node of the fleet is ready)"
+        return mime, "\n\n".join(parts) or "(no node of the fleet is ready)"
 
     async def _call_anywhere(
         self, tool: Tool, args: dict[str, Any], ctx: ToolContext
@@ -495,7 +612,8 @@ class FleetRuntime(HostBase):
                     merged.setdefault(key, []).extend(value)
                 else:
                     merged.setdefault(key, value)
-        for key in ("jobs", "shells") if tool.name == "list" else ("jobs",):
+        keys = {"list": ("jobs", "shells"), "bash.jobs": ("jobs",), "shell_list": ("shells",)}
+        for key in keys.get(tool.name, ()):
             merged.setdefault(key, [])
         if unreachable:
             merged["unreachable_nodes"] = unreachable

@@ -1,6 +1,6 @@
 """The tool registry as the fleet publishes it: the usual tools, with an optional ``node`` on
-the ones that place work (``exec``, ``shell_open``, ``search``) and ``nodes`` in ``info``; no
-in-process resources (jobs and their logs live on their nodes)."""
+the ones that place work (``exec``, ``shell_open``, ``search``) and ``nodes`` in ``info``. The
+profiles' resources are listed here and read on every node (conch.fleet.runtime)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,6 @@ class FleetRegistry(ToolRegistry):
         self.tools = [_fleet_tool(t) if self.error_result_of(t) is None else t for t in self.tools]
         self.unlisted = [_fleet_tool(t) for t in self.unlisted]
         self._by_name = {t.name: t for t in [*self.unlisted, *self.tools]}
-        self.resources = ()
 
 
 def takes_node(tool: Tool) -> bool:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from conch.core import JobView, ScreenSnapshot, ShellAvailable, ShellSummary
 from conch.errors import ConchError
+from conch.fleet.mirror import Mirrors
 from conch.fleet.nodes import NodeTable
 from conch.tools import resources
 from conch.tools.registry import ToolRegistry
@@ -13,7 +14,8 @@ from conch.tools.registry import ToolRegistry
 
 class FleetView:
     """What front ends watch of a fleet: its jobs and shells live on their nodes (``list`` and
-    the resources show them), so what it holds here is none; it counts what runs."""
+    the resources show them), so what it holds here is none; it counts what runs, and a job
+    it has heard of is its mirror (conch.fleet.mirror: what an MCP task waits on)."""
 
     bash: str | None = "bash"
 
@@ -22,16 +24,21 @@ class FleetView:
         add_listener: Callable[[Callable[[str | None], None]], Callable[[], None]],
         table: NodeTable,
         registry: ToolRegistry,
+        mirrors: Mirrors,
     ) -> None:
         self._add_listener = add_listener
         self._table = table
         self._registry = registry
+        self._mirrors = mirrors
 
     def add_listener(self, fn: Callable[[str | None], None]) -> Callable[[], None]:
         return self._add_listener(fn)
 
     def job(self, job_id: str) -> JobView:
-        raise ConchError("not_found", "a fleet's jobs live on their nodes: use `read`")
+        mirror = self._mirrors.get(job_id)
+        if mirror is None:
+            raise ConchError("not_found", f"no node has reported job {job_id!r}: use `read`")
+        return mirror
 
     def retained(self) -> list[JobView]:
         return []
