@@ -172,6 +172,11 @@ class JobMirror:
     def log(self) -> _LastLine:
         return self._log
 
+    @property
+    def attended(self) -> bool:
+        """Never: the fleet serves no take-over (the dashboard's typing is a local feature)."""
+        return False
+
     def input_state(self) -> tuple[bool, bool]:
         a, s = self._snap["input_state"]
         return bool(a), bool(s)
