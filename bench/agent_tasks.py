@@ -34,7 +34,7 @@ Tool sets and their policies (the natural use of each, see ``agent_tasks_toolset
 MCP tool timeouts: 60 s in both hosts (Codex ``tool_timeout_sec = 60``, Claude Code
 ``MCP_TOOL_TIMEOUT=60000``; Conch is told the same with ``CONCH_HOST_TIMEOUT_MS``).
 
-``--quick`` scales durations down (the build 4 s, the parallel jobs halved, the 10-minute job
+``--quick`` scales durations down (the build 4 s, the 10-minute job
 20 s under a 6 s host timeout) and says so in its output. Raw logs (every request body the
 fake model got, the MCP stdio, the host's output) go to ``.cache/bench/agent-tasks/<stamp>/``;
 the table to ``bench/results/<date>-agent-tasks[-quick].md``.
@@ -284,7 +284,18 @@ def run_one(task: Task, spec: ToolSetSpec, root: Path, quick: bool) -> Result:
         {"call": t.call if isinstance(t.call, str) else vars(t.call), "shown": t.shown, "at": t.at}
         for t in d.turns
     ]
-    record = {"answer": answer, "ok": ok, "why": why, "live": live, "turns": turns}
+    record = {
+        "task": task.key,
+        "toolset": spec.key,
+        "n_turns": len(d.turns),
+        "bytes": sum(t.shown_bytes for t in d.turns),
+        "seconds": run.seconds,
+        "answer": answer,
+        "ok": ok,
+        "why": why,
+        "live": live,
+        "turns": turns,
+    }
     (run_dir / "result.json").write_text(json.dumps(record, indent=1, default=str))
     return Result(
         task.key,
@@ -331,6 +342,54 @@ def table(results: list[Result], tasks: list[Task], keys: list[str]) -> str:
     return "\n".join(lines)
 
 
+def goals(results: list[Result], tasks: list[Task]) -> str:
+    """The issue's goals, per host: Conch's best profile against the best other tool set."""
+    host = {s.key: s.host for s in TOOLSETS}
+    lines = []
+    for h in ("codex", "claude"):
+        mine = [r for r in results if host.get(r.toolset) == h and r.toolset in CONCH_KEYS]
+        other = [r for r in results if host.get(r.toolset) == h and r.toolset not in CONCH_KEYS]
+        if not mine or not other:
+            continue
+        worse = []
+        for t in tasks:
+            a = [r.turns for r in mine if r.task == t.key and r.ok]
+            b = [r.turns for r in other if r.task == t.key and r.ok]
+            if a and b and min(a) > min(b):
+                worse.append(f"{t.key} ({min(a)} vs {min(b)})")
+            elif b and not a:
+                worse.append(f"{t.key} (Conch failed, another passed)")
+        lines.append(
+            f"- {h}: turns, Conch's best ≤ the best other on every task passed by both: "
+            + ("yes" if not worse else "no: " + ", ".join(worse))
+        )
+
+        def total(rs: list[Result], key: str) -> int:
+            return sum(r.bytes for r in rs if r.toolset == key)
+
+        def passed(rs: list[Result], key: str) -> int:
+            return sum(r.ok for r in rs if r.toolset == key)
+
+        mk = {r.toolset for r in mine}
+        ok_ = {r.toolset for r in other}
+        best_m = min(mk, key=lambda k: (-passed(mine, k), total(mine, k)))
+        best_o = min(ok_, key=lambda k: (-passed(other, k), total(other, k)))
+        bm, bo = total(mine, best_m), total(other, best_o)
+        lines.append(
+            f"- {h}: bytes, Conch's best by passes then bytes (`{best_m}`, {passed(mine, best_m)}"
+            f" passed) {bm / 1024:.1f} KB against the best other (`{best_o}`,"
+            f" {passed(other, best_o)} passed) {bo / 1024:.1f} KB: {bm / max(bo, 1):.2f}×"
+            f" (goal ≤ 0.5×)"
+        )
+    for key in sorted(CONCH_KEYS):
+        r10 = [r for r in results if r.task == "t10" and r.toolset == key]
+        if r10:
+            lines.append(f"- t10 `{key}`: {'survived' if r10[0].ok else 'FAILED: ' + r10[0].why}")
+    leaks = [r for r in results if r.task == "t9" and "LEAK" in r.why]
+    lines.append(f"- t9 leaks (the secret in what the model was shown): {len(leaks)}")
+    return "\n".join(lines)
+
+
 def failures(results: list[Result]) -> str:
     out = [
         f"- {r.task} `{r.toolset}`: {'' if r.ok else 'FAILED: '}{r.why[:300]}"
@@ -347,6 +406,11 @@ def main() -> None:
     ap.add_argument("--policies", default="", help="comma-separated tool set keys")
     ap.add_argument("--jobs", type=int, default=3, help="runs at once (long tasks run beside)")
     ap.add_argument("--no-write", action="store_true", help="print the table only")
+    ap.add_argument(
+        "--merge",
+        default="",
+        help="comma-separated earlier log dirs: their results are in the table unless rerun here",
+    )
     args = ap.parse_args()
     tasks = [t for t in TASKS if not args.tasks or t.key in args.tasks.split(",")]
     specs = [s for s in TOOLSETS if not args.policies or s.key in args.policies.split(",")]
@@ -355,7 +419,7 @@ def main() -> None:
     root.mkdir(parents=True, exist_ok=True)
     if args.quick:
         print(
-            "QUICK RUN: durations scaled down (build 4 s, jobs halved, the 10-min job 20 s "
+            "QUICK RUN: durations scaled down (the build 4 s, the 10-min job 20 s "
             "under a 6 s host timeout); the published table is the full run",
             flush=True,
         )
@@ -377,6 +441,29 @@ def main() -> None:
         futures += [pool.submit(one, t, s) for t, s in short_jobs]
         for f in futures:
             f.result()
+    rerun = {(r.task, r.toolset) for r in results}
+    for earlier in [d for d in args.merge.split(",") if d]:
+        for f in sorted(Path(earlier).glob("*/*/result.json")):
+            rec = json.loads(f.read_text())
+            if "n_turns" not in rec or (rec["task"], rec["toolset"]) in rerun:
+                continue
+            results.append(
+                Result(
+                    rec["task"],
+                    rec["toolset"],
+                    rec["n_turns"],
+                    rec["bytes"],
+                    rec["seconds"],
+                    rec["ok"],
+                    rec["why"],
+                    rec["answer"],
+                    str(f.parent),
+                )
+            )
+            rerun.add((rec["task"], rec["toolset"]))
+    if args.merge:
+        tasks = [t for t in TASKS if any(r.task == t.key for r in results)]
+        specs = [s for s in TOOLSETS if any(r.toolset == s.key for r in results)]
     keys = [s.key for s in specs]
     order = {(t.key, k): i for i, t in enumerate(tasks) for k in keys}
     results.sort(key=lambda r: order.get((r.task, r.toolset), 0))
@@ -385,6 +472,7 @@ def main() -> None:
     print(failures(results))
     if args.no_write:
         return
+    merged = [d for d in args.merge.split(",") if d]
     date = datetime.date.today().isoformat()
     name = f"{date}-agent-tasks{'-quick' if args.quick else ''}.md"
     doc = [
@@ -400,13 +488,23 @@ def main() -> None:
         "",
         body,
         "",
-        "Failures:",
+        "Goals (issue 21):",
+        "",
+        goals(results, tasks),
+        "",
+        "Failures and notes:",
         "",
         failures(results),
         "",
-        f"Raw logs: `{root.relative_to(REPO)}/<task>/<tool set>/` (gitignored): the fake model's"
+        "Raw logs: `"
+        + ", ".join(str(Path(d).resolve().relative_to(REPO)) for d in [root, *merged])
+        + "/<task>/<tool set>/` (gitignored): the fake model's"
         " request bodies (`model-requests.jsonl`), the MCP server's stdio, `result.json`.",
-        f"Wall time of the whole run: {time.monotonic() - started:.0f} s.",
+        (
+            f"Wall time of the whole run: {time.monotonic() - started:.0f} s."
+            if not merged
+            else "Merged from the runs above: a row is taken from the first that has it."
+        ),
         "",
     ]
     out = RESULTS / name

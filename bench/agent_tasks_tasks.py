@@ -339,7 +339,7 @@ def hang_policy(ts: ToolSet, w: Path, s: Setup) -> G:
         now = r.text if ts.cumulative else seen + r.text
         if not r.running or r.error:
             break
-        if now.strip() and now.strip() == seen.strip():  # 10 s without a new line: it hangs
+        if now.strip() == seen.strip():  # 10 s without a new line: it hangs
             yield from ts.stop(h)
             return f"hung after {seen.strip()!r}: stopped"
         seen = now

@@ -146,7 +146,7 @@ class ConchTools(ToolSet):
             r = self._out(
                 (yield self.call("read", job_id=out.handle, until="exit", wait_ms=120000))
             )
-            waited += self.max_wait_s
+            waited += 30  # give up after wait_s / 30 reads at the least
             text += r.text
             out = Out(text, r.running, r.exit_code, out.handle, r.error)
             if r.error:
@@ -174,7 +174,7 @@ class ConchTools(ToolSet):
             args = {"job_id": h.handle, "until": cond, "wait_ms": int(min(wait_s, 120) * 1000)}
             r = self._out((yield self.call("read", **args)))
             text += r.text
-            waited += min(wait_s, self.max_wait_s)
+            waited += min(wait_s, 30)  # give up after wait_s / 30 reads at the least
             done = not r.running or (until == "pattern" and re.search(pattern or "", text))
             if until == "change" or until == "input" or done or waited >= wait_s or r.error:
                 return Out(text, r.running, r.exit_code, h.handle, r.error)
@@ -368,11 +368,14 @@ class ClaudeTools(ToolSet):
     def wait(
         self, h: Out, until: str = "exit", pattern: str | None = None, wait_s: float = 60
     ) -> G:
-        waited = 0.0
+        waited, calls = 0.0, 0
         while True:
             ms = int(min(wait_s, 600) * 1000) if until in ("exit", "change") else 5000
-            r, _ = yield from self._output(h, True, ms)
-            waited += ms / 1000
+            r, text = yield from self._output(h, True, ms)
+            calls += 1
+            # a wait that ended early (an MCP host's horizon) says so: it counts as 60 s
+            early = "<retrieval_status>timeout</retrieval_status>" in text and self.server
+            waited += min(ms / 1000, 60) if early else ms / 1000
             if r.error or not r.running or waited >= wait_s or until in ("change", "input"):
                 return r
             if until == "pattern" and re.search(pattern or "", r.text):
@@ -423,8 +426,10 @@ class TfbashTools(ToolSet):
         self.host = host
         self.server = "tfbash"
         self.name = f"tfbash-mcp@{host}"
-        self.max_wait_s = 60
+        # its waits go up to 60 s, which is the host's tool timeout: 50 s keeps them inside
+        self.max_wait_s = 50
         self._shells: list[str] = []
+        self._cursors: dict[str, int] = {}
 
     def _d(self, text: str) -> dict[str, Any]:
         d = _json_after_prefix(text)
@@ -445,22 +450,30 @@ class TfbashTools(ToolSet):
         sid = d.get("shell_id") or (d.get("shell") or {}).get("shell_id")
         return sid
 
-    def _exec(self, sid: str, cmd: str, yield_ms: int) -> G:
-        d = self._d((yield self.call("shell_exec", shell_id=sid, command=cmd, yield_ms=yield_ms)))
+    def _exec(self, sid: str, cmd: str, yield_ms: int, timeout_ms: int | None = None) -> G:
+        args: dict[str, Any] = {"shell_id": sid, "command": cmd, "yield_ms": yield_ms}
+        if timeout_ms:
+            args["timeout_ms"] = timeout_ms
+        d = self._d((yield self.call("shell_exec", **args)))
+        if d.get("exec_id") and isinstance(d.get("next_cursor"), int):
+            self._cursors[str(d["exec_id"])] = d["next_cursor"]
         return self._out(d, sid)
 
     def _read(self, h: Out, wait_ms: int) -> G:
-        sid, eid, cursor = (h.handle or "||0").split("|")
+        sid, eid, _ = (h.handle or "||0").split("|")
         args: dict[str, Any] = {"shell_id": sid, "exec_id": eid, "wait_ms": wait_ms}
-        if cursor not in ("", "None"):
-            args["cursor"] = int(cursor)
-        return self._out(self._d((yield self.call("shell_read", **args))), sid)
+        if eid in self._cursors:  # from where the last result said to go on
+            args["cursor"] = self._cursors[eid]
+        d = self._d((yield self.call("shell_read", **args)))
+        if isinstance(d.get("next_cursor"), int):
+            self._cursors[eid] = d["next_cursor"]
+        return self._out(d, sid)
 
     def _follow(self, out: Out, wait_s: float) -> G:
         text, waited = out.text, 0.0
         while out.running and waited < wait_s and not out.error:
-            r = yield from self._read(out, 60000)
-            waited += 60
+            r = yield from self._read(out, 50000)
+            waited += 50
             text += r.text
             out = Out(text, r.running, r.exit_code, r.handle, r.error)
         return out
@@ -473,19 +486,20 @@ class TfbashTools(ToolSet):
 
     def run(self, cmd: str, wait_s: float = 120) -> G:
         sid = yield from self._free_shell()
-        out = yield from self._exec(sid, cmd, 60000)
+        out = yield from self._exec(sid, cmd, 50000)
         return (yield from self._follow(out, wait_s))
 
     def start(self, cmd: str, tty: bool = False, ready_port: int | None = None) -> G:
         sid = yield from self._new_shell()  # a shell of its own: one execution per shell
-        return (yield from self._exec(sid, cmd, 1000))
+        # its default timeout_ms (120 s) would kill a long job: 30 min, as Conch's default
+        return (yield from self._exec(sid, cmd, 1000, timeout_ms=1800000))
 
     def wait(
         self, h: Out, until: str = "exit", pattern: str | None = None, wait_s: float = 60
     ) -> G:
         text, waited = "", 0.0
         while True:
-            ms = 60000 if until == "exit" else 5000
+            ms = {"exit": 50000, "change": int(min(wait_s, 50) * 1000)}.get(until, 5000)
             r = yield from self._read(h, ms)
             h = Out(h.text, h.running, None, r.handle or h.handle)
             text += r.text
@@ -523,7 +537,7 @@ class TfbashTools(ToolSet):
         return Out("", handle=sid)
 
     def sh(self, sh: Out, cmd: str, state: list[str]) -> G:
-        out = yield from self._exec(str(sh.handle), cmd, 60000)
+        out = yield from self._exec(str(sh.handle), cmd, 50000)
         return (yield from self._follow(out, 120))
 
 
@@ -574,7 +588,8 @@ class AiDeviceBashTools(ToolSet):
     ) -> G:
         waited = 0.0
         while True:
-            t = min(wait_s, 600) if until == "exit" else 5
+            # an MCP call dies at the host's 60 s tool timeout: wait 50 s at most a call
+            t = min(wait_s, 50) if until == "exit" else 5
             r = self._out((yield self.call("get", pid=int(h.handle or 0), timeout=t, bytes=2000)))
             r.handle = h.handle
             waited += t
