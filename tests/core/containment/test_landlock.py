@@ -198,7 +198,10 @@ async def test_a_job_cannot_reach_another_jobs_temp_files(base, workspace, backe
         )
         where = a["output"].strip()
         assert where and a["state"] == "running", a
-        b = await rt.exec(command=f"cat {where}/s; ls {where}; echo x > {where}/planted; echo end")
+        # one stream (2>&1), so `end` is last whatever the load: stderr has its own pipe
+        b = await rt.exec(
+            command=f"exec 2>&1; cat {where}/s; ls {where}; echo x > {where}/planted; echo end"
+        )
         assert "secret-a" not in b["output"] and b["output"].endswith("end\n"), b
         assert not os.path.exists(os.path.join(where, "planted")) or backend == "bwrap"
         await rt.signal(a["job_id"], "kill")
@@ -214,7 +217,8 @@ async def test_the_data_dir_stays_hidden_through_symlinks_hard_links_and_renames
         first = await rt.exec(command="echo secret-log")
         log = first["log_path"]
         attack = (
-            f"ln -s {data} dlink; echo x > dlink/planted; cat dlink/{os.path.relpath(log, data)};"
+            f"exec 2>&1; ln -s {data} dlink; echo x > dlink/planted;"
+            f" cat dlink/{os.path.relpath(log, data)};"
             f" ln {log} hard 2>&1; mv {data} {workspace}/moved 2>&1;"
             f" mv {base} {workspace}/base 2>&1; cat /proc/self/root{log}; echo end"
         )
