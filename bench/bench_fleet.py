@@ -8,7 +8,11 @@
 * ``--scale``: ``conch serve --http --fleet ray`` against a local ``conch serve --http``, both
   driven by the same MCP callers over Streamable HTTP: 1,000 concurrent jobs of a mix from 100
   callers, 200 persistent shells x 10 commands, then churn (a node added, one removed, while
-  jobs run). ``--jobs N --callers N --shells N --churn N`` size it down.
+  jobs run). ``--jobs N --callers N --shells N --churn N`` size it down;
+* how late a resource update of ``conch://jobs/{id}/log`` reaches an MCP caller
+  after the job printed, through ``conch serve --http --fleet ray`` and a local server, the
+  same caller code (the printed line is the job's own CLOCK_MONOTONIC reading, the caller's
+  clock is the same); target <= +20 ms over local.
 
     uv run python bench/bench_fleet.py [--quick] [--scale]
 """
@@ -35,6 +39,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep 127.0.0.1 as it is
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
+import mcp_types as types
 import psutil
 from mcp import Client
 from ray.cluster_utils import Cluster
@@ -419,6 +424,68 @@ async def scale(jobs: int, n_callers: int, n_shells: int, churn_jobs: int) -> No
         cluster.shutdown()
 
 
+# prints the job's CLOCK_MONOTONIC reading (Python's monotonic clock) after a pause
+STAMP = "sleep 0.3; python3 -c 'import time; print(time.monotonic())'"
+
+
+async def update_delays(url: str, n: int) -> list[float]:
+    """Seconds from a job's print to the caller's receipt of its log resource's first update
+    after it (an update for the job's start may come before)."""
+    seen: dict[str, list[float]] = {}
+
+    async def on_message(msg: Any) -> None:
+        if isinstance(msg, types.ResourceUpdatedNotification):
+            seen.setdefault(str(msg.params.uri), []).append(time.monotonic())
+
+    delays = []
+    async with Client(url, mode="legacy", message_handler=on_message) as c:
+        for _ in range(n):
+            r = await c.call_tool("exec", {"command": STAMP, "yield_ms": 0})
+            uri = f"conch://jobs/{(r.structured_content or {})['job_id']}/log"
+            await c.subscribe_resource(uri)
+            deadline = time.monotonic() + 20
+            text = ""
+            while not text.strip():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{uri} printed nothing within 20 s")
+                contents = (await c.read_resource(uri)).contents[0]
+                text = getattr(contents, "text", "")
+                await asyncio.sleep(0.01)
+            printed = float(text.strip().splitlines()[-1])
+            while not any(t >= printed for t in seen.get(uri, [])):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no update of {uri} after its output within 20 s")
+                await asyncio.sleep(0.001)
+            delays.append(min(t for t in seen[uri] if t >= printed) - printed)
+    return delays
+
+
+async def notify(cluster: Cluster, n: int) -> None:
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            local_proc, local_url = serve(tmp)
+            procs.append(local_proc)
+            fleet_proc, fleet_url = serve(tmp, "--fleet", "ray", "--ray-address", cluster.address)
+            procs.append(fleet_proc)
+            await update_delays(local_url, 2)  # warm both
+            await update_delays(fleet_url, 2)
+            local: list[float] = []
+            fleet: list[float] = []
+            for _ in range(3):  # interleaved: the box's load falls on both alike
+                local += await update_delays(local_url, max(1, n // 3))
+                fleet += await update_delays(fleet_url, max(1, n // 3))
+            lm, fm = median_ms(local), median_ms(fleet)
+            print(
+                f"resource update after a job's print: local {lm:.1f} ms, fleet {fm:.1f} ms "
+                f"(median of {len(fleet)}): {fm - lm:+.1f} ms, ratio {fm / lm:.2f}x "
+                "(target <= +20 ms)"
+            )
+    finally:
+        for p in procs:
+            stop(p)
+
+
 async def main() -> None:
     if "--scale" in sys.argv:
         await scale(
@@ -441,6 +508,7 @@ async def main() -> None:
             async with FleetRuntime(cfg) as fleet, Runtime(Config(data_dir=data)) as local:
                 await overhead(fleet, local, 50 if QUICK else 300)
                 await spread(fleet)
+        await notify(cluster, 6 if QUICK else 30)
     finally:
         cluster.shutdown()
 
