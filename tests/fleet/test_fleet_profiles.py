@@ -43,7 +43,8 @@ async def test_ai_device_bash_get_follows_a_background_job_to_its_node(
 ) -> None:
     fleet, local = both(cluster, tmp_path, "ai-device-bash")
     async with fleet, local:
-        command = {"command": "echo early; sleep 0.6; echo late", "timeout": 0.2}
+        # 1 s for `early` to arrive before the call backgrounds: room for a loaded machine
+        command = {"command": "echo early; sleep 2; echo late", "timeout": 1}
         for rt in (fleet, local):
             handles = []
             for _ in range(3):  # one on each node (the least loaded takes the next)
@@ -51,7 +52,7 @@ async def test_ai_device_bash_get_follows_a_background_job_to_its_node(
                 assert r["code"] == "BACKGROUND" and r["output"] == "early\n", r
                 handles.append(r["background_pid"])
             for handle in handles:
-                r = await rt.call_tool("get", {"pid": handle, "timeout": 5})
+                r = await rt.call_tool("get", {"pid": handle, "timeout": 10})
                 assert r["code"] == "OK" and r["output"] == "early\nlate\n", r
                 assert r["background_pid"] is None and r["tool_mode"] == "bash"
             unknown = await rt.call_tool("get", {"pid": 12_345_678})

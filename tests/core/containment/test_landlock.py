@@ -256,7 +256,8 @@ async def main():
     async with conch.Runtime(cfg) as rt:
         info = await rt.info()
         r = await rt.exec(
-            command="echo in > f && touch /etc/conch-x; grep -c NoNewPrivs:.1 /proc/self/status"
+            command="exec 2>&1; echo in > f && touch /etc/conch-x; "
+            "grep -c NoNewPrivs:.1 /proc/self/status"
         )
         print(json.dumps({"sandbox": info["sandbox"], "output": r["output"]}))
 asyncio.run(main())

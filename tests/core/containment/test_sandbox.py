@@ -191,7 +191,7 @@ async def test_under_tmp_the_workspaces_neighbours_are_read_only_and_new_files_p
 async def test_read_only_makes_the_workspace_read_only_too(config, workspace, backend, denied):
     tmp = "/tmp" if backend == "bwrap" else "$TMPDIR"
     async with conch.Runtime(config(sandbox="read-only")) as rt:
-        r = await rt.exec(command=f"touch inside; echo tmp > {tmp}/t && cat {tmp}/t")
+        r = await rt.exec(command=f"exec 2>&1; touch inside; echo tmp > {tmp}/t && cat {tmp}/t")
         assert denied in r["output"]
         assert r["output"].endswith("tmp\n")
     assert not os.path.exists(os.path.join(workspace, "inside"))
