@@ -6,8 +6,11 @@ to a fake model on loopback (``agent_tasks_hosts.py``) that computes the next st
 host's request arrives, from the tool results in that request: a policy acts only on what the
 model was shown. Per finished task it counts
 
-- **turns**: the model's tool calls (Codex's ``tool_search`` that loads an MCP server's
-  deferred tools included: one per Codex run with an MCP server);
+- **turns**: the model's tool calls, Codex's ``tool_search`` included. Codex defers an MCP
+  server's tools and shows the model only a listing line (the first 247 characters of the
+  server's instructions); a policy calls a deferred tool directly only when that line names
+  the tool and every argument the call passes (Conch's call sheet, ``exec{command,…}``), and
+  otherwise runs one ``tool_search`` first (``Driver``, ``listed`` in agent_tasks_hosts.py);
 - **bytes received**: the sum of the content strings the host put in the conversation for the
   tool results (Codex ``function_call_output``, Claude Code ``tool_result`` and its
   ``<task-notification>`` messages), in UTF-8 bytes;
@@ -483,8 +486,10 @@ def main() -> None:
         + (" (quick: 6 s for t10; durations scaled down)" if args.quick else "")
         + ".",
         "Each cell: model turns / KB the model received for tool results / seconds (host"
-        " start-up included) ✓ pass or ✗ fail. Turns through Codex with an MCP server include"
-        " one `tool_search` that loads the deferred tools.",
+        " start-up included) ✓ pass or ✗ fail. Through Codex an MCP server's tools are"
+        " deferred: a policy calls one directly when the listing Codex shows (the first 247"
+        " characters of the server's instructions) names the tool and every argument it passes,"
+        " else it pays one `tool_search` turn first.",
         "",
         body,
         "",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -72,20 +73,39 @@ class Turn:
     at: float = 0.0
 
 
+_SHEET_CALL = r"\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}"
+
+
+def listed(listing: str, call: Call) -> bool:
+    """Whether ``listing`` (what the model was shown) names ``call``'s tool with each of the
+    arguments it passes, as ``tool{a,b|c,until:x|y}``."""
+    m = re.search(rf"(?<![\w]){re.escape(call.name)}{_SHEET_CALL}", listing)
+    if m is None:
+        return False
+    names = {alt for arg in m.group(1).split(",") for alt in arg.split(":")[0].split("|")}
+    return set(call.args) <= names
+
+
 class Driver:
     """Runs one policy against the requests of one host run. ``step(results)`` is called with
     the list of shown texts of the calls answered so far (by the host, in the request) and
     returns the next Call or Done; a retried request (fewer answered than asked) gets the same
     step again."""
 
-    def __init__(self, policy: Policy, tool_search: bool = False) -> None:
+    def __init__(self, policy: Policy, deferred: bool = False) -> None:
         self.policy = policy
+        # Codex defers an MCP server's tools: the model sees only the first 250 characters of
+        # the server's instructions (``listing``) until a ``tool_search`` loads the schemas.
+        # A call is made at once when the listing names the tool and every argument it
+        # passes (``tool{a,b|c}``, Conch's call sheet); else a tool_search comes first.
+        self.deferred = deferred
+        self.listing: str | None = None
+        self._held: Call | None = None
         self.turns: list[Turn] = []
         self.answer: str | None = None
         self.error: str | None = None
         self.done_at: float | None = None
         self.started = time.monotonic()
-        self._pending_search = tool_search
         self._actions: list[Call | Done | str] = []
         self._lock = threading.Lock()
         self._first = True
@@ -104,9 +124,8 @@ class Driver:
                     self.turns[i].shown, self.turns[i].shown_bytes = text, size
                     self.turns[i].at = time.monotonic() - self.started
             action: Call | Done | str
-            if self._pending_search:
-                self._pending_search = False
-                action = "tool_search"
+            if self._held is not None:  # the call a tool_search went before
+                action, self._held = self._held, None
             else:
                 try:
                     if self._first:
@@ -119,6 +138,14 @@ class Driver:
                 except Exception as e:  # a policy bug: end the run, say why
                     self.error = f"policy error: {e!r}"
                     action = Done(self.error)
+            if (
+                isinstance(action, Call)
+                and action.server is not None
+                and self.deferred
+                and not listed(self.listing or "", action)
+            ):
+                self.deferred = False  # one tool_search loads every tool of the server
+                self._held, action = action, "tool_search"
             if isinstance(action, Done):
                 self.answer = action.answer
                 self.done_at = time.monotonic()
@@ -205,6 +232,20 @@ class _Server:
         return Handler
 
 
+def deferred_listing(body: dict[str, Any]) -> str:
+    """The lines of Codex's ``Deferred tool namespaces`` message (each namespace and the
+    opening of its description: all the model knows of a deferred MCP server)."""
+    lines = []
+    for item in body.get("input", []):
+        if not isinstance(item, dict) or item.get("type") != "message":
+            continue
+        for part in item.get("content") or []:
+            text = part.get("text", "") if isinstance(part, dict) else ""
+            if "Deferred tool namespaces" in text:
+                lines += [line for line in text.splitlines() if line.startswith("- mcp__")]
+    return "\n".join(lines)
+
+
 class ReactiveResponses(_Server):
     """The OpenAI Responses API as Codex uses it, the next step computed per request."""
 
@@ -217,6 +258,8 @@ class ReactiveResponses(_Server):
         if path != "/v1/responses" or not isinstance(body, dict):
             return 404, "application/json", b'{"error":{"message":"not here"}}'
         outputs: dict[str, tuple[str, int]] = {}
+        if self.driver.listing is None:
+            self.driver.listing = deferred_listing(body)
         for item in body.get("input", []):
             if not isinstance(item, dict):
                 continue
@@ -531,7 +574,7 @@ def run_host(
     anything is killed (to check the live state)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     workdir.mkdir(parents=True, exist_ok=True)
-    driver = Driver(policy, tool_search=(host == "codex" and server is not None))
+    driver = Driver(policy, deferred=(host == "codex" and server is not None))
     wrapper = _wrapper(run_dir, server) if server is not None else None
     offline = Offline()
     fake: ReactiveResponses | ReactiveMessages | None = None

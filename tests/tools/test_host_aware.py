@@ -276,3 +276,36 @@ async def test_the_opening_of_the_instructions_says_what_conch_is_for(tmp_path) 
     head = text[:250]
     for word in ("shell", "exec", "read", "write", "signal", "shell_open", "search"):
         assert word in head, head
+
+
+# what Codex shows of an MCP server's instructions while its tools are deferred: the first 247
+# characters and "..." (measured: tests/hosts/codex/golden/tools.json)
+CODEX_DEFERRED_CHARS = 247
+
+
+@pytest.mark.parametrize("profile", ["conch", "codex", "claude-code"])
+async def test_the_call_sheet_opens_the_instructions_and_names_real_arguments(
+    tmp_path, profile
+) -> None:
+    """Every ``tool{a,b|c,...}`` of the call sheet (``list`` and ``info`` take no arguments and
+    are left out) is a tool of the profile and every name in
+    its braces a property of that tool's schema (an enum or pattern after ``:`` aside), all of
+    it inside what Codex shows before the tools are loaded."""
+    import re
+
+    from conch.mcp.server import ConchMCP
+    from conch.tools import registry
+
+    cfg = conch.Config(data_dir=str(tmp_path / "d"), profiles=[profile])
+    async with conch.Runtime(cfg) as rt:
+        text = ConchMCP(rt).server.instructions or ""
+    sheet = registry.profile(profile).call_sheet
+    assert sheet and sheet in text[:CODEX_DEFERRED_CHARS], text[:CODEX_DEFERRED_CHARS]
+    tools = {t.name: t for t in registry.profile(profile).tools()}
+    calls = re.findall(r"(\w+)\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}", sheet)
+    assert calls and {name for name, _ in calls} <= set(tools), calls
+    for name, args in calls:
+        props = tools[name].input_schema.get("properties", {})
+        for arg in filter(None, args.split(",")):
+            for alt in arg.split(":")[0].split("|"):
+                assert alt in props, f"{name}{{{arg}}}: {alt} is not an argument of {name}"

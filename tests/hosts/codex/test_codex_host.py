@@ -118,6 +118,27 @@ def test_codex_lists_conch_tools_to_the_model(drive, tmp_path: Path, logged_conc
     )
 
 
+def test_a_deferred_tool_is_called_from_the_listing_alone(drive):
+    """Before any tool_search the model knows of Conch only the listing's line (the first 247
+    characters of the instructions). Conch's call sheet there names exec and its arguments,
+    and Codex runs a call to the still-deferred tool: the turn a tool_search costs is saved."""
+    run = drive([Call("exec", {"command": "echo hi", "yield_ms": 5000}), Say("done")])
+    listing = [
+        line
+        for item in run.fake.requests[0]["input"]
+        if item.get("type") == "message"
+        for part in item.get("content", [])
+        for line in part.get("text", "").splitlines()
+        if line.startswith(f"- {NAMESPACE}:")
+    ]
+    assert len(listing) == 1 and "exec{command,yield_ms," in listing[0], listing
+    assert not any(t.get("name") == NAMESPACE for t in run.fake.requests[0]["tools"])
+    out = run.output(0)
+    assert isinstance(out, str) and out.startswith("Wall time: "), out
+    body = json.loads(out.split("Output:\n", 1)[1])
+    assert body["state"] == "exited" and body["output"] == "hi\n", body
+
+
 # --- exec -----------------------------------------------------------------------------------------
 
 

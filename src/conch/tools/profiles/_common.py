@@ -56,6 +56,11 @@ class Profile:
     render_text: Callable[[dict[str, Any], bool], str] | None = None
     # tools callable by name but not listed (kept for clients of an earlier catalogue)
     unlisted: Callable[[], tuple[Tool, ...]] = lambda: ()
+    # the calls in one line, ``tool{argument,...}``, that open the server's instructions: a
+    # host that defers an MCP server's tools (Codex) shows the model only the first 250
+    # characters of them, and with this line a model can call a tool without first loading
+    # its schema (a turn); see docs/hosts.md
+    call_sheet: str = ""
 
 
 class ProfileError(Exception):

@@ -284,4 +284,10 @@ def unlisted_tools() -> tuple[Tool, ...]:
     return _tools(_UNLISTED)
 
 
-PROFILE = Profile("conch", conch_tools, unlisted=unlisted_tools)
+# the calls as the first 250 characters of the instructions show them (Profile.call_sheet)
+CALL_SHEET = (
+    "exec{command,yield_ms,pty,ready,shell_id,cwd,env} runs one; then read{job_id|job_ids,"
+    "until:exit|quiet|input|{pattern},wait_ms}, write{job_id,text|keys}, signal{job_id}; "
+    "shell_open{cwd,env}; search{pattern}."
+)
+PROFILE = Profile("conch", conch_tools, unlisted=unlisted_tools, call_sheet=CALL_SHEET)

@@ -122,4 +122,8 @@ PROFILE = Profile(
     error_result=_error_result,
     result_is_error=lambda result: bool(result.get("is_error")),
     render_text=_text,
+    call_sheet=(
+        "Bash{command,timeout,run_in_background,description} runs one; a background one: "
+        "TaskOutput{task_id,block,timeout}, TaskStop{task_id}."
+    ),
 )

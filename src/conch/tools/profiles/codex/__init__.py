@@ -105,4 +105,12 @@ def openai_tools() -> list[dict[str, Any]]:
     ]
 
 
-PROFILE = Profile("codex", tools, result_is_error=lambda result: bool(result.get("error")))
+PROFILE = Profile(
+    "codex",
+    tools,
+    result_is_error=lambda result: bool(result.get("error")),
+    call_sheet=(
+        "exec_command{cmd,yield_time_ms,tty,workdir,max_output_tokens} runs one; while it "
+        'runs (a session ID): write_stdin{session_id,chars,yield_time_ms} (chars "": wait).'
+    ),
+)
