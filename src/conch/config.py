@@ -25,6 +25,10 @@ MAX_OUTPUT_BYTES = MiB  # max_output_bytes / max_bytes: one inline window
 # on a 50x200 terminal: bench/bench_screen.py)
 SCREENS_KEPT = 16
 SCREEN_CATCHUP_BYTES = 16 * 1024
+# a terminal's size that `write {resize}` may set, rows and columns alike: 2 (a line and a status
+# line: less, top) to 1000 (bounds the emulator's screen; a look that large is not measured yet)
+TERMINAL_MIN_SIZE = 2
+TERMINAL_MAX_SIZE = 1000
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9._-]{0,63}$"  # job and shell names
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"  # environment variable names
 SEARCH_MAX_PATTERN_CHARS = 65536

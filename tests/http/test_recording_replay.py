@@ -115,3 +115,63 @@ def test_asciinema_plays_a_recording_to_the_screen_the_dashboard_showed(
     assert played["cursor"] == shown["cursor"]
     assert played["alternate"] == shown["alternate"]
     call(server, "signal", {"job_id": job["job_id"], "signal": "kill"})
+
+
+# a full-screen program that repaints at its terminal's size on each SIGWINCH
+REDRAWS = r"""
+import os, signal, sys, time
+def draw(*_):
+    cols, rows = os.get_terminal_size()
+    sys.stdout.write(f"\x1b[H\x1b[2J\x1b[1;33mrows={rows} cols={cols}\x1b[0m\n")
+    sys.stdout.write("".join(f"line {i} " + "=" * (cols - 12) + "\n" for i in range(rows - 2)))
+    sys.stdout.write(f"\x1b[{rows};1H\x1b[7m" + "#" * (cols - 1) + f"\x1b[0m\x1b[2;{cols // 2}H")
+    sys.stdout.flush()
+signal.signal(signal.SIGWINCH, draw)
+sys.stdout.write("\x1b[?1049h"); draw()
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_resized_session_replays_to_the_screen_the_dashboard_showed(
+    tmp_path: Path, server: HttpServer
+):
+    job = call(
+        server, "exec", {"argv": [sys.executable, "-c", REDRAWS], "pty": True, "yield_ms": 500}
+    )
+    assert "rows=50 cols=200" in job["output"]
+    w = call(server, "write", {"job_id": job["job_id"], "resize": {"rows": 24, "cols": 90}})
+    assert "rows=24 cols=90" in w["output"]
+    shown = screen(server, job["job_id"])
+    assert (shown["rows"], shown["cols"]) == (24, 90)
+    assert "".join(run["text"] for run in shown["lines"][0]) == "rows=24 cols=90"
+    cast = tmp_path / "x.cast"
+    conch_cast(server, job["job_id"], cast)
+    lines = cast.read_text().splitlines()
+    assert (json.loads(lines[0])["width"], json.loads(lines[0])["height"]) == (200, 50)
+    events = [json.loads(x) for x in lines[1:]]
+    assert [e[1:] for e in events if e[1] == "r"] == [["r", "90x24"]]
+    # asciinema 2 plays output only: its terminal takes the new size before playing, and the
+    # program's repaint after the resize gives the final screen
+    player = call(
+        server,
+        "exec",
+        {
+            "argv": ["sh", "-c", f"stty -echo; read go; asciinema cat {cast}"],
+            "pty": True,
+            "yield_ms": 300,
+        },
+    )
+    call(
+        server,
+        "write",
+        {"job_id": player["job_id"], "resize": {"rows": 24, "cols": 90}, "keys": ["enter"]},
+    )
+    done = call(server, "read", {"job_id": player["job_id"], "wait_ms": 20000, "until": "exit"})
+    assert done["state"] == "exited" and done["exit_code"] == 0, done
+    played = screen(server, player["job_id"])
+    assert (played["rows"], played["cols"]) == (24, 90)
+    assert played["lines"] == shown["lines"]
+    assert played["cursor"] == shown["cursor"]
+    assert played["alternate"] == shown["alternate"]
+    call(server, "signal", {"job_id": job["job_id"], "signal": "kill"})

@@ -125,6 +125,14 @@ async def write(job: Job, req: WriteRequest, budget: int) -> JobSnapshot:
             f"a person is typing into job {job.job_id} from the dashboard; retry after they "
             f"hand back or in {job.attendance.idle_in_s:.0f} s (when they stop typing)",
         )
+    size = req.size
+    if size is not None and job.streams:
+        raise ConchError(
+            "invalid_argument",
+            f"job {job.job_id} runs on pipes, not a terminal: only pty and shell jobs have a "
+            "size (exec with pty: true, or a shell)",
+            field="resize",
+        )
     data = req.text.encode("utf-8") if req.text is not None else b""
     eof = req.eof
     if req.keys:
@@ -136,12 +144,23 @@ async def write(job: Job, req: WriteRequest, budget: int) -> JobSnapshot:
                 job.driver.send_signal(sig)
             data, eof = data + more, eof or close
     before = job.log.size()
+    if size is not None:
+        resize(job, *size)
     if data:
         await job.driver.write(data)
     if eof:
         await job.driver.close_stdin()
     await settle_output(job, req.yield_ms / 1000)
     return window_from(job, before, budget)
+
+
+def resize(job: Job, rows: int, cols: int) -> None:
+    """Set a terminal job's size: its terminal (the program gets SIGWINCH), its recording
+    (a resize event where its log stands now) and so its screen (core/jobs/screens.py)."""
+    assert job.driver is not None and job.recording is not None
+    job.driver.resize(rows, cols)
+    job.recording.resize(rows, cols, job.log.size())
+    job.notify()
 
 
 def _keys_bytes(job: Job, text: str | None, keys: Sequence[str]) -> bytes:

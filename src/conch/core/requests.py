@@ -270,13 +270,15 @@ class CheckedRead:
 
 @dataclass(frozen=True)
 class WriteRequest:
-    """A ``write``: text and/or named keys to a job's stdin or terminal, or EOF."""
+    """A ``write``: text and/or named keys to a job's stdin or terminal, or EOF; ``resize``
+    (``{"rows", "cols"}``) first sets a terminal job's size (SPEC §8)."""
 
     job_id: str
     _: KW_ONLY
     text: str | None = None
     keys: Sequence[str] | None = None
     eof: bool = False
+    resize: Mapping[str, int] | None = None
     yield_ms: int = 1000
     # the most bytes of output the result shows (default: the configured inline budget); a
     # profile lowers it below where its host cuts a result
@@ -285,9 +287,28 @@ class WriteRequest:
     def checked(self) -> WriteRequest:
         check_wait("yield_ms", self.yield_ms)
         _check_budget(self.max_bytes)
-        if self.text is None and not self.keys and not self.eof:
-            raise _invalid("text", "give text, keys or eof")
+        if self.resize is not None:
+            terminal_size(self.resize)
+        elif self.text is None and not self.keys and not self.eof:
+            raise _invalid("text", "give text, keys, eof or resize")
         return self
+
+    @property
+    def size(self) -> tuple[int, int] | None:
+        """``resize`` as (rows, columns), checked; None without one."""
+        return None if self.resize is None else terminal_size(self.resize)
+
+
+def terminal_size(value: object) -> tuple[int, int]:
+    """A terminal size ``{"rows": R, "cols": C}`` as (rows, columns), each within the limits."""
+    lo, hi = limits.TERMINAL_MIN_SIZE, limits.TERMINAL_MAX_SIZE
+    if not isinstance(value, Mapping) or set(value) != {"rows", "cols"}:
+        raise _invalid("resize", 'resize must be {"rows": R, "cols": C}')
+    rows, cols = value["rows"], value["cols"]
+    for name, n in (("rows", rows), ("cols", cols)):
+        if isinstance(n, bool) or not isinstance(n, int) or not lo <= n <= hi:
+            raise _invalid("resize", f"resize.{name} must be an integer from {lo} to {hi}")
+    return rows, cols
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from conch.config import (
     MAX_OUTPUT_BYTES,
     MAX_WAIT_MS,
     NAME_PATTERN,
+    TERMINAL_MAX_SIZE,
+    TERMINAL_MIN_SIZE,
     MiB,
 )
 from conch.core import KEY_NAMES
@@ -40,6 +42,7 @@ PURPOSE = {
     "description": "Why you run this (<= 200 chars); echoed in _meta.summary only.",
 }
 YIELD = {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS}
+TERMINAL_SIZE = {"type": "integer", "minimum": TERMINAL_MIN_SIZE, "maximum": TERMINAL_MAX_SIZE}
 # containment (SPEC §9a): the same four arguments on exec and shell_open
 FENCE = {
     "sandbox": {
@@ -227,6 +230,12 @@ WRITE_INPUT = obj(
             "description": "Keys to send after text, e.g. enter, ctrl-c, up, tab, esc.",
         },
         "eof": {"type": "boolean", "description": "Close stdin (pipes) / send ctrl-d (terminals)."},
+        "resize": {
+            **obj({"rows": TERMINAL_SIZE, "cols": TERMINAL_SIZE}, ("rows", "cols")),
+            "description": "Set the terminal's size first (pty and shell jobs; the program gets "
+            f"SIGWINCH), rows and cols {TERMINAL_MIN_SIZE}-{TERMINAL_MAX_SIZE}. Terminals start "
+            "at 50 rows x 200 cols.",
+        },
         "yield_ms": {**YIELD, "description": "Wait for output to settle, 0-120000. Default 1000."},
         "purpose": PURPOSE,
     },

@@ -67,6 +67,40 @@ def test_resize_keeps_the_screen_at_the_new_size():
     assert (snap["rows"], snap["cols"]) == (4, 5) and snap["lines"][0] == "abcde"
 
 
+def test_blanks_an_erase_left_at_the_end_of_a_row_are_not_runs():
+    s = fed(b"long line here\x1b[2J\x1b[Hshort")
+    assert s.snapshot()["runs"][0] == [{**s.snapshot()["runs"][0][0], "text": "short"}]
+    s = fed(b"\x1b[7minverse   \x1b[0m")  # blanks a person sees are kept
+    assert s.snapshot()["runs"][0][-1]["text"] == "inverse   "
+
+
+def test_a_shorter_screen_drops_rows_below_the_cursor_first():
+    s = fed(b"one\ntwo\nthree")
+    s.resize(3, 20)
+    snap = s.snapshot()
+    assert snap["lines"] == ["one", "two", "three"]
+    assert snap["cursor"] == {"row": 2, "col": 5, "visible": True}
+
+
+def test_a_shorter_screen_keeps_the_cursors_row_in_sight():
+    s = fed(b"1\n2\n3\n4\nlast")
+    s.resize(2, 20)
+    snap = s.snapshot()
+    assert snap["lines"] == ["4", "last"] and snap["cursor"]["row"] == 1
+    s.resize(4, 20)  # what was dropped does not come back
+    assert s.snapshot()["lines"] == ["4", "last", "", ""]
+
+
+def test_resize_fits_the_primary_screen_behind_the_alternate_one():
+    s = fed(b"1\n2\n3\n4\nshell$ \x1b[?1049h\x1b[Hfull")
+    s.resize(3, 4)
+    assert s.text() == ["full", "", ""]
+    s.feed(b"\x1b[?1049l")
+    snap = s.snapshot()
+    assert snap["lines"] == ["3", "4", "shel"]
+    assert snap["cursor"]["row"] == 2 and snap["cursor"]["col"] == 3
+
+
 def test_screen_text_ends_with_the_cursor_position():
     text = screen_text(fed(b"hi\x1b[?25l").snapshot())
     assert text == "hi\n[screen 20x5; cursor at row 1, column 3 (hidden)]"

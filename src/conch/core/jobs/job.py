@@ -48,6 +48,10 @@ class JobDriver(Protocol):
 
     def send_signal(self, signum: int) -> None: ...
 
+    def resize(self, rows: int, cols: int) -> None:
+        """Set the job's terminal to rows × cols (terminal jobs only: ``invalid_argument``
+        for pipes)."""
+
     async def stop(self, reason: str, grace_s: float) -> None:
         """Stop the job's whole tree; the job ends in state ``reason``."""
 

@@ -209,6 +209,14 @@ class PipeDriver(ProcessDriver):
     async def close_stdin(self) -> None:
         self._close_stdin_when_written()
 
+    def resize(self, rows: int, cols: int) -> None:
+        raise ConchError(
+            "invalid_argument",
+            f"job {self.job.job_id} runs on pipes, not a terminal: only pty and shell jobs have "
+            "a size",
+            field="resize",
+        )
+
     def input_state(self) -> tuple[bool, bool]:
         if self._stdin_w is None or self.job.terminal or not procfs.LINUX or self.pid is None:
             return False, False

@@ -119,6 +119,12 @@ class PtyDriver(ProcessDriver):
         if self._master is not None:
             await self.write(terminal.eof_byte(self._master))
 
+    def resize(self, rows: int, cols: int) -> None:
+        if not self.stdin_open:
+            raise ConchError("stdin_closed", "the job's terminal is closed")
+        assert self._master is not None
+        terminal.set_size(self._master, rows, cols)
+
     def input_state(self) -> tuple[bool, bool]:
         if self._master is None or self.pid is None or self.job.terminal:
             return False, False

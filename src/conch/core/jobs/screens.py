@@ -7,7 +7,8 @@ output, so it is fed from the job's log when the screen is looked at (the dashbo
 feeds at most ``catchup`` bytes: after a longer gap the screen restarts from the last full
 repaint within reach (a clear, the alternate screen, a reset), else from the last ``catchup``
 bytes, so a look costs milliseconds however much the job printed. At most ``keep`` screens are
-held (least recently looked at dropped first, rebuilt from the log if looked at again).
+held (least recently looked at dropped first, rebuilt from the log if looked at again). The
+terminal's size follows the recording's resizes, each at the place in the log where it came.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from conch.core.jobs.job import Job
+from conch.core.output.cast import Recording
 from conch.core.output.screen import Screen, ScreenSnapshot
 from conch.core.output.utf8 import boundary_at_or_after
 from conch.errors import ConchError
@@ -26,13 +28,22 @@ _ALT_OFF = (b"\x1b[?1049l", b"\x1b[?1047l", b"\x1b[?47l")
 
 
 class _Entry:
-    __slots__ = ("fed_to", "screen", "snap", "version")
+    __slots__ = ("fed_to", "resized", "screen", "snap", "version")
 
     def __init__(self, rows: int, cols: int) -> None:
         self.screen = Screen(rows, cols)
         self.fed_to = 0  # log offset fed so far
+        self.resized = 0  # how many of the recording's resizes the screen has had
         self.snap: ScreenSnapshot | None = None
         self.version = -1
+
+
+def _recording(job: Job) -> Recording:
+    if job.recording is None:
+        raise ConchError(
+            "invalid_argument", f"job {job.job_id} has no terminal (only pty and shell jobs)"
+        )
+    return job.recording
 
 
 class Screens:
@@ -44,31 +55,22 @@ class Screens:
 
     def look(self, job: Job) -> ScreenSnapshot:
         """The job's screen now."""
-        rec = job.recording
-        if rec is None:
-            raise ConchError(
-                "invalid_argument", f"job {job.job_id} has no terminal (only pty and shell jobs)"
-            )
-        rows, cols = rec.size
+        rec = _recording(job)
         entry = self._held.get(job.job_id)
         if entry is None:
-            entry = self._held[job.job_id] = _Entry(rows, cols)
+            entry = self._held[job.job_id] = _Entry(*rec.first_size)
             while len(self._held) > self.keep:
                 self._held.popitem(last=False)
         else:
             self._held.move_to_end(job.job_id)
-        if (
-            entry.snap is not None
-            and entry.version == job.version
-            and entry.screen.size
-            == (
-                rows,
-                cols,
-            )
-        ):
-            return entry.snap
-        entry.screen.resize(rows, cols)
-        self._catch_up(entry, job)
+        if entry.snap is not None and entry.version == job.version:
+            return entry.snap  # a resize changes the version too (core/ops.py)
+        end = job.log.size()
+        fed, entry.resized = feed_to(
+            entry.screen, job, entry.fed_to, end, self.catchup, entry.resized
+        )
+        self.bytes_fed += fed
+        entry.fed_to = end
         entry.snap = entry.screen.snapshot()
         entry.version = job.version
         return entry.snap
@@ -76,30 +78,42 @@ class Screens:
     def drop(self, job_id: str) -> None:
         self._held.pop(job_id, None)
 
-    def _catch_up(self, entry: _Entry, job: Job) -> None:
-        end = job.log.size()
-        self.bytes_fed += feed_to(entry.screen, job, entry.fed_to, end, self.catchup)
-        entry.fed_to = end
-
     def at(self, job: Job, t: float) -> tuple[ScreenSnapshot, float]:
         """The job's screen ``t`` seconds into its recording (the dashboard's replay), and the
         recording's length in seconds. Built afresh, at the same bounded cost as a look."""
-        rec = job.recording
-        if rec is None:
-            raise ConchError(
-                "invalid_argument", f"job {job.job_id} has no terminal (only pty and shell jobs)"
-            )
+        rec = _recording(job)
         screen = Screen(*rec.first_size)
         end = min(rec.offset_at(t), job.log.size())
-        self.bytes_fed += feed_to(screen, job, 0, end, self.catchup)
+        fed, _ = feed_to(screen, job, 0, end, self.catchup, 0)
+        self.bytes_fed += fed
         return screen.snapshot(), rec.duration
 
 
-def feed_to(screen: Screen, job: Job, start: int, end: int, catchup: int) -> int:
-    """Feed ``screen`` (which has had the log up to ``start``) the log up to ``end``, at most
-    ``catchup`` bytes of it; returns how many bytes were fed."""
+def feed_to(
+    screen: Screen, job: Job, start: int, end: int, catchup: int, resized: int
+) -> tuple[int, int]:
+    """Feed ``screen`` (which has had the log up to ``start`` and the first ``resized`` of the
+    recording's resizes) the log up to ``end``, at most ``catchup`` bytes of it, each resize at
+    its place in the log. Returns how many bytes were fed and how many resizes it has had."""
+    rec = _recording(job)
     if end - start > catchup:
         start = _restart_point(screen, job, end, catchup)
+        # the screen was reset: it gets the size the terminal had there
+        resized = sum(1 for r in rec.resizes if r[1] <= start)
+        screen.resize(*rec.size_at(start))
+    fed = 0
+    for _, at, rows, cols in rec.resizes[resized:]:
+        if at > end:
+            break
+        if at > start:
+            fed += _feed(screen, job, start, at)
+            start = at
+        screen.resize(rows, cols)
+        resized += 1
+    return fed + _feed(screen, job, start, end), resized
+
+
+def _feed(screen: Screen, job: Job, start: int, end: int) -> int:
     if end <= start:
         return 0
     data = job.log.read(start, end)

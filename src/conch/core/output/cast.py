@@ -22,6 +22,7 @@ import codecs
 import json
 import time
 from array import array
+from collections import deque
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -48,14 +49,16 @@ class Recording:
         self._ends = array("q")  # the log's size when the mark was made
         self._coalesce = COALESCE_S
         self.resizes: list[tuple[float, int, int, int]] = []  # (t, offset, rows, cols)
+        self._split = False  # a resize came since the last mark: the next one starts afresh
 
     def mark(self, log_size: int) -> None:
         """Output arrived: the log now holds ``log_size`` bytes."""
         t = time.monotonic() - self._t0
         times = self._times
-        if times and t - times[-1] < self._coalesce:
+        if times and t - times[-1] < self._coalesce and not self._split:
             self._ends[-1] = log_size
             return
+        self._split = False
         if len(times) >= MAX_MARKS:
             self._thin()
         self._times.append(t)
@@ -72,10 +75,22 @@ class Recording:
         self._coalesce = max(self._coalesce * 2, COALESCE_S)
 
     def resize(self, rows: int, cols: int, log_size: int) -> None:
+        """The terminal became rows × cols when the log held ``log_size`` bytes (what comes
+        after is drawn at the new size, so no mark spans the resize)."""
         if (rows, cols) == self.size:
             return
         self.size = (rows, cols)
         self.resizes.append((time.monotonic() - self._t0, log_size, rows, cols))
+        self._split = True
+
+    def size_at(self, offset: int) -> tuple[int, int]:
+        """The terminal's size once the log held ``offset`` bytes (resizes there included)."""
+        size = self.first_size
+        for _, at, rows, cols in self.resizes:
+            if at > offset:
+                break
+            size = (rows, cols)
+        return size
 
     def offset_at(self, t: float) -> int:
         """How much of the log had arrived ``t`` seconds after the start."""
@@ -100,29 +115,37 @@ class Recording:
 
 
 def cast_lines(rec: Recording, log: _Log) -> Iterator[str]:
-    """The asciicast v2 of ``rec`` over ``log``, one JSON line at a time (no newlines)."""
+    """The asciicast v2 of ``rec`` over ``log``, one JSON line at a time (no newlines). A
+    resize comes where the log stood when it happened, and times never go back."""
     rows, cols = rec.first_size
     yield json.dumps({"version": 2, "width": cols, "height": rows, "timestamp": int(rec.started)})
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    resizes = list(rec.resizes)
+    resizes = deque(rec.resizes)
     total = log.size()
+    clock = 0.0
     for t, start, end in rec.events():
-        while resizes and resizes[0][1] <= start:
-            rt, _, r, c = resizes.pop(0)
-            yield json.dumps([round(rt, 6), "r", f"{c}x{r}"])
-        end = min(end, total)
-        pos = start
-        while pos < end:
-            stop = min(end, pos + _READ_CHUNK)
-            text = decoder.decode(log.read(pos, stop)).replace("\n", "\r\n")
-            pos = stop
-            if text:
-                yield json.dumps([round(t, 6), "o", text], ensure_ascii=False)
+        end, pos = min(end, total), start
+        while True:
+            while resizes and resizes[0][1] <= pos:
+                rt, _, r, c = resizes.popleft()
+                clock = max(clock, rt)
+                yield json.dumps([round(clock, 6), "r", f"{c}x{r}"])
+            clock = max(clock, t)
+            stop = min(end, resizes[0][1]) if resizes else end
+            while pos < stop:
+                part = min(stop, pos + _READ_CHUNK)
+                text = decoder.decode(log.read(pos, part)).replace("\n", "\r\n")
+                pos = part
+                if text:
+                    yield json.dumps([round(clock, 6), "o", text], ensure_ascii=False)
+            if pos >= end:
+                break
     for rt, _, r, c in resizes:
-        yield json.dumps([round(rt, 6), "r", f"{c}x{r}"])
+        clock = max(clock, rt)
+        yield json.dumps([round(clock, 6), "r", f"{c}x{r}"])
     tail = decoder.decode(b"", final=True)
     if tail:
-        yield json.dumps([round(rec.duration, 6), "o", tail], ensure_ascii=False)
+        yield json.dumps([round(max(clock, rec.duration), 6), "o", tail], ensure_ascii=False)
 
 
 def cast_text(rec: Recording, log: _Log) -> str:

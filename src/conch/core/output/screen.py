@@ -106,18 +106,33 @@ class _Screen(pyte.Screen):
         super().reset_mode(*modes, **kwargs)
 
     def resize(self, lines: int | None = None, columns: int | None = None) -> None:
+        # as xterm does, not as pyte 0.8 does (it drops rows at the top whatever the cursor's
+        # row, and leaves the cursor where it was): rows below the cursor go first, then rows
+        # at the top, so the cursor's row stays in sight; both screens are resized alike
+        lines, columns = lines or self.lines, columns or self.columns
+        if (lines, columns) == (self.lines, self.columns):
+            return
         if self._primary is not None:
-            # the primary buffer is resized as the terminal is: clipped by the same rules
             buffer, cursor = self._primary
-            live, self.buffer = self.buffer, buffer
-            saved = self.cursor
-            self.cursor = cursor
-            old = (self.lines, self.columns)
-            super().resize(lines, columns)
-            self._primary = (self.buffer, self.cursor)
-            self.buffer, self.cursor = live, saved
-            self.lines, self.columns = old
-        super().resize(lines, columns)
+            self._primary = (self._fit(buffer, cursor, lines, columns), cursor)
+        self.buffer = self._fit(self.buffer, self.cursor, lines, columns)
+        self.lines, self.columns = lines, columns
+        self.dirty.update(range(lines))
+        self.set_margins()  # a resize resets the scroll region
+
+    def _fit(self, buffer: Any, cursor: pyte.screens.Cursor, lines: int, columns: int) -> Any:
+        drop = max(0, cursor.y + 1 - lines)
+        fitted: defaultdict[int, StaticDefaultDict[int, Char]] = defaultdict(
+            lambda: StaticDefaultDict[int, Char](self.default_char)
+        )
+        for y, line in buffer.items():
+            if 0 <= y - drop < lines:
+                for x in [x for x in line if x >= columns]:
+                    del line[x]
+                fitted[y - drop] = line
+        cursor.y = min(cursor.y - drop, lines - 1)
+        cursor.x = min(cursor.x, columns - 1)
+        return fitted
 
     # pyte gives these a `private` keyword they do not take (CSI ? Pn L, CSI ? r)
     def insert_lines(self, count: int | None = None, **kwargs: Any) -> None:
@@ -212,9 +227,12 @@ class Screen:
                 chars.append(c.data)
             if chars and style is not None:
                 row.append(_run("".join(chars), style))
-            # trailing default blanks carry nothing
-            while row and not row[-1]["text"].strip() and _is_plain(row[-1]):
+            # trailing default blanks carry nothing (an erase leaves blank cells behind, a
+            # screen never drawn that wide has none: the two look alike)
+            while row and _is_plain(row[-1]) and not row[-1]["text"].rstrip(" "):
                 row.pop()
+            if row and _is_plain(row[-1]):
+                row[-1]["text"] = row[-1]["text"].rstrip(" ")
             runs.append(row)
         return {
             "rows": s.lines,

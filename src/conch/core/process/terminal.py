@@ -57,7 +57,7 @@ def spawn(
         if not echo:
             attrs[3] &= ~termios.ECHO
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+        set_size(slave, *size)
         pid = popen.spawn(
             argv,
             stdin=slave,
@@ -76,6 +76,12 @@ def spawn(
         os.close(slave)
     os.set_blocking(master, False)
     return pid, master, tty, attrs
+
+
+def set_size(master: int, rows: int, cols: int) -> None:
+    """Set the terminal's window size; the kernel sends SIGWINCH to its foreground group (a
+    full-screen program redraws at the new size)."""
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
 def read_master(fd: int) -> bytes | None:

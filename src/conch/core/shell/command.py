@@ -24,6 +24,8 @@ class ShellControl(Protocol):
 
     def input_state(self) -> tuple[bool, bool]: ...
 
+    def resize(self, rows: int, cols: int) -> None: ...
+
 
 class ShellCommandDriver:
     """The JobDriver of one command running in a persistent shell."""
@@ -54,6 +56,11 @@ class ShellCommandDriver:
 
     async def stop(self, reason: str, grace_s: float) -> None:
         await self.shell.stop_job(self.job, reason, grace_s)
+
+    def resize(self, rows: int, cols: int) -> None:
+        if self.job.terminal:
+            raise ConchError("not_running", f"job {self.job.job_id} is {self.job.state}")
+        self.shell.resize(rows, cols)
 
     async def kill_lingering(self) -> None:
         return None  # background processes belong to the shell until it closes

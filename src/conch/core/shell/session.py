@@ -582,6 +582,13 @@ class Shell:
         if self._master is not None:
             self.write(terminal.eof_byte(self._master))
 
+    def resize(self, rows: int, cols: int) -> None:
+        """Set the terminal's size, for the running command and the ones after it."""
+        if self._master is None:
+            raise ConchError("stdin_closed", "the shell's terminal is closed")
+        terminal.set_size(self._master, rows, cols)
+        self.size = (rows, cols)
+
     def input_state(self) -> tuple[bool, bool]:
         if self._master is None or self.pid is None:
             return False, False

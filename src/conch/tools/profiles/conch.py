@@ -199,9 +199,10 @@ DESCRIPTIONS = {
     ),
     "write": (
         "Send text and/or keys (enter, ctrl-c, up, tab, ...) to a running job's stdin or "
-        "terminal; `eof: true` closes stdin. Returns the output produced since, once it "
-        "settles (up to `yield_ms`). `busy` (retryable) while a person types into the job "
-        "from the dashboard. Fields left out have their default."
+        "terminal; `eof: true` closes stdin; `resize: {rows, cols}` sets a pty or shell "
+        "job's terminal size (a full-screen program redraws). Returns the output produced "
+        "since, once it settles (up to `yield_ms`). `busy` (retryable) while a person types "
+        "into the job from the dashboard. Fields left out have their default."
     ),
     "signal": (
         "Send a signal to a job's whole process tree. `terminate` (default) sends TERM "
