@@ -4,10 +4,14 @@ Nothing runs on a job's output path but the recording's marks (core/output/cast.
 emulator (core/output/screen.py) costs microseconds a byte, far more than reading a busy job's
 output, so it is fed from the job's log when the screen is looked at (the dashboard's poll, the
 ``screen`` resource, ``read {screen: true}``), with what arrived since the last look. A look
-feeds at most ``catchup`` bytes: after a longer gap the screen restarts from the last full
-repaint within reach (a clear, the alternate screen, a reset), else from the last ``catchup``
-bytes, so a look costs milliseconds however much the job printed. At most ``keep`` screens are
-held (least recently looked at dropped first, rebuilt from the log if looked at again). The
+feeds at most 4 x ``catchup`` bytes: after a longer gap the screen restarts from the last full
+repaint within them (a clear, the alternate screen, a reset), else from the last cursor home in
+them (where a program that redraws in place starts a frame), else from the last ``catchup``
+bytes, so a look costs milliseconds however much the job printed. A program that repaints only
+what changed (top redraws its column header once) and is first looked at more than 4 x
+``catchup`` bytes after its last full repaint can miss rows it has not drawn since. At most
+``keep`` screens are held (least recently looked at dropped first, rebuilt from the log if
+looked at again). The
 terminal's size follows the recording's resizes, each at the place in the log where it came.
 """
 
@@ -23,6 +27,7 @@ from conch.errors import ConchError
 
 # where a screen may be rebuilt from: everything before it is painted over
 _REPAINTS = (b"\x1b[2J", b"\x1b[?1049h", b"\x1b[?1047h", b"\x1bc", b"\x1b[H\x1b[J")
+_HOME = b"\x1b[H"
 _ALT_ON = (b"\x1b[?1049h", b"\x1b[?1047h", b"\x1b[?47h")
 _ALT_OFF = (b"\x1b[?1049l", b"\x1b[?1047l", b"\x1b[?47l")
 
@@ -122,18 +127,26 @@ def _feed(screen: Screen, job: Job, start: int, end: int) -> int:
 
 
 def _restart_point(screen: Screen, job: Job, end: int, catchup: int) -> int:
-    """Where to rebuild a screen that fell too far behind: the last full repaint within
-    ``catchup`` bytes (then the screen is exact), else the last ``catchup`` bytes (then a
-    screen drawn piecemeal may miss what was drawn before; scrolling text is exact)."""
+    """Where to rebuild a screen that fell too far behind: the last full repaint within 4 x
+    ``catchup`` bytes (then the screen is exact), else the last cursor home within them, else
+    the
+    last ``catchup`` bytes (then a screen drawn piecemeal may miss what was drawn before;
+    scrolling text is exact)."""
     reach = max(0, end - 4 * catchup)
     window = job.log.read(reach, end)
     cut = max(0, len(window) - catchup)
     screen.reset()
     best = max(window.rfind(m) for m in _REPAINTS)
-    if best >= cut:
+    if best >= 0:  # exact from there: a program that repaints only what changed (top) needs it
         return reach + best
-    # the last alternate-screen switch before the cut still holds
-    before = window[: cut + 8]
+    # else the last cursor home within reach (4 x catchup, the most a look then feeds): a
+    # program that redraws in place (top: a home, then each line and its erase, frames of
+    # tens of KB at 200 columns) starts a frame there, so the screen is exact from it; else
+    # the cut itself
+    home = window.rfind(_HOME)
+    start = home if home >= 0 else cut + boundary_at_or_after(window[cut : cut + 4], 0)
+    # the last alternate-screen switch before the start still holds
+    before = window[: start + 8]
     if max(before.rfind(m) for m in _ALT_ON) > max(before.rfind(m) for m in _ALT_OFF):
         screen.feed(b"\x1b[?1049h")
-    return reach + cut + boundary_at_or_after(window[cut : cut + 4], 0)
+    return reach + start
