@@ -14,10 +14,7 @@
   same caller code (the printed line is the job's own CLOCK_MONOTONIC reading, the caller's
   clock is the same); target <= +20 ms over local.
 
-    uv run python bench/bench_fleet.py [--quick] [--scale] [--ray-address HOST:PORT]
-
-``--ray-address`` runs the default mode on a 3-node cluster already up (a head, zone=a, zone=b;
-the test suite passes its own) instead of starting one.
+    uv run python bench/bench_fleet.py [--quick] [--scale]
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ import time
 import traceback
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -464,13 +460,13 @@ async def update_delays(url: str, n: int) -> list[float]:
     return delays
 
 
-async def notify(address: str, n: int) -> None:
+async def notify(cluster: Cluster, n: int) -> None:
     procs: list[subprocess.Popen[bytes]] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             local_proc, local_url = serve(tmp)
             procs.append(local_proc)
-            fleet_proc, fleet_url = serve(tmp, "--fleet", "ray", "--ray-address", address)
+            fleet_proc, fleet_url = serve(tmp, "--fleet", "ray", "--ray-address", cluster.address)
             procs.append(fleet_proc)
             await update_delays(local_url, 2)  # warm both
             await update_delays(fleet_url, 2)
@@ -490,26 +486,6 @@ async def notify(address: str, n: int) -> None:
             stop(p)
 
 
-@contextlib.contextmanager
-def three_nodes(address: str | None) -> Iterator[str]:
-    """The address of a 3-node cluster (a head, zone=a, zone=b): the one at ``--ray-address``
-    (the test suite's), else one started here and shut down after."""
-    if address:
-        yield address
-        return
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={**NODE, "include_dashboard": False, "labels": {"role": "head"}},
-    )
-    try:
-        for zone in ("a", "b"):
-            cluster.add_node(labels={"zone": zone}, **NODE)
-        cluster.wait_for_nodes()
-        yield cluster.address
-    finally:
-        cluster.shutdown()
-
-
 async def main() -> None:
     if "--scale" in sys.argv:
         await scale(
@@ -519,14 +495,22 @@ async def main() -> None:
             flag("--churn", 300),
         )
         return
-    given = sys.argv[sys.argv.index("--ray-address") + 1] if "--ray-address" in sys.argv else None
-    with three_nodes(given) as address:
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={**NODE, "include_dashboard": False, "labels": {"role": "head"}},
+    )
+    try:
+        for zone in ("a", "b"):
+            cluster.add_node(labels={"zone": zone}, **NODE)
+        cluster.wait_for_nodes()
         with tempfile.TemporaryDirectory() as data:
-            cfg = Config(fleet="ray", ray_address=address, data_dir=data, max_running=JOBS)
+            cfg = Config(fleet="ray", ray_address=cluster.address, data_dir=data, max_running=JOBS)
             async with FleetRuntime(cfg) as fleet, Runtime(Config(data_dir=data)) as local:
                 await overhead(fleet, local, 50 if QUICK else 300)
                 await spread(fleet)
-        await notify(address, 6 if QUICK else 30)
+        await notify(cluster, 6 if QUICK else 30)
+    finally:
+        cluster.shutdown()
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ import os
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
@@ -59,12 +58,8 @@ def _leftovers() -> list[psutil.Process]:
 
 @pytest.fixture(autouse=True)
 def no_process_left_behind():
-    """Every test cleans up what it starts: after it, this process has no children left (but
-    for the Ray cluster's own processes while it is up: those are checked once it stops)."""
+    """Every test cleans up what it starts: after it, this process has no children left."""
     yield
-    if _ray_cluster is not None:
-        _nothing_left_but_the_cluster()
-        return
     deadline = time.monotonic() + 3.0
     left = _leftovers()
     while left and time.monotonic() < deadline:
@@ -92,82 +87,6 @@ def no_process_left_behind():
         pytest.fail("processes left behind by this test:\n" + "\n".join(desc))
 
 
-def _nothing_left_but_the_cluster() -> None:
-    # Ray's own processes (raylets, GCS, agents, idle workers) may stay up between the tests
-    # that share the cluster; jobs, guards and node executors may not
-    from fleet_cluster import leftovers
-
-    deadline = time.monotonic() + 5.0
-    left = leftovers()
-    while left and time.monotonic() < deadline:
-        time.sleep(0.1)
-        left = leftovers()
-    if left:
-        pytest.fail("processes left behind by this test:\n" + "\n".join(left))
-
-
-# -- the Ray cluster -------------------------------------------------------------------------
-
-# the tests that use the `cluster` fixture: under xdist (bin/test) one worker runs them all,
-# first, one after the other, so the session starts one cluster and one runs at a time on the
-# 2-core box (a test that asks for the cluster and is not listed here is a collection error)
-RAY_TESTS = (
-    "tests/fleet/test_fleet.py::",
-    "tests/fleet/test_fleet_notifications.py::",
-    "tests/fleet/test_fleet_profiles.py::",
-    "tests/test_bench_smoke.py::test_bench_fleet_runs_in_quick_mode",
-)
-
-_ray_cluster: Any = None  # the LocalCluster (tests/support/fleet_cluster.py) while it is up
-
-
-@pytest.fixture
-def cluster() -> Any:
-    """The real 3-node Ray cluster the session's Ray tests share. The first of them starts it;
-    after each it must still be as it started (else that test fails and the next gets a new
-    one); it stops after the last, and then none of its processes may be left."""
-    global _ray_cluster
-    if _ray_cluster is None:
-        from fleet_cluster import start_cluster
-
-        _ray_cluster = start_cluster()
-    return _ray_cluster
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    try:
-        return (yield)  # the test's fixtures first: its no-process-left check included
-    finally:
-        if _ray_cluster is not None and "cluster" in getattr(item, "fixturenames", ()):
-            _after_a_cluster_test(nextitem)
-
-
-def _after_a_cluster_test(nextitem: pytest.Item | None) -> None:
-    from fleet_cluster import broken
-
-    last = nextitem is None or "cluster" not in getattr(nextitem, "fixturenames", ())
-    wrong = None if last else broken(_ray_cluster)
-    if last or wrong:
-        _stop_the_cluster()
-    if wrong:
-        pytest.fail(f"this test left the shared Ray cluster broken ({wrong}); it was stopped")
-
-
-def _stop_the_cluster() -> None:
-    global _ray_cluster
-    from fleet_cluster import stop_cluster
-
-    c, _ray_cluster = _ray_cluster, None
-    left = stop_cluster(c)
-    assert not left, "Ray processes left after the cluster shut down:\n" + "\n".join(left)
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    if _ray_cluster is not None:  # the run stopped early (-x, a crash): stop it all the same
-        _stop_the_cluster()
-
-
 # the reasons of tests skipped for a missing prerequisite, for the run's last line
 _skipped: list[str] = []
 
@@ -176,6 +95,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "needs(*commands): system tools the test drives (tests/support/system-tools.txt)"
     )
+
+
+# the tests that start a Ray cluster: under xdist (bin/test) one worker runs them all, so one
+# cluster runs at a time on the 2-core box and a module's cluster is started once
+RAY_TESTS = (
+    "tests/fleet/test_fleet.py::",
+    "tests/test_bench_smoke.py::test_each_benchmark_runs_in_quick_mode[bench_fleet.py]",
+)
 
 
 # what `bin/test -m "not slow"` (the quick loop) leaves out: the Ray cluster, the published
@@ -201,21 +128,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid.startswith(SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
-    strays = [
-        item.nodeid
-        for item in items
-        if "cluster" in getattr(item, "fixturenames", ()) and not item.nodeid.startswith(RAY_TESTS)
-    ]
-    if strays:
-        raise pytest.UsageError(f"tests that use the Ray cluster, not in RAY_TESTS: {strays}")
     # the longest serial chain first, so it starts at once while the other workers share
-    # everything else; in it the tests that use the cluster first, one after the other
-    items.sort(
-        key=lambda item: (
-            not item.nodeid.startswith(RAY_TESTS),
-            "cluster" not in getattr(item, "fixturenames", ()),
-        )
-    )
+    # everything else
+    items.sort(key=lambda item: not item.nodeid.startswith(RAY_TESTS))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:

@@ -1,6 +1,5 @@
 """The benchmarks stay runnable (quick mode); their figures are read by people, not asserted.
-Each runs as a test of its own, so they share the workers (bench_fleet with the Ray tests, on
-their cluster)."""
+Each runs as a test of its own, so they share the workers (bench_fleet with the Ray tests)."""
 
 from __future__ import annotations
 
@@ -31,9 +30,10 @@ def test_run_all_runs_every_benchmark():
     assert {s.name for s in scripts()} == EXPECTED
 
 
-def quick_run(name: str, *args: str) -> None:
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_benchmark_runs_in_quick_mode(name: str):
     out = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / name), "--quick", *args],
+        [sys.executable, str(ROOT / "bench" / name), "--quick"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -45,13 +45,3 @@ def quick_run(name: str, *args: str) -> None:
         assert "ratio" in out.stdout  # each figure against a baseline of the same run
     if name == "soak.py":
         assert "descriptor drift" in out.stdout and "RSS drift" in out.stdout
-
-
-@pytest.mark.parametrize("name", sorted(EXPECTED - {"bench_fleet.py"}))
-def test_each_benchmark_runs_in_quick_mode(name: str):
-    quick_run(name)
-
-
-def test_bench_fleet_runs_in_quick_mode(cluster):
-    """On the Ray tests' cluster (the one it starts itself has the same three nodes)."""
-    quick_run("bench_fleet.py", "--ray-address", cluster.address)

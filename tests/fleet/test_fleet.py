@@ -1,6 +1,5 @@
 """The fleet on a real 3-node Ray cluster (all on loopback), through the Python API and through
-MCP over stdio (`conch serve --fleet ray --ray-address ...`). The cluster is the one the
-session's Ray tests share (the `cluster` fixture of tests/conftest.py)."""
+MCP over stdio (`conch serve --fleet ray --ray-address ...`). One cluster for the module."""
 
 from __future__ import annotations
 

@@ -63,21 +63,6 @@ def start_cluster() -> LocalCluster:
     return LocalCluster(cluster)
 
 
-def broken(c: LocalCluster) -> str | None:
-    """What keeps the cluster from being the one start_cluster made (its three nodes, each
-    with its processes, all alive in the GCS's eyes), or None."""
-    nodes = c.cluster.list_all_nodes()
-    if len(nodes) != 3:
-        return f"{len(nodes)} nodes instead of 3"
-    if not c.cluster.remaining_processes_alive():
-        return "a process of one of its nodes died"
-    try:
-        c.cluster.wait_for_nodes(timeout=30)
-    except TimeoutError:
-        return "the GCS did not see its 3 nodes alive within 30 s"
-    return None
-
-
 def is_ray_process(p: psutil.Process) -> bool:
     try:
         name = p.name()
