@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -34,6 +33,8 @@ for _p in ("tests/hosts", "tests/hosts/claude", "tests/hosts/codex", "tests/supp
 
 import claude_host  # noqa: E402  (tests/hosts/claude: install, FIXED_ENV, _kill_tree)
 from claude_offline import Offline  # noqa: E402
+
+from conch.tools.profiles._common import call_sheet_arguments  # noqa: E402
 
 CODEX_VERSION = "0.171.0"
 CODEX_CACHE = REPO / ".cache" / "hosts" / "codex"
@@ -73,17 +74,11 @@ class Turn:
     at: float = 0.0
 
 
-_SHEET_CALL = r"\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}"
-
-
 def listed(listing: str, call: Call) -> bool:
     """Whether ``listing`` (what the model was shown) names ``call``'s tool with each of the
     arguments it passes, as ``tool{a,b|c,until:x|y}``."""
-    m = re.search(rf"(?<![\w]){re.escape(call.name)}{_SHEET_CALL}", listing)
-    if m is None:
-        return False
-    names = {alt for arg in m.group(1).split(",") for alt in arg.split(":")[0].split("|")}
-    return set(call.args) <= names
+    names = call_sheet_arguments(listing).get(call.name)
+    return names is not None and set(call.args) <= names
 
 
 class Driver:

@@ -291,10 +291,9 @@ async def test_the_call_sheet_opens_the_instructions_and_names_real_arguments(
     are left out) is a tool of the profile and every name in
     its braces a property of that tool's schema (an enum or pattern after ``:`` aside), all of
     it inside what Codex shows before the tools are loaded."""
-    import re
-
     from conch.mcp.server import ConchMCP
     from conch.tools import registry
+    from conch.tools.profiles._common import call_sheet_arguments
 
     cfg = conch.Config(data_dir=str(tmp_path / "d"), profiles=[profile])
     async with conch.Runtime(cfg) as rt:
@@ -302,10 +301,9 @@ async def test_the_call_sheet_opens_the_instructions_and_names_real_arguments(
     sheet = registry.profile(profile).call_sheet
     assert sheet and sheet in text[:CODEX_DEFERRED_CHARS], text[:CODEX_DEFERRED_CHARS]
     tools = {t.name: t for t in registry.profile(profile).tools()}
-    calls = re.findall(r"(\w+)\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}", sheet)
-    assert calls and {name for name, _ in calls} <= set(tools), calls
-    for name, args in calls:
+    calls = call_sheet_arguments(sheet)
+    assert calls and set(calls) <= set(tools), calls
+    for name, args in calls.items():
         props = tools[name].input_schema.get("properties", {})
-        for arg in filter(None, args.split(",")):
-            for alt in arg.split(":")[0].split("|"):
-                assert alt in props, f"{name}{{{arg}}}: {alt} is not an argument of {name}"
+        for arg in args:
+            assert arg in props, f"{name}: {arg} is not an argument of {name}"

@@ -4,6 +4,7 @@ turns it into the profile's own result, and the schema helpers."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -61,6 +62,21 @@ class Profile:
     # characters of them, and with this line a model can call a tool without first loading
     # its schema (a turn); see docs/hosts.md
     call_sheet: str = ""
+
+
+_SHEET_CALL = re.compile(r"(?<!\w)(\w+)\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
+
+
+def call_sheet_arguments(text: str) -> dict[str, set[str]]:
+    """The calls a call sheet (or any text holding one) names: ``tool{a,b|c,until:x|y}`` ->
+    ``{"tool": {"a", "b", "c", "until"}}`` (alternatives split at ``|``, values after ``:``
+    left out)."""
+    calls: dict[str, set[str]] = {}
+    for name, args in _SHEET_CALL.findall(text):
+        names = calls.setdefault(name, set())
+        for arg in filter(None, args.split(",")):
+            names.update(arg.split(":")[0].split("|"))
+    return calls
 
 
 class ProfileError(Exception):
