@@ -97,12 +97,28 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-# the tests that start a Ray cluster: under xdist (bin/test) one worker runs them all, so one
-# cluster runs at a time on the 2-core box and a module's cluster is started once
-RAY_TESTS = (
-    "tests/fleet/test_fleet.py::",
-    "tests/test_bench_smoke.py::test_each_benchmark_runs_in_quick_mode[bench_fleet.py]",
+# the tests that start a Ray cluster (one per module, tests/fleet/conftest.py), in two chains:
+# under xdist (bin/test) each chain runs on one worker, so at most two clusters run at once on
+# the 2-core box and each module's cluster is started once. (Each test on a worker of its own
+# started a cluster per test, up to six at once; all on one worker made one 12-minute chain.)
+RAY_CHAINS = (
+    (
+        "tests/fleet/test_fleet.py::",
+        "tests/test_bench_smoke.py::test_each_benchmark_runs_in_quick_mode[bench_fleet.py]",
+    ),
+    (
+        "tests/fleet/test_fleet_notifications.py::",
+        "tests/fleet/test_fleet_profiles.py::",
+    ),
 )
+RAY_TESTS = tuple(prefix for chain in RAY_CHAINS for prefix in chain)
+
+
+def ray_chain(nodeid: str) -> str | None:
+    for i, chain in enumerate(RAY_CHAINS):
+        if nodeid.startswith(chain):
+            return f"ray-{i}"
+    return None
 
 
 # what `bin/test -m "not slow"` (the quick loop) leaves out: the Ray cluster, the published
@@ -134,13 +150,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """Each test a unit of work of its own, but the Ray tests one unit together. (xdist's
+    """Each test a unit of work of its own, but each chain of Ray tests one unit. (xdist's
     ``xdist_group`` marks do not group under pytest 9: its loadgroup renames item ids.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class OneRayWorker(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "ray" if nodeid.startswith(RAY_TESTS) else nodeid
+            return ray_chain(nodeid) or nodeid
 
     return OneRayWorker(config, log)
 

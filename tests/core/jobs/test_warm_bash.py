@@ -105,6 +105,7 @@ async def test_the_warm_bash_enters_its_cgroup_itself(tmp_path, monkeypatch):
         pid = await warm_pid(rt)
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")[:-1]
+        assert argv, await _why_it_ended(rt, pid)
         assert (
             argv[0].decode() == rt.engine.bash and argv[-1] == b"--"
         )  # bash itself, and its cgroups
@@ -113,3 +114,17 @@ async def test_the_warm_bash_enters_its_cgroup_itself(tmp_path, monkeypatch):
     first, cgroup = r["output"].splitlines()
     assert first == f"{rt.engine.bash} 0"
     assert cgroup.endswith("/" + r["job_id"])
+
+
+async def _why_it_ended(rt: conch.Runtime, pid: int) -> str:
+    """What a warm bash that ended as soon as it was ready left: its state, status and log
+    (the loop that enters the cgroup exits 125 when a write to cgroup.procs fails)."""
+    warm = rt.engine.starter.warm
+    ready = warm._ready if warm is not None else None
+    await asyncio.sleep(0.5)
+    if ready is None:
+        return f"warm bash {pid} ended and was taken or replaced"
+    job = ready.job
+    with open(job.log.path, "rb") as f:
+        log = f.read()[-2000:]
+    return f"warm bash {pid} ended: state {job.state}, exit {job.exit_code}, log {log!r}"

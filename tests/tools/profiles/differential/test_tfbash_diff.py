@@ -256,7 +256,20 @@ async def test_timeouts_and_shell_death_match(tfbash_venv, diff_cwd, diff_env):
         close_call(),
         close_call(key="close_again"),
     ]
-    check(*await run_both(tfbash_venv, diff_cwd, diff_env, calls))
+    for _ in range(3):
+        original, ours = await run_both(tfbash_venv, diff_cwd, diff_env, calls)
+        if not _original_missed_its_grace(original, "timeout"):
+            break
+    check(original, ours)
+
+
+def _original_missed_its_grace(recorded: list[dict[str, Any]], key: str) -> bool:
+    """The original's recovery probe after a timeout has 1 s to answer (seed-contracts §2.3
+    Timeout, step 2), else it rebuilds the shell (step 4): under a loaded box the oracle then
+    takes its other branch, so the run says nothing about Conch and is made again."""
+    entry = next((r for r in recorded if r.get("call") == key), {})
+    sc = entry.get("structuredContent")
+    return isinstance(sc, dict) and sc.get("shell_rebuilt") is True
 
 
 async def test_open_options_capacity_and_ids_match(tfbash_venv, diff_cwd, diff_env):
