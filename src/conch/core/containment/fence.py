@@ -309,6 +309,7 @@ class Containment:
         backend: str = "auto",
         partial: str = "refuse",
         sockets: Sequence[str] = (),
+        abi_max: int = 0,
     ) -> None:
         self.policy = policy
         self.default_limits = {k: int(v) for k, v in limits.items() if v}
@@ -326,6 +327,7 @@ class Containment:
         self.backends = Backends(
             setting=backend,
             partial=partial,
+            abi_max=abi_max,
             sockets=sockets,
             bwrap=bwrap,
             data_dir=self.data_dir,
