@@ -372,11 +372,13 @@ def _cgroup_pids(rt: conch.Runtime, job_id: str) -> set[int]:
 
 async def test_a_sandboxed_job_ends_with_the_signal_it_got(config):
     async with conch.Runtime(config(sandbox="read-only")) as rt:
+        # (a wait well past the default 2 s: under the whole suite's load a bwrap job's stop
+        # through its monitor and the cgroup took longer, and the result said `running`)
         r = await rt.exec(command="trap 'echo got-int; exit 3' INT; sleep 30 & wait", yield_ms=300)
-        s = await rt.signal(r["job_id"], "interrupt")
+        s = await rt.signal(r["job_id"], "interrupt", wait_ms=15000)
         assert s["state"] == "exited" and s["exit_code"] == 3 and "got-int" in s["output"]
         r = await rt.exec(command="sleep 30", yield_ms=100)
-        s = await rt.signal(r["job_id"], "terminate")
+        s = await rt.signal(r["job_id"], "terminate", wait_ms=15000)
         assert s["state"] == "cancelled" and s["signal"] == "SIGTERM"
 
 
