@@ -53,6 +53,7 @@ _SYS = {
         "socketpair": 53,
         "sendmmsg": 307,
         "io_uring_setup": 425,
+        "seccomp": 317,
     },
     "aarch64": {
         "create_ruleset": 444,
@@ -68,6 +69,7 @@ _SYS = {
         "socketpair": 199,
         "sendmmsg": 269,
         "io_uring_setup": 425,
+        "seccomp": 277,
     },
 }
 ARCH = os.uname().machine
@@ -268,15 +270,17 @@ def _errno(e: int) -> int:
     return _RET_ERRNO | e
 
 
-@functools.lru_cache(maxsize=4)
-def seccomp_program(arch: str = ARCH) -> bytes:
+@functools.lru_cache(maxsize=8)
+def seccomp_program(arch: str = ARCH, *, connect_ok: bool = False) -> bytes:
     """The ``network: off`` filter, as the bytes of its ``sock_filter`` array (what bwrap's
     ``--seccomp FD`` reads, and what ``load_seccomp`` loads): another architecture's syscalls
     and x32 are killed; ``socket``/``socketpair`` of any family but AF_UNIX fail with
     EAFNOSUPPORT (no UDP, no raw or INET6 socket); ``connect``, ``sendto`` with an address,
     ``sendmsg`` and ``sendmmsg`` fail with EACCES, so no Unix socket of the host, filesystem or
     abstract, is reached (a socketpair and inherited sockets still work: ``send``/``write``);
-    ``io_uring_setup`` is ENOSYS (its IORING_OP_SOCKET/CONNECT would bypass the rules)."""
+    ``io_uring_setup`` is ENOSYS (its IORING_OP_SOCKET/CONNECT would bypass the rules).
+    ``connect_ok``: this filter lets ``connect`` through, for a job that also has the
+    ``notify_program`` filter (``sandbox_sockets``): Conch then decides each connect."""
     nr = _SYS[arch]
     prog: list[tuple[int, int, int, int]] = []
 
@@ -295,7 +299,7 @@ def seccomp_program(arch: str = ARCH) -> bytes:
     table = [
         (nr["socket"], "family"),
         (nr["socketpair"], "family"),
-        (nr["connect"], "eacces"),
+        (nr["connect"], "allow" if connect_ok else "eacces"),
         (nr["sendmsg"], "eacces"),
         (nr["sendmmsg"], "eacces"),
         (nr["sendto"], "address"),
@@ -343,6 +347,47 @@ def seccomp_program(arch: str = ARCH) -> bytes:
                 op(ins[0], ins[1])
     assert all(0 <= jt < 256 and 0 <= jf < 256 for _, jt, jf, _ in prog)
     return b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
+
+
+#: the filter's verdict that hands the call to Conch (seccomp_unotify(2))
+RET_USER_NOTIF = 0x7FC00000
+_SECCOMP_SET_MODE_FILTER = 1
+_SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+
+
+@functools.lru_cache(maxsize=4)
+def notify_program(arch: str = ARCH) -> bytes:
+    """The ``sandbox_sockets`` filter: every ``connect`` waits for Conch's answer on the
+    filter's listener (conch/core/containment/unotify.py), which connects the job's socket
+    itself when the path is on the allow-list; everything else passes to the ``network: off``
+    filter loaded after it (``seccomp_program(connect_ok=True)``)."""
+    prog = [
+        (_LD_ABS_W, 0, 0, 4),
+        (_JEQ, 1, 0, _AUDIT_ARCH[arch]),
+        (_RET, 0, 0, RET_KILL),
+        (_LD_ABS_W, 0, 0, 0),
+    ]
+    if arch == "x86_64":
+        prog += [(_JGE, 0, 1, _X32_BIT), (_RET, 0, 0, RET_KILL)]
+    prog += [
+        (_JEQ, 0, 1, _SYS[arch]["connect"]),
+        (_RET, 0, 0, RET_USER_NOTIF),
+        (_RET, 0, 0, RET_ALLOW),
+    ]
+    return b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
+
+
+def load_notify_filter(program: bytes) -> int:
+    """Load ``program`` with a listener (needs ``no_new_privs`` first); the listener's fd."""
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    fd = _lib().syscall(
+        _sys("seccomp"),
+        ctypes.c_uint(_SECCOMP_SET_MODE_FILTER),
+        ctypes.c_uint(_SECCOMP_FILTER_FLAG_NEW_LISTENER),
+        ctypes.byref(fprog),
+    )
+    return _check(int(fd), "seccomp")
 
 
 class _Fprog(ctypes.Structure):
@@ -492,6 +537,10 @@ def _child(spec: dict[str, Any], fds: list[int], ruleset: int, err_w: int) -> No
                 os.write(fd, b"0")
             finally:
                 os.close(fd)
+        chan = -1
+        if spec.get("notify"):  # (its channel to Conch comes after the job's descriptors)
+            chan = fds[-1]
+            fds = fds[:-1]
         stage = "stdio"
         tty = spec["tty"]
         if tty is not None:  # after setsid: opening it makes it the controlling terminal
@@ -513,6 +562,14 @@ def _child(spec: dict[str, Any], fds: list[int], ruleset: int, err_w: int) -> No
         no_new_privs()
         stage = "landlock"
         restrict_self(ruleset)
+        if chan >= 0:
+            # the connect filter first, its listener handed to Conch (sendmsg still works:
+            # the network-off filter, which refuses it, comes next)
+            stage = "seccomp"
+            listener = load_notify_filter(spec["notify"])
+            out = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=os.dup(chan))
+            socket.send_fds(out, [b"L"], [listener])
+            os.close(listener)
         if spec["seccomp"]:
             stage = "seccomp"
             load_seccomp(spec["seccomp"])
@@ -623,14 +680,15 @@ def spawn_one(spec: dict[str, Any], fds: list[int], plans: _Plans) -> tuple[int,
 
 def serve(sock_fd: int) -> None:
     """Answer spawn requests on ``sock_fd`` (SOCK_SEQPACKET) until it closes: each request a
-    marshalled spec with the job's three descriptors (none for a terminal), each answer
+    marshalled spec with the job's three descriptors (none for a terminal), and for
+    ``sandbox_sockets`` the channel its filter's listener goes back on, each answer
     ``(pid, stage, errno, message)``."""
     sock = socket.socket(fileno=sock_fd)
     plans = _Plans()
     fdsize = struct.calcsize("i")
     while True:
         try:
-            msg, anc, _, _ = sock.recvmsg(_MAX_MSG, socket.CMSG_SPACE(3 * fdsize))
+            msg, anc, _, _ = sock.recvmsg(_MAX_MSG, socket.CMSG_SPACE(4 * fdsize))
         except InterruptedError:
             continue
         if not msg:
