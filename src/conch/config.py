@@ -117,6 +117,13 @@ class Config:
         "(sandbox_unavailable) or allow it with what the backend gives",
         choices=("refuse", "allow"),
     )
+    landlock_abi_max: int = _setting(
+        0,
+        "highest Landlock ABI the landlock backend uses (0 = the kernel's; 1-7 act as a kernel "
+        "of that ABI: fewer rights handled, fewer guarantees)",
+        lo=0,
+        hi=7,
+    )
     sandbox_sockets: list[str] = _setting(  # noqa: RUF009
         [],
         "host Unix socket paths a `network: off` job may still connect to (comma separated; "

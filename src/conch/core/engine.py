@@ -161,6 +161,7 @@ class Engine:
             private_files=(cfg.env_file,),
             backend=cfg.sandbox_backend,
             partial=cfg.sandbox_partial,
+            abi_max=cfg.landlock_abi_max,
             sockets=cfg.sandbox_sockets,
         )
         await asyncio.to_thread(containment.start)

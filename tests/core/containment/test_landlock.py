@@ -332,6 +332,16 @@ async def main():
             out[backend + "/" + partial] = {
                 "guarantees": info["guarantees"], "ro": ro["output"], "off": off
             }
+    # below ABI 3 only the filter keeps truncation out: without it no fs_write either
+    cfg = conch.Config(result_detail="full", data_dir=sys.argv[2], default_cwd=sys.argv[3],
+                       sandbox_backend="landlock", landlock_abi_max=2)
+    async with conch.Runtime(cfg) as rt:
+        info = (await rt.info())["sandbox"]
+        try:
+            ro = (await rt.exec(command="echo ran", sandbox="read-only"))["output"]
+        except conch.ConchError as e:
+            ro = e.code + ": " + e.message
+    out["landlock/abi2"] = {"guarantees": info["guarantees"], "ro": ro}
     print(json.dumps(out))
 asyncio.run(main())
 """
@@ -340,7 +350,9 @@ asyncio.run(main())
 def test_a_missing_guarantee_is_refused_naming_it_unless_partial_is_allowed(base, workspace):
     """Where the seccomp filter cannot be loaded, neither backend can keep host Unix sockets
     (nor, for Landlock, UDP) out of reach: ``network: off`` is ``sandbox_unavailable`` naming
-    what is missing, the filesystem levels still run; ``sandbox_partial: allow`` runs it."""
+    what is missing, the filesystem levels still run; ``sandbox_partial: allow`` runs it.
+    Landlock below ABI 3 (``landlock_abi_max: 2``) then cannot stop truncation by path either:
+    no ``fs_write``, ``fs_hide_data_dir``, so a read-only call is refused too."""
     script = os.path.join(base, "no_seccomp.py")
     with open(script, "w") as f:
         f.write(_NO_SECCOMP)
@@ -357,6 +369,9 @@ def test_a_missing_guarantee_is_refused_naming_it_unless_partial_is_allowed(base
         assert allowed["off"] == "ran\n", allowed
     assert "net_all" not in out["landlock/refuse"]["guarantees"]
     assert "net_all" in out["bwrap/refuse"]["guarantees"]  # (its network namespace)
+    abi2 = out["landlock/abi2"]
+    assert abi2["guarantees"] == [], abi2  # (ABI 2, no filter: no TCP rule, no scoping)
+    assert abi2["ro"].startswith("sandbox_unavailable:") and "fs_write" in abi2["ro"], abi2
 
 
 def test_the_seccomp_program_guards_the_architecture_and_x32():

@@ -4,9 +4,10 @@
 no namespaces, no root, works in unprivileged containers) or ``auto``: bwrap when it can set
 up a sandbox here, else Landlock; chosen once (at start when the server's own policy is
 active, else at the first sandboxed call or ``info``). ``info.sandbox`` names the backend,
-the Landlock ABI, why a better backend was not taken, and the guarantees that hold. A call that
-needs a guarantee the backend cannot give is ``sandbox_unavailable`` naming it, unless
-``sandbox_partial: allow``.
+the Landlock ABI in use (``landlock_abi``: the kernel's, ``landlock_abi_kernel``, lowered to
+``landlock_abi_max`` when that is set), why a better backend was not taken, and the guarantees
+that hold. A call that needs a guarantee the backend cannot give is ``sandbox_unavailable``
+naming it, unless ``sandbox_partial: allow``.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ class Backends:
         setting: str,
         partial: str,
         sockets: Sequence[str],
+        abi_max: int = 0,
         bwrap: str,
         data_dir: str,
         workspace: str,
@@ -119,6 +121,7 @@ class Backends:
             raise ValueError(f"sandbox_backend must be one of {', '.join(BACKENDS)}")
         self.setting = setting
         self.partial = partial
+        self.abi_max = abi_max
         self.sockets = tuple(sockets)
         self._bwrap_setting = bwrap
         self.data_dir = data_dir
@@ -132,6 +135,7 @@ class Backends:
         self.decided = False
         self.not_taken: dict[str, str] = {}
         self.abi, self._abi_reason = 0, ""
+        self.kernel_abi = 0
         self.seccomp = False
         self.bwrap_path: str | None = None
         self.seccomp_file: str | None = None
@@ -161,7 +165,9 @@ class Backends:
         if kind != "bwrap":
             self.not_taken["all"] = f"no sandbox backend on {sys.platform}"
             return None
-        self.abi, self._abi_reason = ld.abi_version()
+        self.kernel_abi, self._abi_reason = ld.abi_version()
+        # a cap acts as a kernel of that ABI: the ruleset, the filter and the guarantees follow
+        self.abi = min(self.kernel_abi, self.abi_max) if self.abi_max > 0 else self.kernel_abi
         if self.setting in ("auto", "bwrap") and self._try_bwrap():
             return "bwrap"
         if self.setting in ("auto", "landlock") and self._try_landlock():
@@ -262,7 +268,7 @@ class Backends:
                 "sandbox_unavailable",
                 f"the {backend} sandbox here cannot guarantee {', '.join(missing)} for "
                 f"sandbox {policy.sandbox!r}, network {policy.network!r}"
-                + (f" (Landlock ABI {self.abi})" if backend == "landlock" else "")
+                + (f" (Landlock ABI {self.abi}{self._capped()})" if backend == "landlock" else "")
                 + "; set sandbox_partial=allow to run with what it can give",
             )
         return backend
@@ -273,11 +279,17 @@ class Backends:
             "backend": backend,
             "backend_setting": self.setting,
             "landlock_abi": self.abi or None,
+            "landlock_abi_kernel": self.kernel_abi or None,
             "not_taken": dict(self.not_taken),
             "guarantees": self.guarantees(),
             "partial": self.partial,
             "sockets": list(self.sockets),
         }
+
+    def _capped(self) -> str:
+        if self.abi < self.kernel_abi:
+            return f", capped by landlock_abi_max={self.abi_max}; the kernel's is {self.kernel_abi}"
+        return ""
 
     def close(self) -> None:
         if self.forkserver is not None:

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from conch.core.containment import landlock as ll
-from conch.core.containment import lockdown as ld
 from conch.core.containment import sandbox as sb
 from conch.core.containment import shenv, unotify
 from conch.core.containment.backends import Backends
@@ -112,16 +111,15 @@ class SpawnFence:
             procs=self.cgroup.procs_files() if self.cgroup is not None else (),
             tty=terminal,
             cgroup=self.place,
+            brokered=self.broker is not None,
         )
         fds = [] if terminal is not None else [stdin, stdout, stderr]
-        if self.broker is None or not spec["net_off"]:
+        if self.broker is None or not spec["notify"]:
             return self.forkserver.spawn(spec, fds)
         # the job's connect filter sends its listener back on this channel before exec
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with ours:
             try:
-                spec["notify"] = ld.notify_program()
-                spec["seccomp"] = ld.seccomp_program(connect_ok=True)
                 pid = self.forkserver.spawn(spec, [*fds, theirs.fileno()])
             finally:
                 theirs.close()
@@ -331,6 +329,7 @@ class Containment:
         backend: str = "auto",
         partial: str = "refuse",
         sockets: Sequence[str] = (),
+        abi_max: int = 0,
     ) -> None:
         self.policy = policy
         self.default_limits = {k: int(v) for k, v in limits.items() if v}
@@ -349,6 +348,7 @@ class Containment:
         self.backends = Backends(
             setting=backend,
             partial=partial,
+            abi_max=abi_max,
             sockets=sockets,
             bwrap=bwrap,
             data_dir=self.data_dir,

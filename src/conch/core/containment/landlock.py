@@ -13,7 +13,12 @@ Rules of one job (``job_spec``), all filesystem rights of the ABI handled:
 * read of the files a job must see inside the data dir (its script, a shell's command file);
 * ``network: off``: TCP bind/connect handled with no port granted (ABI 4), abstract Unix
   sockets scoped (ABI 6), and the seccomp filter (``lockdown.seccomp_program``);
-* signals scoped at every level (ABI 6): a job signals only its own processes.
+* signals scoped at every level (ABI 6): a job signals only its own processes;
+* below ABI 3 (no TRUNCATE right) the seccomp filter refuses truncation by path at every
+  level (``truncate``, a read-only ``open`` with O_TRUNC): ``fs_write`` holds by it.
+
+Everything here follows ``Layout.abi``, the ABI in use (``landlock_abi_max`` may lower the
+kernel's): a cap of N builds the ruleset, the filter and the guarantees of a kernel of ABI N.
 """
 
 from __future__ import annotations
@@ -62,7 +67,9 @@ def needed(policy: sb.Policy) -> tuple[str, ...]:
 
 def landlock_guarantees(abi: int, seccomp: bool) -> list[str]:
     out = []
-    if abi >= 1:
+    # below ABI 3 a file outside the writable roots (or in the data dir) could be truncated by
+    # path: the seccomp filter's truncate guard is what keeps it whole
+    if abi >= 3 or (abi >= 1 and seccomp):
         out += ["fs_write", "fs_hide_data_dir"]
     if abi >= 4 or seccomp:
         out.append("net_tcp")
@@ -106,10 +113,12 @@ def job_spec(
     procs: Sequence[str],
     tty: str | None,
     cgroup: str | None = None,
+    brokered: bool = False,
 ) -> dict[str, Any]:
     """The fork server's request for one job (marshal-able: str, int, bytes, lists).
     ``cgroup``: the cgroup v2 directory to start the child in (clone3); else the child
-    writes itself into each of ``procs``."""
+    writes itself into each of ``procs``. ``brokered`` (``sandbox_sockets``): a ``network:
+    off`` job's connects go to Conch (``notify``; the channel is the last descriptor sent)."""
     abi = layout.abi
     write = ld.write_rights(abi)
     holes = [*layout.hidden, *layout.masked]
@@ -127,14 +136,23 @@ def job_spec(
     scoped = ld.SCOPE_SIGNAL
     if policy.network == "off":
         scoped |= ld.SCOPE_ABSTRACT_UNIX_SOCKET
+    net_off = policy.network == "off"
+    guard = abi < 3  # no TRUNCATE right: the filter refuses truncation by path (any level)
+    program = notify = b""
+    brokered = brokered and net_off and layout.seccomp
+    if layout.seccomp and (net_off or guard):
+        program = ld.seccomp_program(net_off=net_off, truncate=guard, connect_ok=brokered)
+    if brokered:
+        notify = ld.notify_program()
     enc = os.fsencode
     return {
         "abi": abi,
         "trees": trees,
         "paths": paths,
-        "net_off": policy.network == "off",
+        "net_off": net_off,
         "scoped": scoped,
-        "seccomp": ld.seccomp_program() if policy.network == "off" and layout.seccomp else b"",
+        "seccomp": program,
+        "notify": notify,
         "drop_caps": layout.root,
         "path": path,
         "argv": [enc(a) for a in argv],

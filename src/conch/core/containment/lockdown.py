@@ -53,6 +53,10 @@ _SYS = {
         "socketpair": 53,
         "sendmmsg": 307,
         "io_uring_setup": 425,
+        "open": 2,
+        "openat": 257,
+        "openat2": 437,
+        "truncate": 76,
         "seccomp": 317,
     },
     "aarch64": {
@@ -69,6 +73,10 @@ _SYS = {
         "socketpair": 199,
         "sendmmsg": 269,
         "io_uring_setup": 425,
+        # (no open: openat only; truncate is the generic table's __NR3264_truncate)
+        "openat": 56,
+        "openat2": 437,
+        "truncate": 45,
         "seccomp": 277,
     },
 }
@@ -257,6 +265,7 @@ def walked(root: str, holes: Iterable[str]) -> list[str]:
 # -- seccomp -------------------------------------------------------------------------------------
 
 _LD_ABS_W = 0x20
+_AND_K = 0x54  # BPF_ALU | BPF_AND | BPF_K
 _JEQ = 0x15
 _JGE = 0x35
 _RET = 0x06
@@ -264,22 +273,50 @@ RET_ALLOW = 0x7FFF0000
 RET_KILL = 0x80000000
 _RET_ERRNO = 0x00050000
 _X32_BIT = 0x40000000
+# open flags, the same on x86_64 and aarch64 (asm-generic/fcntl.h)
+_O_ACCMODE = 0o3
+_O_TRUNC = 0o1000
 
 
 def _errno(e: int) -> int:
     return _RET_ERRNO | e
 
 
+def _refuse_read_trunc(arg: int) -> list[tuple[Any, ...]]:
+    """A tail: EACCES when the open flags in args[``arg``] (an int: the low word) have O_TRUNC
+    with an access mode that is not a write (O_RDONLY, or 3: Landlock checks no file right for
+    it), else allow."""
+    return [
+        (_LD_ABS_W, 16 + 8 * arg),
+        (_AND_K, _O_TRUNC | _O_ACCMODE),
+        (_JEQ, _O_TRUNC, "eacces", None),
+        (_JEQ, _O_TRUNC | _O_ACCMODE, "eacces", "allow"),
+    ]
+
+
 @functools.lru_cache(maxsize=8)
-def seccomp_program(arch: str = ARCH, *, connect_ok: bool = False) -> bytes:
-    """The ``network: off`` filter, as the bytes of its ``sock_filter`` array (what bwrap's
+def seccomp_program(
+    arch: str = ARCH, *, net_off: bool = True, truncate: bool = False, connect_ok: bool = False
+) -> bytes:
+    """A job's seccomp filter, as the bytes of its ``sock_filter`` array (what bwrap's
     ``--seccomp FD`` reads, and what ``load_seccomp`` loads): another architecture's syscalls
-    and x32 are killed; ``socket``/``socketpair`` of any family but AF_UNIX fail with
-    EAFNOSUPPORT (no UDP, no raw or INET6 socket); ``connect``, ``sendto`` with an address,
+    and x32 are killed, then
+
+    ``net_off`` (``network: off``): ``socket``/``socketpair`` of any family but AF_UNIX fail
+    with EAFNOSUPPORT (no UDP, no raw or INET6 socket); ``connect``, ``sendto`` with an address,
     ``sendmsg`` and ``sendmmsg`` fail with EACCES, so no Unix socket of the host, filesystem or
     abstract, is reached (a socketpair and inherited sockets still work: ``send``/``write``);
-    ``io_uring_setup`` is ENOSYS (its IORING_OP_SOCKET/CONNECT would bypass the rules).
-    ``connect_ok``: this filter lets ``connect`` through, for a job that also has the
+
+    ``truncate`` (Landlock below ABI 3, which does not handle truncation, so ``fs_write`` holds
+    anyway): ``truncate(path)`` fails with EACCES, so does ``open``/``openat`` with O_TRUNC and
+    no write access mode (Linux truncates on a read-only open where DAC permits; a write open
+    needs Landlock's WRITE_FILE, and ``ftruncate`` a descriptor open for writing); ``openat2``
+    (its flags in a struct the filter cannot read) is ENOSYS, so libc falls back to ``openat``;
+
+    either: ``io_uring_setup`` is ENOSYS (its IORING_OP_SOCKET/CONNECT/OPENAT would bypass the
+    rules).
+
+    ``connect_ok``: ``connect`` passes this filter, for a job that also has the
     ``notify_program`` filter (``sandbox_sockets``): Conch then decides each connect."""
     nr = _SYS[arch]
     prog: list[tuple[int, int, int, int]] = []
@@ -296,20 +333,25 @@ def seccomp_program(arch: str = ARCH, *, connect_ok: bool = False) -> bytes:
         op(_JGE, _X32_BIT, 0, 1)
         op(_RET, RET_KILL)
     # a jump table to the tails below: (syscall, tail)
-    table = [
-        (nr["socket"], "family"),
-        (nr["socketpair"], "family"),
-        (nr["connect"], "allow" if connect_ok else "eacces"),
-        (nr["sendmsg"], "eacces"),
-        (nr["sendmmsg"], "eacces"),
-        (nr["sendto"], "address"),
-        (nr["io_uring_setup"], "enosys"),
-    ]
-    # each instruction: (code, k) or (code, k, jump-if-true tail, jump-if-false tail)
+    table: list[tuple[int, str]] = []
+    if net_off:
+        table += [
+            (nr["socket"], "family"),
+            (nr["socketpair"], "family"),
+            (nr["connect"], "allow" if connect_ok else "eacces"),
+            (nr["sendmsg"], "eacces"),
+            (nr["sendmmsg"], "eacces"),
+            (nr["sendto"], "address"),
+        ]
+    if truncate:
+        table += [(nr["truncate"], "eacces"), (nr["openat"], "openat"), (nr["openat2"], "enosys")]
+        if "open" in nr:
+            table.append((nr["open"], "open"))
+    if net_off or truncate:
+        table.append((nr["io_uring_setup"], "enosys"))
+    # each instruction: (code, k) or (code, k, jump-if-true tail, jump-if-false tail), a tail
+    # None being the next instruction
     tails: dict[str, list[tuple[Any, ...]]] = {
-        "allow": [(_RET, RET_ALLOW)],
-        "eacces": [(_RET, _errno(errno.EACCES))],
-        "enosys": [(_RET, _errno(errno.ENOSYS))],
         # args[0] (the family) must be AF_UNIX
         "family": [
             (_LD_ABS_W, 16),
@@ -323,8 +365,17 @@ def seccomp_program(arch: str = ARCH, *, connect_ok: bool = False) -> bytes:
             (_LD_ABS_W, 20 + 8 * 4),
             (_JEQ, 0, "allow", "eacces"),
         ],
+        "open": _refuse_read_trunc(1),  # open(path, flags, mode)
+        "openat": _refuse_read_trunc(2),  # openat(dirfd, path, flags, mode)
+        "allow": [(_RET, RET_ALLOW)],
+        "eacces": [(_RET, _errno(errno.EACCES))],
+        "enosys": [(_RET, _errno(errno.ENOSYS))],
     }
-    order = ["family", "address", "allow", "eacces", "enosys"]  # (jumps go forward only)
+    # (jumps go forward only: the tails that jump come first, the RETs they reach last)
+    used = {tail for _, tail in table}
+    used |= {t for name in used for ins in tails[name] for t in ins[2:] if t is not None}
+    order: list[str] = [n for n in ("family", "address", "open", "openat") if n in used]
+    order += ["allow", "eacces", "enosys"]
     start = len(prog) + len(table) + 1  # after the table and its fall-through RET ALLOW
     where: dict[str, int] = {}
     at = start
@@ -345,7 +396,12 @@ def seccomp_program(arch: str = ARCH, *, connect_ok: bool = False) -> bytes:
                 op(code, k, t, f)
             else:
                 op(ins[0], ins[1])
+    assert len(prog) == at
     assert all(0 <= jt < 256 and 0 <= jf < 256 for _, jt, jf, _ in prog)
+    # every jump lands inside the program (on a later instruction), and it ends with a RET
+    jumps = [(i, jt, jf) for i, (c, jt, jf, _) in enumerate(prog) if c & 7 == 5]  # BPF_JMP
+    assert all(i + 1 + max(jt, jf) < len(prog) for i, jt, jf in jumps)
+    assert prog[-1][0] == _RET
     return b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
 
 
