@@ -374,16 +374,6 @@ def test_a_missing_guarantee_is_refused_naming_it_unless_partial_is_allowed(base
     assert abi2["ro"].startswith("sandbox_unavailable:") and "fs_write" in abi2["ro"], abi2
 
 
-async def test_sandbox_sockets_is_refused_at_start_rather_than_ignored(base, workspace):
-    """The allow-list is not built yet (docs/containment.md): a server given one does not
-    start, rather than pretend to pass a socket through or to block it."""
-    with pytest.raises(conch.ConfigError, match="sandbox_sockets"):
-        async with conch.Runtime(
-            cfg(base, workspace, "auto", sandbox_sockets=["/var/run/docker.sock"])
-        ):
-            pass
-
-
 def test_the_seccomp_program_guards_the_architecture_and_x32():
     from conch.core.containment import lockdown as ld
 

@@ -299,3 +299,23 @@ def test_every_seccomp_variant_jumps_in_range_and_gives_its_verdicts(arch, net_o
 def test_the_default_program_is_the_network_off_filter_bwrap_reads():
     assert ld.seccomp_program() == ld.seccomp_program(ld.ARCH, net_off=True, truncate=False)
     assert ld.seccomp_program("x86_64") != ld.seccomp_program("x86_64", truncate=True)
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_the_brokered_pair_hands_connect_to_conch_and_nothing_else(arch):
+    """``sandbox_sockets``: the listener's filter stops ``connect`` alone (USER_NOTIF); the
+    network-off filter loaded after it lets ``connect`` through and still refuses the rest.
+    The kernel takes the strictest verdict of the two (ERRNO over USER_NOTIF over ALLOW)."""
+    notify, net = ld.notify_program(arch), ld.seccomp_program(arch, connect_ok=True)
+    nr, audit = _NR[arch], _AUDIT[arch]
+    other = _AUDIT["aarch64" if arch == "x86_64" else "x86_64"]
+    user_notif = 0x7FC00000
+    assert _run(notify, nr["connect"], audit, (3, 0x1000, 16)) == user_notif
+    assert _run(net, nr["connect"], audit, (3, 0x1000, 16)) == ALLOW
+    for name in ("read", "sendto", "sendmsg", "socket", "openat"):
+        assert _run(notify, nr[name], audit, (3, 0x1000, 16)) == ALLOW, name
+    assert _run(net, nr["sendmsg"], audit, (3, 0x1000, 0)) == _err(errno.EACCES)
+    assert _run(net, nr["socket"], audit, (socket.AF_INET, 1)) == _err(errno.EAFNOSUPPORT)
+    assert _run(notify, nr["connect"], other) == KILL
+    if arch == "x86_64":
+        assert _run(notify, 0x40000000 | nr["connect"], audit) == KILL

@@ -12,18 +12,21 @@ naming it, unless ``sandbox_partial: allow``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from conch.core.containment import landlock as ll
 from conch.core.containment import lockdown as ld
 from conch.core.containment import sandbox as sb
+from conch.core.process import procfs
 from conch.errors import ConchError
 
 BACKENDS = ("auto", "bwrap", "landlock")
@@ -54,10 +57,46 @@ def _probe_bwrap(bwrap: str, *, root: bool, env_prog: str, seccomp: str | None) 
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"{bwrap} could not run: {e}"
+    finally:
+        _reap_probe_orphans()
     if proc.returncode != 0:
         text = proc.stderr.decode("utf-8", "replace").strip()[-500:]
         return f"bwrap cannot set up a sandbox here (exit {proc.returncode}): {text}"
     return None
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _reap_probe_orphans(limit_s: float = 1.0) -> None:
+    """bwrap runs the sandbox's init as a child of its own; when that one outlives the outer
+    bwrap by a moment it is re-parented to this process (a subreaper), where nothing else
+    would reap it if the server stops before its reaper's first sweep (a server that refuses
+    its settings). Reap a probe's zombie orphans: children of ours named bwrap, in a session
+    of their own."""
+    if not procfs.LINUX:
+        return
+    deadline = time.monotonic() + limit_s
+    mine = str(os.getsid(0))
+    while True:
+        waiting = False
+        for pid in procfs.children(os.getpid()):
+            fields = procfs.stat_fields(pid)
+            if fields is None or fields[3] == mine or _comm(pid) != "bwrap":
+                continue
+            if fields[0] == "Z":
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+            else:
+                waiting = True
+        if not waiting or time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
 
 
 class Backends:

@@ -14,16 +14,18 @@ waits for an RCU grace period); a sandboxed job's sh only sets the bwrap monitor
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import shutil
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from conch.core.containment import landlock as ll
 from conch.core.containment import sandbox as sb
-from conch.core.containment import shenv
+from conch.core.containment import shenv, unotify
 from conch.core.containment.backends import Backends
 from conch.core.containment.cgroup import LIMITS, Cgroups, JobCgroup
 from conch.core.process import libc_spawn, procfs, program
@@ -74,6 +76,8 @@ class SpawnFence:
     forkserver: ll.ForkServer | None = None
     layout: ll.Layout | None = None
     job_tmp: str = ""  # the job's own TMPDIR (landlock)
+    #: landlock, ``sandbox_sockets``: decides each connect of a ``network: off`` job
+    broker: unotify.Broker | None = None
     _exposed: tuple[str, ...] = ()
 
     @property
@@ -107,8 +111,24 @@ class SpawnFence:
             procs=self.cgroup.procs_files() if self.cgroup is not None else (),
             tty=terminal,
             cgroup=self.place,
+            brokered=self.broker is not None,
         )
-        return self.forkserver.spawn(spec, [] if terminal is not None else [stdin, stdout, stderr])
+        fds = [] if terminal is not None else [stdin, stdout, stderr]
+        if self.broker is None or not spec["notify"]:
+            return self.forkserver.spawn(spec, fds)
+        # the job's connect filter sends its listener back on this channel before exec
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with ours:
+            try:
+                pid = self.forkserver.spawn(spec, [*fds, theirs.fileno()])
+            finally:
+                theirs.close()
+            ours.settimeout(5)
+            _, got, _, _ = socket.recv_fds(ours, 16, 1)
+        if not got:  # (the child cannot exec without sending it)
+            raise OSError(errno.EPROTO, "the job's connect filter sent no listener")
+        self.broker.watch(got[0])
+        return pid
 
     def drop_tmp(self) -> None:
         """The job is done: its TMPDIR goes (landlock)."""
@@ -324,6 +344,7 @@ class Containment:
         self.env_prog = shutil.which("env") or "/usr/bin/env"
         self.no_cgroup_reason = "cgroups are turned off (setting cgroup=off)"
         self.places_itself = False  # a spawn can start its child in a cgroup v2 directory
+        self.broker: unotify.Broker | None = None  # sandbox_sockets (landlock)
         self.backends = Backends(
             setting=backend,
             partial=partial,
@@ -358,10 +379,7 @@ class Containment:
 
     def start(self) -> None:
         if self.backends.sockets:
-            raise ConfigError(
-                "sandbox_sockets is not supported yet: under network off every host Unix "
-                "socket stays unreachable (connect() is refused by seccomp, whatever its path)"
-            )
+            self._start_broker()
         if self.policy.sandbox == "workspace-write":
             refusal = self._workspace_write_refusal()
             if refusal is not None:
@@ -384,6 +402,24 @@ class Containment:
             self.places_itself = libc_spawn.into_cgroup_available() and _spawns_into(cg)
         else:
             self.no_cgroup_reason = support.reason
+
+    def _start_broker(self) -> None:
+        """``sandbox_sockets``: only the landlock backend passes a socket through (bwrap loads
+        its own seccomp filter, with no listener for Conch)."""
+        allowed = unotify.allow_list(self.backends.sockets)
+        kind = self.backends.choose()
+        if kind != "landlock":
+            why = "; ".join(f"{k}: {v}" for k, v in self.backends.not_taken.items())
+            raise ConfigError(
+                "sandbox_sockets needs the landlock sandbox backend (set sandbox_backend="
+                f"landlock), the backend here is {kind or 'none'}" + (f" ({why})" if why else "")
+            )
+        if not self.backends.seccomp:
+            raise ConfigError("sandbox_sockets: the seccomp filter cannot be loaded here")
+        problem = unotify.check_kernel()
+        if problem is not None:
+            raise ConfigError(f"sandbox_sockets: this kernel cannot broker connects: {problem}")
+        self.broker = unotify.Broker(allowed)
 
     def close(self) -> None:
         self.backends.close()
@@ -495,6 +531,7 @@ class Containment:
             elif kind == "landlock":
                 assert b.tmpdirs is not None
                 out.forkserver, out.layout = b.forkserver, b.layout
+                out.broker = self.broker
                 try:
                     out.job_tmp = b.tmpdirs.make(name)
                 except OSError as e:

@@ -113,10 +113,12 @@ def job_spec(
     procs: Sequence[str],
     tty: str | None,
     cgroup: str | None = None,
+    brokered: bool = False,
 ) -> dict[str, Any]:
     """The fork server's request for one job (marshal-able: str, int, bytes, lists).
     ``cgroup``: the cgroup v2 directory to start the child in (clone3); else the child
-    writes itself into each of ``procs``."""
+    writes itself into each of ``procs``. ``brokered`` (``sandbox_sockets``): a ``network:
+    off`` job's connects go to Conch (``notify``; the channel is the last descriptor sent)."""
     abi = layout.abi
     write = ld.write_rights(abi)
     holes = [*layout.hidden, *layout.masked]
@@ -136,9 +138,12 @@ def job_spec(
         scoped |= ld.SCOPE_ABSTRACT_UNIX_SOCKET
     net_off = policy.network == "off"
     guard = abi < 3  # no TRUNCATE right: the filter refuses truncation by path (any level)
-    program = b""
+    program = notify = b""
+    brokered = brokered and net_off and layout.seccomp
     if layout.seccomp and (net_off or guard):
-        program = ld.seccomp_program(net_off=net_off, truncate=guard)
+        program = ld.seccomp_program(net_off=net_off, truncate=guard, connect_ok=brokered)
+    if brokered:
+        notify = ld.notify_program()
     enc = os.fsencode
     return {
         "abi": abi,
@@ -147,6 +152,7 @@ def job_spec(
         "net_off": net_off,
         "scoped": scoped,
         "seccomp": program,
+        "notify": notify,
         "drop_caps": layout.root,
         "path": path,
         "argv": [enc(a) for a in argv],

@@ -57,6 +57,7 @@ _SYS = {
         "openat": 257,
         "openat2": 437,
         "truncate": 76,
+        "seccomp": 317,
     },
     "aarch64": {
         "create_ruleset": 444,
@@ -76,6 +77,7 @@ _SYS = {
         "openat": 56,
         "openat2": 437,
         "truncate": 45,
+        "seccomp": 277,
     },
 }
 ARCH = os.uname().machine
@@ -293,7 +295,9 @@ def _refuse_read_trunc(arg: int) -> list[tuple[Any, ...]]:
 
 
 @functools.lru_cache(maxsize=8)
-def seccomp_program(arch: str = ARCH, *, net_off: bool = True, truncate: bool = False) -> bytes:
+def seccomp_program(
+    arch: str = ARCH, *, net_off: bool = True, truncate: bool = False, connect_ok: bool = False
+) -> bytes:
     """A job's seccomp filter, as the bytes of its ``sock_filter`` array (what bwrap's
     ``--seccomp FD`` reads, and what ``load_seccomp`` loads): another architecture's syscalls
     and x32 are killed, then
@@ -310,7 +314,10 @@ def seccomp_program(arch: str = ARCH, *, net_off: bool = True, truncate: bool = 
     (its flags in a struct the filter cannot read) is ENOSYS, so libc falls back to ``openat``;
 
     either: ``io_uring_setup`` is ENOSYS (its IORING_OP_SOCKET/CONNECT/OPENAT would bypass the
-    rules)."""
+    rules).
+
+    ``connect_ok``: ``connect`` passes this filter, for a job that also has the
+    ``notify_program`` filter (``sandbox_sockets``): Conch then decides each connect."""
     nr = _SYS[arch]
     prog: list[tuple[int, int, int, int]] = []
 
@@ -331,7 +338,7 @@ def seccomp_program(arch: str = ARCH, *, net_off: bool = True, truncate: bool = 
         table += [
             (nr["socket"], "family"),
             (nr["socketpair"], "family"),
-            (nr["connect"], "eacces"),
+            (nr["connect"], "allow" if connect_ok else "eacces"),
             (nr["sendmsg"], "eacces"),
             (nr["sendmmsg"], "eacces"),
             (nr["sendto"], "address"),
@@ -396,6 +403,47 @@ def seccomp_program(arch: str = ARCH, *, net_off: bool = True, truncate: bool = 
     assert all(i + 1 + max(jt, jf) < len(prog) for i, jt, jf in jumps)
     assert prog[-1][0] == _RET
     return b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
+
+
+#: the filter's verdict that hands the call to Conch (seccomp_unotify(2))
+RET_USER_NOTIF = 0x7FC00000
+_SECCOMP_SET_MODE_FILTER = 1
+_SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+
+
+@functools.lru_cache(maxsize=4)
+def notify_program(arch: str = ARCH) -> bytes:
+    """The ``sandbox_sockets`` filter: every ``connect`` waits for Conch's answer on the
+    filter's listener (conch/core/containment/unotify.py), which connects the job's socket
+    itself when the path is on the allow-list; everything else passes to the ``network: off``
+    filter loaded after it (``seccomp_program(connect_ok=True)``)."""
+    prog = [
+        (_LD_ABS_W, 0, 0, 4),
+        (_JEQ, 1, 0, _AUDIT_ARCH[arch]),
+        (_RET, 0, 0, RET_KILL),
+        (_LD_ABS_W, 0, 0, 0),
+    ]
+    if arch == "x86_64":
+        prog += [(_JGE, 0, 1, _X32_BIT), (_RET, 0, 0, RET_KILL)]
+    prog += [
+        (_JEQ, 0, 1, _SYS[arch]["connect"]),
+        (_RET, 0, 0, RET_USER_NOTIF),
+        (_RET, 0, 0, RET_ALLOW),
+    ]
+    return b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
+
+
+def load_notify_filter(program: bytes) -> int:
+    """Load ``program`` with a listener (needs ``no_new_privs`` first); the listener's fd."""
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    fd = _lib().syscall(
+        _sys("seccomp"),
+        ctypes.c_uint(_SECCOMP_SET_MODE_FILTER),
+        ctypes.c_uint(_SECCOMP_FILTER_FLAG_NEW_LISTENER),
+        ctypes.byref(fprog),
+    )
+    return _check(int(fd), "seccomp")
 
 
 class _Fprog(ctypes.Structure):
@@ -545,6 +593,10 @@ def _child(spec: dict[str, Any], fds: list[int], ruleset: int, err_w: int) -> No
                 os.write(fd, b"0")
             finally:
                 os.close(fd)
+        chan = -1
+        if spec.get("notify"):  # (its channel to Conch comes after the job's descriptors)
+            chan = fds[-1]
+            fds = fds[:-1]
         stage = "stdio"
         tty = spec["tty"]
         if tty is not None:  # after setsid: opening it makes it the controlling terminal
@@ -566,6 +618,14 @@ def _child(spec: dict[str, Any], fds: list[int], ruleset: int, err_w: int) -> No
         no_new_privs()
         stage = "landlock"
         restrict_self(ruleset)
+        if chan >= 0:
+            # the connect filter first, its listener handed to Conch (sendmsg still works:
+            # the network-off filter, which refuses it, comes next)
+            stage = "seccomp"
+            listener = load_notify_filter(spec["notify"])
+            out = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=os.dup(chan))
+            socket.send_fds(out, [b"L"], [listener])
+            os.close(listener)
         if spec["seccomp"]:
             stage = "seccomp"
             load_seccomp(spec["seccomp"])
@@ -676,14 +736,15 @@ def spawn_one(spec: dict[str, Any], fds: list[int], plans: _Plans) -> tuple[int,
 
 def serve(sock_fd: int) -> None:
     """Answer spawn requests on ``sock_fd`` (SOCK_SEQPACKET) until it closes: each request a
-    marshalled spec with the job's three descriptors (none for a terminal), each answer
+    marshalled spec with the job's three descriptors (none for a terminal), and for
+    ``sandbox_sockets`` the channel its filter's listener goes back on, each answer
     ``(pid, stage, errno, message)``."""
     sock = socket.socket(fileno=sock_fd)
     plans = _Plans()
     fdsize = struct.calcsize("i")
     while True:
         try:
-            msg, anc, _, _ = sock.recvmsg(_MAX_MSG, socket.CMSG_SPACE(3 * fdsize))
+            msg, anc, _, _ = sock.recvmsg(_MAX_MSG, socket.CMSG_SPACE(4 * fdsize))
         except InterruptedError:
             continue
         if not msg:

@@ -1,0 +1,239 @@
+"""``sandbox_sockets`` under the landlock backend: the host Unix sockets a ``network: off`` job
+may still connect to (SPEC §9a), decided by Conch for each ``connect`` (seccomp_unotify(2)).
+
+The job's filter (``lockdown.notify_program``) stops every ``connect`` and hands it to the
+listener it sent back at spawn. For each one a supervisor thread here reads the address from
+the job's memory once, and when it names a socket of the allow-list it connects the job's own
+socket itself: it takes a copy of the descriptor (``pidfd_getfd``), opens the allowed socket
+without following a symlink, checks that it is the socket that was there when the server
+started (device and inode), and connects through ``/proc/self/fd``. The job gets ``0`` or the
+connect's error; anything else gets ``EACCES``. Letting the call continue instead
+(``SECCOMP_USER_NOTIF_FLAG_CONTINUE``) would let another thread of the job rewrite the address
+after the check; here the kernel never reads it again.
+
+What differs from a direct connect: the peer's ``SO_PEERCRED`` names the Conch server's pid (its
+uid and gid are the job's own); a relative path, an abstract name and ``sendto``/``sendmsg``
+with an address are refused (connect first, then ``send``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import logging
+import os
+import select
+import socket
+import stat
+import struct
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from conch.errors import ConfigError
+
+log = logging.getLogger("conch.sandbox")
+
+_NOTIF_RECV = 0xC0502100  # SECCOMP_IOWR(0, struct seccomp_notif)
+_NOTIF_SEND = 0xC0182101  # SECCOMP_IOWR(1, struct seccomp_notif_resp)
+_NOTIF_ID_VALID = 0x80082102  # SECCOMP_IOR(2, __u64) (the value the kernel headers give)
+_PIDFD_OPEN = 434  # (the same number on every architecture)
+_PIDFD_GETFD = 438
+_NOTIF = struct.Struct("=QIIiIQ6Q")  # id, pid, flags, then seccomp_data: nr, arch, ip, args
+_RESP = struct.Struct("=QqiI")  # id, val, error, flags
+_SUN_PATH = 108
+
+_libc: Any = None
+
+
+def _lib() -> Any:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def _call(ret: int) -> int:
+    if ret < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return ret
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """One allowed socket: the names a job may give it, and what it is."""
+
+    names: frozenset[str]
+    real: str
+    dev: int
+    ino: int
+
+
+def allow_list(paths: Iterable[str]) -> tuple[Allowed, ...]:
+    """The allow-list as the server starts: each an absolute path of a listening socket
+    (resolved now, while no job runs)."""
+    out = []
+    for p in paths:
+        if not os.path.isabs(p):
+            raise ConfigError(f"sandbox_sockets: {p!r} is not an absolute path")
+        real = os.path.realpath(p)
+        try:
+            st = os.stat(real)
+        except OSError as e:
+            raise ConfigError(f"sandbox_sockets: {p}: {e.strerror}") from None
+        if not stat.S_ISSOCK(st.st_mode):
+            raise ConfigError(f"sandbox_sockets: {p} is not a Unix socket")
+        names = frozenset({os.path.normpath(p), real})
+        out.append(Allowed(names, real, st.st_dev, st.st_ino))
+    return tuple(out)
+
+
+def check_kernel() -> str | None:
+    """Why this process cannot broker connects (None when it can)."""
+    try:
+        pidfd = _call(_lib().syscall(_PIDFD_OPEN, os.getpid(), 0))
+    except OSError as e:
+        return f"pidfd_open: {e.strerror}"
+    try:
+        fd = _call(_lib().syscall(_PIDFD_GETFD, pidfd, 0, 0))
+        os.close(fd)
+    except OSError as e:
+        return f"pidfd_getfd: {e.strerror}"
+    finally:
+        os.close(pidfd)
+    return None
+
+
+def decide(address: bytes, allowed: tuple[Allowed, ...]) -> Allowed | None:
+    """The allowed socket a connect's ``sockaddr`` names, or None (pure)."""
+    if len(address) < 3 or struct.unpack_from("=H", address)[0] != socket.AF_UNIX:
+        return None
+    raw = address[2 : 2 + _SUN_PATH]
+    if raw[:1] in (b"\0", b""):
+        return None  # abstract or unnamed
+    raw = raw.split(b"\0", 1)[0]
+    try:
+        path = os.fsdecode(raw)
+    except UnicodeDecodeError:
+        return None
+    if not path.startswith("/"):
+        return None  # relative to the job's directory: never on the list
+    norm = os.path.normpath(path)
+    if norm.startswith("//"):
+        norm = "/" + norm.lstrip("/")
+    return next((a for a in allowed if norm in a.names), None)
+
+
+def _open_socket(a: Allowed) -> int:
+    """An O_PATH descriptor of the allowed socket, walked one name at a time without following
+    a symlink, and the very socket the server saw at start."""
+    parts = [p for p in a.real.split("/") if p]
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC | (0 if last else os.O_DIRECTORY)
+            nxt = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        st = os.fstat(fd)
+        if not stat.S_ISSOCK(st.st_mode) or (st.st_dev, st.st_ino) != (a.dev, a.ino):
+            raise OSError(errno.EACCES, "not the allowed socket")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class Broker:
+    """The supervisor threads of one runtime's jobs."""
+
+    def __init__(self, allowed: tuple[Allowed, ...]) -> None:
+        self.allowed = allowed
+        self._threads: set[threading.Thread] = set()
+        self._lock = threading.Lock()
+
+    def watch(self, listener: int) -> None:
+        """Answer the connects of the job (and its descendants) behind ``listener`` until
+        none of them is left; the listener is ours and closed then."""
+        t = threading.Thread(target=self._serve, args=(listener,), daemon=True)
+        t.name = f"conch-sockets-{listener}"
+        with self._lock:
+            self._threads.add(t)
+        t.start()
+
+    def active(self) -> int:
+        with self._lock:
+            return sum(t.is_alive() for t in self._threads)
+
+    def _serve(self, listener: int) -> None:
+        try:
+            poller = select.poll()
+            poller.register(listener, select.POLLIN)
+            req = ctypes.create_string_buffer(max(_NOTIF.size, 128))
+            while True:
+                events = poller.poll()
+                if not any(e & select.POLLIN for _, e in events):
+                    return  # POLLHUP: no task uses the filter any more
+                ctypes.memset(req, 0, len(req))
+                try:
+                    _call(_lib().ioctl(listener, _NOTIF_RECV, req))
+                except OSError as e:
+                    if e.errno in (errno.ENOENT, errno.EINTR):
+                        continue  # the task went away before we took it
+                    return
+                nid, pid, _, _, _, _, *args = _NOTIF.unpack_from(req)
+                error = self._one(listener, nid, pid, args)
+                resp = ctypes.create_string_buffer(_RESP.pack(nid, 0, -error, 0), _RESP.size)
+                with contextlib.suppress(OSError):
+                    _call(_lib().ioctl(listener, _NOTIF_SEND, resp))
+        finally:
+            os.close(listener)
+            with self._lock:
+                self._threads.discard(threading.current_thread())
+
+    def _valid(self, listener: int, nid: int) -> bool:
+        cookie = ctypes.c_uint64(nid)
+        return _lib().ioctl(listener, _NOTIF_ID_VALID, ctypes.byref(cookie)) == 0
+
+    def _one(self, listener: int, nid: int, pid: int, args: list[int]) -> int:
+        """The errno for one connect (0: connected here)."""
+        sockfd, addr, addrlen = args[0] & 0xFFFFFFFF, args[1], args[2] & 0xFFFFFFFF
+        if not 3 <= addrlen <= 2 + _SUN_PATH:
+            return errno.EACCES
+        try:
+            mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                address = os.pread(mem, addrlen, addr)
+            finally:
+                os.close(mem)
+        except OSError:
+            return errno.EFAULT
+        if not self._valid(listener, nid):  # the pid may have been reused meanwhile
+            return errno.EACCES
+        target = decide(address, self.allowed)
+        if target is None:
+            return errno.EACCES
+        pidfd = theirs = path_fd = -1
+        try:
+            pidfd = _call(_lib().syscall(_PIDFD_OPEN, pid, 0))
+            if not self._valid(listener, nid):
+                return errno.EACCES
+            theirs = _call(_lib().syscall(_PIDFD_GETFD, pidfd, sockfd, 0))
+            path_fd = _open_socket(target)
+            # the job's own socket (the same open file), connected here: raw connect(2), so
+            # nothing about the descriptor (its blocking mode) changes
+            name = os.fsencode(f"/proc/self/fd/{path_fd}")
+            sun = struct.pack("=H", socket.AF_UNIX) + name + b"\0"
+            buf = ctypes.create_string_buffer(sun, len(sun))
+            _call(_lib().connect(theirs, buf, len(sun)))
+            return 0
+        except OSError as e:
+            return e.errno or errno.EACCES
+        finally:
+            for fd in (path_fd, theirs, pidfd):
+                if fd >= 0:
+                    os.close(fd)
