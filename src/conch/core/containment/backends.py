@@ -65,14 +65,6 @@ def _probe_bwrap(bwrap: str, *, root: bool, env_prog: str, seccomp: str | None) 
     return None
 
 
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
 def _reap_probe_orphans(limit_s: float = 1.0) -> None:
     """bwrap runs the sandbox's init as a child of its own; when that one outlives the outer
     bwrap by a moment it is re-parented to this process (a subreaper), where nothing else
@@ -87,7 +79,7 @@ def _reap_probe_orphans(limit_s: float = 1.0) -> None:
         waiting = False
         for pid in procfs.children(os.getpid()):
             fields = procfs.stat_fields(pid)
-            if fields is None or fields[3] == mine or _comm(pid) != "bwrap":
+            if fields is None or fields[3] == mine or procfs.comm(pid) != "bwrap":
                 continue
             if fields[0] == "Z":
                 with contextlib.suppress(ChildProcessError):
