@@ -319,3 +319,45 @@ def test_the_brokered_pair_hands_connect_to_conch_and_nothing_else(arch):
     assert _run(notify, nr["connect"], other) == KILL
     if arch == "x86_64":
         assert _run(notify, 0x40000000 | nr["connect"], audit) == KILL
+
+
+_META_NR = {
+    "x86_64": {
+        "chmod": 90, "fchmod": 91, "chown": 92, "fchown": 93, "lchown": 94, "utime": 132,
+        "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197,
+        "lremovexattr": 198, "fremovexattr": 199, "utimes": 235, "fchownat": 260,
+        "futimesat": 261, "fchmodat": 268, "utimensat": 280, "fchmodat2": 452,
+        "setxattrat": 463, "removexattrat": 466,
+    },
+    "aarch64": {
+        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
+        "fremovexattr": 16, "fchmod": 52, "fchmodat": 53, "fchownat": 54, "fchown": 55,
+        "utimensat": 88, "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466,
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_the_metadata_rules_refuse_all_or_only_the_setid_bits(arch):
+    """``read-only``: every metadata change is EPERM; ``workspace-write``: only a mode with
+    S_ISUID or S_ISGID (the mode is args[1] of chmod/fchmod, args[2] of the *at calls)."""
+    nr, audit = _META_NR[arch], _AUDIT[arch]
+    every = ld.seccomp_program(arch, net_off=False, metadata="all")
+    setid = ld.seccomp_program(arch, net_off=False, metadata="setid")
+    eperm = _err(errno.EPERM)
+    for name, number in nr.items():
+        assert _run(every, number, audit, (3, 0x1000, 0o644, 0)) == eperm, name
+    mode_at = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2}
+    for name, at in mode_at.items():
+        if name not in nr:
+            continue
+        for mode, want in ((0o755, ALLOW), (0o4755, eperm), (0o2755, eperm), (0o1777, ALLOW)):
+            args = [3, 0x1000, 0, 0]
+            args[at] = mode
+            assert _run(setid, nr[name], audit, tuple(args)) == want, (name, oct(mode))
+    for name in ("chown", "fchownat", "utimensat", "setxattr"):
+        if name in nr:
+            assert _run(setid, nr[name], audit, (3, 0x1000, 0o4755, 0)) == ALLOW, name
+    assert _run(setid, _NR[arch]["io_uring_setup"], audit) == _err(errno.ENOSYS)
+    with pytest.raises(ValueError, match="metadata"):
+        ld.seccomp_program(arch, metadata="some")

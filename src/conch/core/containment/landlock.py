@@ -67,9 +67,10 @@ def needed(policy: sb.Policy) -> tuple[str, ...]:
 
 def landlock_guarantees(abi: int, seccomp: bool) -> list[str]:
     out = []
-    # below ABI 3 a file outside the writable roots (or in the data dir) could be truncated by
-    # path: the seccomp filter's truncate guard is what keeps it whole
-    if abi >= 3 or (abi >= 1 and seccomp):
+    # Landlock handles no metadata change (chmod, chown, utimes, xattrs) and, below ABI 3, no
+    # truncation by path: the seccomp filter is what refuses them, so without it neither
+    # holds
+    if abi >= 1 and seccomp:
         out += ["fs_write", "fs_hide_data_dir"]
     if abi >= 4 or seccomp:
         out.append("net_tcp")
@@ -138,10 +139,15 @@ def job_spec(
         scoped |= ld.SCOPE_ABSTRACT_UNIX_SOCKET
     net_off = policy.network == "off"
     guard = abi < 3  # no TRUNCATE right: the filter refuses truncation by path (any level)
+    # Landlock handles no metadata change: read-only refuses them all, workspace-write the
+    # setuid/setgid bits (lockdown.seccomp_program)
+    metadata = {"read-only": "all", "workspace-write": "setid"}.get(policy.sandbox, "")
     program = notify = b""
     brokered = brokered and net_off and layout.seccomp
-    if layout.seccomp and (net_off or guard):
-        program = ld.seccomp_program(net_off=net_off, truncate=guard, connect_ok=brokered)
+    if layout.seccomp and (net_off or guard or metadata):
+        program = ld.seccomp_program(
+            net_off=net_off, truncate=guard, connect_ok=brokered, metadata=metadata
+        )
     if brokered:
         notify = ld.notify_program()
     enc = os.fsencode

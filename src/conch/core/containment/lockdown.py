@@ -58,6 +58,27 @@ _SYS = {
         "openat2": 437,
         "truncate": 76,
         "seccomp": 317,
+        # metadata changes (Landlock handles none of them)
+        "chmod": 90,
+        "fchmod": 91,
+        "chown": 92,
+        "fchown": 93,
+        "lchown": 94,
+        "utime": 132,
+        "setxattr": 188,
+        "lsetxattr": 189,
+        "fsetxattr": 190,
+        "removexattr": 197,
+        "lremovexattr": 198,
+        "fremovexattr": 199,
+        "utimes": 235,
+        "fchownat": 260,
+        "futimesat": 261,
+        "fchmodat": 268,
+        "utimensat": 280,
+        "fchmodat2": 452,
+        "setxattrat": 463,
+        "removexattrat": 466,
     },
     "aarch64": {
         "create_ruleset": 444,
@@ -78,6 +99,21 @@ _SYS = {
         "openat2": 437,
         "truncate": 45,
         "seccomp": 277,
+        # metadata changes (the generic table: no chmod, chown, lchown, utime, utimes)
+        "setxattr": 5,
+        "lsetxattr": 6,
+        "fsetxattr": 7,
+        "removexattr": 14,
+        "lremovexattr": 15,
+        "fremovexattr": 16,
+        "fchmod": 52,
+        "fchmodat": 53,
+        "fchownat": 54,
+        "fchown": 55,
+        "utimensat": 88,
+        "fchmodat2": 452,
+        "setxattrat": 463,
+        "removexattrat": 466,
     },
 }
 ARCH = os.uname().machine
@@ -282,6 +318,32 @@ def _errno(e: int) -> int:
     return _RET_ERRNO | e
 
 
+_SETID = 0o6000  # S_ISUID | S_ISGID
+#: the calls that change a file's metadata (mode, owner, times, extended attributes)
+_METADATA = (
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "futimesat",
+    "utimensat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "setxattrat",
+    "removexattrat",
+)
+
+
 def _refuse_read_trunc(arg: int) -> list[tuple[Any, ...]]:
     """A tail: EACCES when the open flags in args[``arg``] (an int: the low word) have O_TRUNC
     with an access mode that is not a write (O_RDONLY, or 3: Landlock checks no file right for
@@ -296,7 +358,12 @@ def _refuse_read_trunc(arg: int) -> list[tuple[Any, ...]]:
 
 @functools.lru_cache(maxsize=8)
 def seccomp_program(
-    arch: str = ARCH, *, net_off: bool = True, truncate: bool = False, connect_ok: bool = False
+    arch: str = ARCH,
+    *,
+    net_off: bool = True,
+    truncate: bool = False,
+    connect_ok: bool = False,
+    metadata: str = "",
 ) -> bytes:
     """A job's seccomp filter, as the bytes of its ``sock_filter`` array (what bwrap's
     ``--seccomp FD`` reads, and what ``load_seccomp`` loads): another architecture's syscalls
@@ -317,7 +384,13 @@ def seccomp_program(
     rules).
 
     ``connect_ok``: ``connect`` passes this filter, for a job that also has the
-    ``notify_program`` filter (``sandbox_sockets``): Conch then decides each connect."""
+    ``notify_program`` filter (``sandbox_sockets``): Conch then decides each connect.
+
+    ``metadata`` (Landlock handles no metadata change, so a job could chmod, chown, touch or
+    set extended attributes of files its uid owns outside the writable roots): ``all``
+    (``read-only``) refuses every such call with EPERM; ``setid`` (``workspace-write``)
+    refuses a mode with the setuid or setgid bit, so a job (a root server's: uid 0) cannot
+    make a host binary setuid (the other changes stay possible there: docs/containment.md)."""
     nr = _SYS[arch]
     prog: list[tuple[int, int, int, int]] = []
 
@@ -347,7 +420,14 @@ def seccomp_program(
         table += [(nr["truncate"], "eacces"), (nr["openat"], "openat"), (nr["openat2"], "enosys")]
         if "open" in nr:
             table.append((nr["open"], "open"))
-    if net_off or truncate:
+    modes = {"chmod": "mode1", "fchmod": "mode1", "fchmodat": "mode2", "fchmodat2": "mode2"}
+    if metadata == "all":
+        table += [(nr[name], "eperm") for name in _METADATA if name in nr]
+    elif metadata == "setid":
+        table += [(nr[name], tail) for name, tail in modes.items() if name in nr]
+    elif metadata:
+        raise ValueError(f"metadata must be '', 'setid' or 'all', not {metadata!r}")
+    if net_off or truncate or metadata:
         table.append((nr["io_uring_setup"], "enosys"))
     # each instruction: (code, k) or (code, k, jump-if-true tail, jump-if-false tail), a tail
     # None being the next instruction
@@ -367,15 +447,21 @@ def seccomp_program(
         ],
         "open": _refuse_read_trunc(1),  # open(path, flags, mode)
         "openat": _refuse_read_trunc(2),  # openat(dirfd, path, flags, mode)
+        # the mode in args[1] (chmod, fchmod) or args[2] (fchmodat, fchmodat2): no S_ISUID or
+        # S_ISGID
+        "mode1": [(_LD_ABS_W, 16 + 8), (_AND_K, _SETID), (_JEQ, 0, "allow", "eperm")],
+        "mode2": [(_LD_ABS_W, 16 + 16), (_AND_K, _SETID), (_JEQ, 0, "allow", "eperm")],
         "allow": [(_RET, RET_ALLOW)],
         "eacces": [(_RET, _errno(errno.EACCES))],
+        "eperm": [(_RET, _errno(errno.EPERM))],
         "enosys": [(_RET, _errno(errno.ENOSYS))],
     }
     # (jumps go forward only: the tails that jump come first, the RETs they reach last)
     used = {tail for _, tail in table}
     used |= {t for name in used for ins in tails[name] for t in ins[2:] if t is not None}
-    order: list[str] = [n for n in ("family", "address", "open", "openat") if n in used]
-    order += ["allow", "eacces", "enosys"]
+    jumping = ("family", "address", "open", "openat", "mode1", "mode2")
+    order: list[str] = [n for n in jumping if n in used]
+    order += ["allow", "eacces", "enosys", "eperm"]
     start = len(prog) + len(table) + 1  # after the table and its fall-through RET ALLOW
     where: dict[str, int] = {}
     at = start
