@@ -234,7 +234,8 @@ async def test_timeouts_and_shell_death_match(tfbash_venv, diff_cwd, diff_env):
     calls = [
         Call("shell_open", {}, key="open"),
         Call("shell_open", {}, key="other"),
-        exec_call("timeout", "cd /tmp; export Y=7; sleep 5", timeout_ms=700, yield_ms=5000),
+        # (a yield past the original's timeout + its 5 s recovery grace: it answers after both)
+        exec_call("timeout", "cd /tmp; export Y=7; sleep 5", timeout_ms=700, yield_ms=15000),
         exec_call("survived", "echo $Y; pwd"),
         exec_call("busy", "sleep 1", yield_ms=0),
         exec_call("exec_busy", "echo no"),
