@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 import statistics
 import sys
 import tempfile
@@ -45,6 +47,12 @@ VARIANTS = [
         {"cgroup": "auto", **LL},
         {"sandbox": "workspace-write", "network": "off"},
     ),
+    # sandbox_sockets: the connect filter, its listener sent back, a supervisor thread per job
+    (
+        "landlock, cgroup, net off, sockets",
+        {"cgroup": "auto", **LL, "sandbox_sockets": "<socket>"},
+        {"sandbox": "workspace-write", "network": "off"},
+    ),
 ]
 
 
@@ -69,11 +77,17 @@ async def main() -> None:
         data = stack.enter_context(tempfile.TemporaryDirectory())
         ws = stack.enter_context(tempfile.TemporaryDirectory(dir="/var/tmp"))
         base_cfg = conch.Config(data_dir=data, default_cwd=ws, cgroup="off")
+        listening = stack.enter_context(socket.socket(socket.AF_UNIX))
+        listening.bind(os.path.join(data, "allowed.sock"))
+        listening.listen(1)
         async with conch.Runtime(base_cfg) as base:
             for _ in range(5):
                 await timed(base, {})
             for label, settings, args in VARIANTS:
-                cfg = conch.Config(data_dir=data, default_cwd=ws, **settings)  # type: ignore[arg-type]
+                given: dict[str, object] = dict(settings)
+                if given.get("sandbox_sockets") == "<socket>":
+                    given["sandbox_sockets"] = [listening.getsockname()]
+                cfg = conch.Config(data_dir=data, default_cwd=ws, **given)  # type: ignore[arg-type]
                 async with conch.Runtime(cfg) as rt:
                     info = await rt.info()
                     level = info["containment"]
