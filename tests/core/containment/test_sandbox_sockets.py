@@ -132,6 +132,19 @@ async def test_only_the_allowed_socket_connects_whatever_name_the_job_gives(base
         )
         got = dict(line.split(" ", 1) for line in r["output"].splitlines())
         assert got == {ok.path: "connected OK", no.path: "refused EACCES"}, r
+        # from another thread of the job (the notification names the thread)
+        threaded = (
+            "import socket, sys, threading\n"
+            "def go():\n"
+            "    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            "    print(s.recv(2).decode())\n"
+            "t = threading.Thread(target=go); t.start(); t.join()\n"
+        )
+        r = await rt.call_tool(
+            "exec",
+            {"argv": [PY, "-c", threaded, ok.path], "sandbox": "read-only", "network": "off"},
+        )
+        assert r["output"] == "OK\n", r
         # with the network on nothing is brokered (and every socket is reachable, as always)
         r = await rt.call_tool(
             "exec", {"argv": [PY, "-c", _CONNECT, no.path], "sandbox": "read-only"}

@@ -149,6 +149,15 @@ def _open_socket(a: Allowed) -> int:
         raise
 
 
+def _tgid(tid: int) -> int:
+    """The process of thread ``tid`` (a job's connect may come from any of its threads)."""
+    with open(f"/proc/{tid}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"Tgid:"):
+                return int(line.split()[1])
+    raise OSError(errno.ESRCH, "no such thread")
+
+
 class Broker:
     """The supervisor threads of one runtime's jobs."""
 
@@ -226,7 +235,8 @@ class Broker:
             return errno.EACCES
         pidfd = theirs = path_fd = -1
         try:
-            pidfd = _call(_lib().syscall(_PIDFD_OPEN, pid, 0))
+            # (the notification names the calling thread; pidfd_open wants its process)
+            pidfd = _call(_lib().syscall(_PIDFD_OPEN, _tgid(pid), 0))
             if not self._valid(listener, nid):
                 return errno.EACCES
             theirs = _call(_lib().syscall(_PIDFD_GETFD, pidfd, sockfd, 0))
