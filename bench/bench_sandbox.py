@@ -48,6 +48,12 @@ VARIANTS = [
         {"sandbox": "workspace-write", "network": "off"},
     ),
     # sandbox_sockets: the connect filter, its listener sent back, a supervisor thread per job
+    # (bwrap: a Python shim inside the sandbox loads the filters and hands the listener over)
+    (
+        "bwrap, cgroup, net off, sockets",
+        {"cgroup": "auto", **BW, "sandbox_sockets": "<socket>"},
+        {"sandbox": "workspace-write", "network": "off"},
+    ),
     (
         "landlock, cgroup, net off, sockets",
         {"cgroup": "auto", **LL, "sandbox_sockets": "<socket>"},

@@ -127,7 +127,7 @@ class Config:
     sandbox_sockets: list[str] = _setting(  # noqa: RUF009
         [],
         "host Unix socket paths a `network: off` job may still connect to (comma separated; "
-        "landlock backend: Conch connects each for the job)",
+        "Conch connects each for the job)",
     )
     # environment
     agent_env: bool = _setting(True, "set PAGER=cat, GIT_PAGER=cat, GIT_TERMINAL_PROMPT=0, TERM")

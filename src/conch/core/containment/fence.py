@@ -19,11 +19,13 @@ import logging
 import os
 import shutil
 import socket
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from conch.core.containment import landlock as ll
+from conch.core.containment import lockdown as ld
 from conch.core.containment import sandbox as sb
 from conch.core.containment import shenv, unotify
 from conch.core.containment.backends import Backends
@@ -78,6 +80,8 @@ class SpawnFence:
     job_tmp: str = ""  # the job's own TMPDIR (landlock)
     #: landlock, ``sandbox_sockets``: decides each connect of a ``network: off`` job
     broker: unotify.Broker | None = None
+    broker_dir: str = ""  # bwrap: where each job's channel to the broker is made
+    _channel: unotify.Channel | None = None
     _exposed: tuple[str, ...] = ()
 
     @property
@@ -211,6 +215,14 @@ class SpawnFence:
             )
             if self.bwrap is not None:
                 net_off = fence.policy.network == "off" and self.seccomp_file is not None
+                binds: tuple[str, ...] = ()
+                if net_off and self.broker is not None:
+                    # sandbox_sockets: the shim inside loads the filters (a connect filter
+                    # whose listener it hands to Conch first), not bwrap
+                    if self._channel is None:  # (one per spawn: wrap may run twice)
+                        self._channel = unotify.Channel(self.broker, self.broker_dir)
+                    run = [*broker_shim_argv(self._channel.path), *run]
+                    binds, net_off = (self._channel.dir,), False
                 run = sb.bwrap_argv(
                     self.bwrap,
                     self.env_prog,
@@ -218,6 +230,7 @@ class SpawnFence:
                     run,
                     root=self.root,
                     seccomp_fd=3 if net_off else None,
+                    binds=binds,
                 )
             else:
                 run = sb.seatbelt_argv(fence, run, self.tmpdir)
@@ -225,13 +238,28 @@ class SpawnFence:
         if self.monitor:
             pre.append("ignore")
             net_off = self.sandbox is not None and self.sandbox.policy.network == "off"
-            if self.seccomp_file is not None and net_off:
+            if self.seccomp_file is not None and net_off and self._channel is None:
                 pre.append(f"fd3={self.seccomp_file}")
         if not pre:
             return run, dict(env)
         # what the sh would change in the environment, the program gets back from `env`
         fix, start = shenv.restore(env, cwd, self.env_prog)
         return [SH, "-c", ENTER, "conch-enter", *pre, "--", *fix, *run], start
+
+
+def broker_shim_argv(channel: str) -> list[str]:
+    """The program that runs first in a bwrap sandbox with ``sandbox_sockets`` (network off):
+    lockdown.py on its own, standard library only (``lockdown.broker_shim``), imported as a
+    module so its cached bytecode is used (run as a script it is compiled each time)."""
+    here = os.path.dirname(os.path.abspath(ld.__file__))
+    return [
+        os.path.realpath(sys.executable),
+        *("-I", "-S", "-c", _SHIM, here),
+        *("--broker", channel, "--"),
+    ]
+
+
+_SHIM = "import sys; sys.path.insert(0, sys.argv[1]); import lockdown; lockdown._main(sys.argv[1:])"
 
 
 def _spawns_into(cgroups: Cgroups) -> bool:
@@ -404,15 +432,15 @@ class Containment:
             self.no_cgroup_reason = support.reason
 
     def _start_broker(self) -> None:
-        """``sandbox_sockets``: only the landlock backend passes a socket through (bwrap loads
-        its own seccomp filter, with no listener for Conch)."""
+        """``sandbox_sockets``: a Linux backend (landlock: the fork server's child hands the
+        listener over; bwrap: a shim inside the sandbox does), and the seccomp filter."""
         allowed = unotify.allow_list(self.backends.sockets)
         kind = self.backends.choose()
-        if kind != "landlock":
+        if kind not in ("landlock", "bwrap"):
             why = "; ".join(f"{k}: {v}" for k, v in self.backends.not_taken.items())
             raise ConfigError(
-                "sandbox_sockets needs the landlock sandbox backend (set sandbox_backend="
-                f"landlock), the backend here is {kind or 'none'}" + (f" ({why})" if why else "")
+                "sandbox_sockets needs the landlock or bwrap sandbox backend, the backend "
+                f"here is {kind or 'none'}" + (f" ({why})" if why else "")
             )
         if not self.backends.seccomp:
             raise ConfigError("sandbox_sockets: the seccomp filter cannot be loaded here")
@@ -528,6 +556,8 @@ class Containment:
             kind = b.check(policy) if b.decided else await asyncio.to_thread(b.check, policy)
             if kind == "bwrap":
                 out.bwrap, out.seccomp_file = b.bwrap_path, b.seccomp_file
+                out.broker = self.broker
+                out.broker_dir = os.path.join(self.data_dir, "brokers")
             elif kind == "landlock":
                 assert b.tmpdirs is not None
                 out.forkserver, out.layout = b.forkserver, b.layout

@@ -851,7 +851,36 @@ def serve(sock_fd: int) -> None:
         sock.sendall(marshal.dumps(answer))
 
 
+def broker_shim(channel: str, argv: list[str]) -> None:
+    """``sandbox_sockets`` under bwrap (``python -I -S lockdown.py --broker CHANNEL -- ARGV``),
+    the first program inside the sandbox: hand the connect filter's listener to Conch over
+    ``channel`` (a socket bound for this one job, taken once), load the ``network: off``
+    filter that lets ``connect`` through to it, exec ``argv``. It fails closed: anything that
+    goes wrong ends it (125) before the program runs. Never returns."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(30)
+            sock.connect(channel)
+            no_new_privs()
+            listener = load_notify_filter(notify_program())
+            socket.send_fds(sock, [b"L"], [listener])
+            os.close(listener)
+            if sock.recv(1) != b"K":
+                raise OSError(errno.EPROTO, "Conch did not take the listener")
+        load_seccomp(seccomp_program(net_off=True, connect_ok=True))
+    except OSError as e:
+        os.write(2, f"conch: the sandbox's socket broker failed: {e}\n".encode())
+        os._exit(125)
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        os.write(2, f"conch: {argv[0]}: {e.strerror}\n".encode())
+        os._exit(126 if e.errno == errno.EACCES else 127)
+
+
 def _main(argv: list[str]) -> None:
+    if len(argv) > 4 and argv[1] == "--broker" and argv[3] == "--":
+        broker_shim(argv[2], argv[4:])
     # every disposition at its default (Python ignores SIGPIPE itself, a supervisor or nohup
     # may have left others ignored), once: each child inherits them. It ends when Conch's end
     # of the socket closes, however Conch ended (no PDEATHSIG: that follows the spawning

@@ -103,10 +103,13 @@ def bwrap_argv(
     *,
     root: bool,
     seccomp_fd: int | None = None,
+    binds: Sequence[str] = (),
 ) -> list[str]:
     """The bubblewrap command line that runs ``argv`` under ``fence`` (pure). ``seccomp_fd``:
     the descriptor bwrap reads the ``network: off`` seccomp program from (a read-only bind
-    does not stop ``connect()`` to a host socket; the filter does)."""
+    does not stop ``connect()`` to a host socket; the filter does). ``binds``: directories
+    inside a hidden one that this sandbox sees at their own path (``sandbox_sockets``: the
+    job's channel to Conch's broker)."""
     p, ws = fence.policy, fence.workspace
     if p.sandbox == "off":  # network off only: the filesystem stays as it is
         out = [bwrap, "--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
@@ -131,6 +134,8 @@ def bwrap_argv(
         out += ["--ro-bind", f, f]
     for f in fence.masked:  # an empty file in its place, read-only (it cannot be moved either)
         out += ["--ro-bind", "/dev/null", f]
+    for d in binds:  # (a socket in it: connect() needs no writable mount)
+        out += ["--ro-bind", d, d]
     for d in fence.hidden:
         out += ["--remount-ro", d]
     out += ["--unshare-pid", "--die-with-parent"]

@@ -1,5 +1,6 @@
-"""``sandbox_sockets`` under the landlock backend: the host Unix sockets a ``network: off`` job
-may still connect to (SPEC §9a), decided by Conch for each ``connect`` (seccomp_unotify(2)).
+"""``sandbox_sockets``: the host Unix sockets a ``network: off`` job may still connect to
+(SPEC §9a), decided by Conch for each ``connect`` (seccomp_unotify(2)), under either Linux
+backend (how the listener reaches Conch: ``Channel`` for bwrap, the fork server for landlock).
 
 The job's filter (``lockdown.notify_program``) stops every ``connect`` and hands it to the
 listener it sent back at spawn. For each one a supervisor thread here reads the address from
@@ -25,9 +26,11 @@ import errno
 import logging
 import os
 import select
+import shutil
 import socket
 import stat
 import struct
+import tempfile
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -156,6 +159,47 @@ def _tgid(tid: int) -> int:
             if line.startswith(b"Tgid:"):
                 return int(line.split()[1])
     raise OSError(errno.ESRCH, "no such thread")
+
+
+class Channel:
+    """How a bwrap job's listener reaches Conch: a socket in a directory of its own (inside
+    the data dir, bound into that one sandbox), accepted once by a thread here; the shim
+    inside (``lockdown.broker_shim``) sends the listener, Conch answers ``K`` and watches it.
+    Then the socket and its directory go. No other sandbox sees the data dir."""
+
+    def __init__(self, broker: Broker, parent: str) -> None:
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+        self.dir = tempfile.mkdtemp(prefix="b.", dir=parent)
+        self.path = os.path.join(self.dir, "s")
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.bind(self.path)
+            self._sock.listen(1)
+            self._sock.settimeout(30)  # (a job that never started: given up, cleaned)
+            _thread.start_new_thread(self._take, (broker,))
+        except BaseException:
+            self._close()
+            raise
+
+    def _take(self, broker: Broker) -> None:
+        try:
+            conn, _ = self._sock.accept()
+            with conn:
+                conn.settimeout(10)
+                _, fds, _, _ = socket.recv_fds(conn, 16, 4)
+                for extra in fds[1:]:
+                    os.close(extra)
+                if fds:
+                    broker.watch(fds[0])
+                    conn.sendall(b"K")
+        except OSError:
+            pass
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        self._sock.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Broker:
