@@ -313,3 +313,21 @@ def test_the_address_rule_is_exact_about_what_names_an_allowed_socket():
     assert decide(sun(b"/run/x.sock", socket.AF_INET), (a,)) is None
     assert decide(b"\x01", (a,)) is None
     assert decide(sun(b"/" * 200 + b"run/x.sock"), (a,)) is None  # past sun_path
+
+
+async def test_a_shell_and_a_terminal_job_get_the_same_broker(base, sockets, backend):
+    """A persistent shell opened under ``network: off`` (its commands inherit the filter) and
+    a PTY job reach the allowed socket and nothing else."""
+    ok, no = sockets
+    async with conch.Runtime(cfg(base, [ok.path], sandbox_backend=backend)) as rt:
+        sh = await rt.shell_open(sandbox="read-only", network="off")
+        probe = f"{PY} -c '{_CONNECT}' {ok.path} {no.path}"
+        for _ in range(2):  # (the second command: the same shell, the same listener)
+            r = await rt.exec(shell_id=sh["shell_id"], command=probe)
+            got = dict(line.split(" ", 1) for line in r["output"].splitlines())
+            assert got == {ok.path: "connected OK", no.path: "refused EACCES"}, r
+        await rt.shell_close(sh["shell_id"])
+        r = await rt.exec(command=probe, pty=True, sandbox="read-only", network="off")
+        lines = [ln for ln in r["output"].replace("\r", "").splitlines() if ln]
+        assert lines == [f"{ok.path} connected OK", f"{no.path} refused EACCES"], r
+    assert no.hits == 0
