@@ -43,6 +43,8 @@ from conch.http import ansi
 from conch.http.screen_view import screen_body
 from conch.http.security import AUTH_SCOPE_KEY
 from conch.tools.context import invisible
+from conch.tools.schemas import WRITE_INPUT
+from conch.tools.validate import validate
 from conch.tools.views import jobs_newest_first
 
 if TYPE_CHECKING:
@@ -291,6 +293,7 @@ async def api_resize(request: Request) -> Response:
         return body
     rt: Host = request.app.state.runtime
     try:
+        validate(WRITE_INPUT["properties"]["resize"], body, "resize")  # write's very errors
         rows, cols = rt.view.resize(request.path_params["job_id"], body)
     except ConchError as e:
         return JSONResponse(e.envelope(), status_code=_status(e))
@@ -525,7 +528,7 @@ function drawScreen(d) {
       const sp = document.createElement("span"); sp.className = "cur"; sp.textContent = " ";
       frag.appendChild(sp);
     }
-    if (y < d.lines.length - 1) frag.append("\\n");
+    frag.append("\\n");  // after the last row too: an empty last row still takes its line
   });
   pre.replaceChildren(frag);
   pre.dataset.rows = d.rows; pre.dataset.cols = d.cols;
@@ -622,16 +625,18 @@ function fitSize() {
   const probe = document.createElement("span");
   probe.style.display = "inline-block"; probe.style.position = "absolute";
   probe.style.visibility = "hidden";
-  probe.textContent = Array(10).fill("M".repeat(100)).join("\n");
+  probe.textContent = Array(10).fill("M".repeat(100)).join("\\n");
   pre.appendChild(probe);
   const box = probe.getBoundingClientRect(); probe.remove();
   const cellW = box.width / 100, cellH = box.height / 10;
   const padX = parseFloat(cs.paddingLeft) + parseFloat(cs.paddingRight);
   const padY = parseFloat(cs.paddingTop) + parseFloat(cs.paddingBottom);
-  // the width it has now; the height it may grow to (its max-height)
-  const room = parseFloat(cs.maxHeight) || pre.clientHeight;
+  // its width without a scrollbar (a screen that fits has none), the height it may grow to
+  const width = pre.offsetWidth - parseFloat(cs.borderLeftWidth)
+    - parseFloat(cs.borderRightWidth);
+  const height = parseFloat(cs.maxHeight) || pre.clientHeight;
   const clamp = (n) => Math.max(2, Math.min(1000, Math.floor(n)));
-  return {rows: clamp((room - padY) / cellH), cols: clamp((pre.clientWidth - padX) / cellW)};
+  return {rows: clamp((height - padY) / cellH), cols: clamp((width - padX) / cellW)};
 }
 $("fit").onclick = async () => {
   const id = screenFor; if (!id) return;
