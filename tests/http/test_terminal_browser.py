@@ -221,3 +221,58 @@ def test_a_password_typed_from_the_page_shows_in_no_result_log_recording_or_page
     assert any("Password: " in text for text in seen)  # what was looked at is the real thing
     shot(browser, "password-prompt.png")
     call(server, "signal", {"job_id": job, "signal": "kill"})
+
+
+# after each line read: the terminal's size, then a row of '#' as wide as the terminal
+SIZE_AND_ROW = (
+    "stty size; while read -r x; do stty size; set -- $(stty size); "
+    "printf '%*s\\n' \"$2\" '' | tr ' ' '#'; done"
+)
+FITTED = """
+const pre = document.getElementById('screen'), cs = getComputedStyle(pre);
+const row = [...pre.childNodes].filter(n => n.nodeType === 3 && /^#+$/.test(n.data)).pop();
+const r = document.createRange(); r.selectNodeContents(row);
+return {hashes: row.data.length, width: r.getBoundingClientRect().width,
+  room: pre.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight),
+  height: pre.clientHeight - parseFloat(cs.paddingTop) - parseFloat(cs.paddingBottom),
+  max: parseFloat(cs.maxHeight) - parseFloat(cs.paddingTop) - parseFloat(cs.paddingBottom),
+  overflows: pre.scrollWidth > pre.clientWidth || pre.scrollHeight > pre.clientHeight};
+"""
+
+
+def fit(b: Browser) -> tuple[int, int]:
+    """Click Fit; the size the page computed, once the job's screen has it."""
+    b.run("document.getElementById('fit').dataset.cols = ''")
+    b.click(b.find("#fit"))
+    cols = b.wait(lambda: b.run("return document.getElementById('fit').dataset.cols"), 10, "Fit")
+    rows = b.run("return document.getElementById('fit').dataset.rows")
+    shown = "const d = document.getElementById('screen').dataset; return d.rows + 'x' + d.cols"
+    b.wait(lambda: b.run(shown) == f"{rows}x{cols}", 10, "the screen at the fitted size")
+    return int(rows), int(cols)
+
+
+def test_fit_sizes_the_terminal_to_the_page_and_the_program_sees_it(
+    server: HttpServer, browser: Browser
+):
+    job = pty(server, ["bash", "-c", SIZE_AND_ROW])
+    open_job(browser, server, job)
+    browser.wait(lambda: browser.run("return !document.getElementById('fit').hidden"), 10, "Fit")
+    assert browser.run("return document.getElementById('screen').dataset.cols") == "200"
+    for width, height in ((1800, 1100), (1100, 760)):
+        browser.set_size(width, height)
+        rows, cols = fit(browser)
+        assert 2 <= rows < 50 and 2 <= cols < 200, (rows, cols)
+        got = call(server, "write", {"job_id": job, "keys": ["enter"]})
+        assert f"{rows} {cols}\n" + "#" * cols + "\n" in got["output"], (rows, cols, got)
+        assert "attended" not in got  # a size is not input: the agent's write is not busy
+        row = "#" * cols
+        browser.wait(lambda row=row: row in screen_text(browser), 10, "the full-width row")
+        m = browser.run(FITTED)
+        # the program's full-width row fits the screen's width, and one more column would not
+        assert m["hashes"] == cols and not m["overflows"], m
+        cell_w, cell_h = m["width"] / cols, m["height"] / rows
+        assert m["width"] <= m["room"] + 0.5 and m["room"] - m["width"] < cell_w, m
+        # the rows fill the height the screen may take, and one more row would not fit
+        assert m["height"] <= m["max"] + 0.5 and m["max"] - m["height"] < cell_h, m
+        shot(browser, f"fit-{width}x{height}.png")
+    call(server, "signal", {"job_id": job, "signal": "kill"})

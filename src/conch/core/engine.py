@@ -412,6 +412,15 @@ class Engine:
     def hand_back(self, job_id: str) -> None:
         ops.hand_back(self._job(job_id))
 
+    def resize(self, job_id: str, size: object) -> tuple[int, int]:
+        """A person's resize of a terminal job (the dashboard's Fit): ``size`` is checked as
+        ``write``'s ``resize`` is, and set the way it sets it (core/ops.py ``resize_human``).
+        Returns (rows, columns)."""
+        job = self._job(job_id)
+        rows, cols = rq.terminal_size(size)
+        ops.resize_human(job, rows, cols)
+        return rows, cols
+
     async def type_secret(self, job_id: str, text: str) -> None:
         """Type a secret and Enter into a job's terminal (core/ops.py ``type_secret``)."""
         await ops.type_secret(self._job(job_id), text)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from conch.core.jobs import waits
-from conch.core.jobs.job import Job
+from conch.core.jobs.job import Job, JobDriver
 from conch.core.jobs.screens import Screens
 from conch.core.jobs.snapshot import STREAMS, observe, snapshot, summary
 from conch.core.jobs.takeover import Attendance
@@ -116,9 +116,26 @@ def screen_snapshot(job: Job, screens: Screens, start: int) -> JobSnapshot:
     return snap
 
 
-async def write(job: Job, req: WriteRequest, budget: int) -> JobSnapshot:
+def _running(job: Job) -> JobDriver:
+    """The driver of a job that runs (``not_running`` for one that does not)."""
     if job.terminal or job.driver is None:
         raise ConchError("not_running", f"job {job.job_id} is {job.state}; nothing to write to")
+    return job.driver
+
+
+def _check_sized(job: Job) -> None:
+    """Only a terminal has a size (``resize``'s error for a pipe job)."""
+    if job.streams:
+        raise ConchError(
+            "invalid_argument",
+            f"job {job.job_id} runs on pipes, not a terminal: only pty and shell jobs have a "
+            "size (exec with pty: true, or a shell)",
+            field="resize",
+        )
+
+
+async def write(job: Job, req: WriteRequest, budget: int) -> JobSnapshot:
+    driver = _running(job)
     if job.attendance is not None and job.attendance.attended:
         raise ConchError(
             "busy",
@@ -126,13 +143,8 @@ async def write(job: Job, req: WriteRequest, budget: int) -> JobSnapshot:
             f"hand back or in {job.attendance.idle_in_s:.0f} s (when they stop typing)",
         )
     size = req.size
-    if size is not None and job.streams:
-        raise ConchError(
-            "invalid_argument",
-            f"job {job.job_id} runs on pipes, not a terminal: only pty and shell jobs have a "
-            "size (exec with pty: true, or a shell)",
-            field="resize",
-        )
+    if size is not None:
+        _check_sized(job)
     data = req.text.encode("utf-8") if req.text is not None else b""
     eof = req.eof
     if req.keys:
@@ -141,15 +153,15 @@ async def write(job: Job, req: WriteRequest, budget: int) -> JobSnapshot:
         else:  # a pipe has no terminal: keys mean what they would mean to a person
             more, signals, close = pipe_keys(req.keys)
             for sig in signals:
-                job.driver.send_signal(sig)
+                driver.send_signal(sig)
             data, eof = data + more, eof or close
     before = job.log.size()
     if size is not None:
         resize(job, *size)
     if data:
-        await job.driver.write(data)
+        await driver.write(data)
     if eof:
-        await job.driver.close_stdin()
+        await driver.close_stdin()
     await settle_output(job, req.yield_ms / 1000)
     return window_from(job, before, budget)
 
@@ -161,6 +173,15 @@ def resize(job: Job, rows: int, cols: int) -> None:
     job.driver.resize(rows, cols)
     job.recording.resize(rows, cols, job.log.size())
     job.notify()
+
+
+def resize_human(job: Job, rows: int, cols: int) -> None:
+    """A person's resize (the dashboard's Fit button): ``write {resize}``'s checks and
+    :func:`resize`, but neither the busy check nor attendance: a size is no input, so the
+    person may resize while they type, and the agent hears of no ``human_input``."""
+    _running(job)
+    _check_sized(job)
+    resize(job, rows, cols)
 
 
 def _keys_bytes(job: Job, text: str | None, keys: Sequence[str]) -> bytes:

@@ -80,5 +80,8 @@ class FleetView:
     def hand_back(self, job_id: str) -> None:
         raise ConchError("not_found", "a fleet's jobs live on their nodes")
 
+    def resize(self, job_id: str, size: object) -> tuple[int, int]:
+        raise ConchError("not_found", "a fleet's jobs live on their nodes: use `write`")
+
     def changed_resources(self, job_id: str | None) -> list[str]:
         return resources.change_uris(self._registry, job_id)

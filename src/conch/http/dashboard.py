@@ -14,7 +14,9 @@ type into a running terminal (``POST …/input {"text"} | {"keys"}``, ``write``'
 the job is then *attended* until ``POST …/handback`` or ``attended_idle_ms`` without a key.
 What is typed goes to the terminal only: no response, log or page repeats it (the screen shows
 what the terminal echoes, and a password prompt echoes nothing). Jobs waiting for input or a
-secret are highlighted, and the page title counts them.
+secret are highlighted, and the page title counts them. The Fit button sizes a running
+terminal to the page (``POST …/resize {"rows", "cols"}``: ``write``'s ``resize``; a size is not
+input, so it does not attend the job).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from conch.http import ansi
 from conch.http.screen_view import screen_body
 from conch.http.security import AUTH_SCOPE_KEY
 from conch.tools.context import invisible
+from conch.tools.schemas import WRITE_INPUT
+from conch.tools.validate import validate
 from conch.tools.views import jobs_newest_first
 
 if TYPE_CHECKING:
@@ -225,6 +229,18 @@ def _control_refusal(request: Request) -> Response | None:
     return None
 
 
+async def _json_object(request: Request) -> dict[str, Any] | Response:
+    """The request's body as a JSON object (an empty body is ``{}``), or the structured 400
+    that answers any other body."""
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return _refuse(400, "invalid_argument", "the body must be a JSON object")
+    return body
+
+
 async def api_input(request: Request) -> Response:
     """``POST /api/jobs/{job_id}/input {"text": "…"} | {"keys": ["enter"]}`` (dashboard_control
     only): a person's keys into a terminal job, as ``write`` types them. The answer says how
@@ -232,12 +248,9 @@ async def api_input(request: Request) -> Response:
     refused = _control_refusal(request)
     if refused is not None:
         return refused
-    try:
-        body = json.loads(await request.body() or b"{}")
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        return _refuse(400, "invalid_argument", "the body must be a JSON object")
+    body = await _json_object(request)
+    if isinstance(body, Response):
+        return body
     text, keys = body.get("text"), body.get("keys") or []
     if text is not None and (not isinstance(text, str) or len(text) > MAX_TYPED_CHARS):
         return _refuse(400, "invalid_argument", f"text must be a string of ≤ {MAX_TYPED_CHARS}")
@@ -267,6 +280,26 @@ async def api_handback(request: Request) -> Response:
     return JSONResponse({"attended": False}, headers=_NO_STORE)
 
 
+async def api_resize(request: Request) -> Response:
+    """``POST /api/jobs/{job_id}/resize {"rows": R, "cols": C}`` (dashboard_control only): a
+    person sets a running terminal's size, checked and set as ``write {resize}`` does it (the
+    program gets SIGWINCH, the recording a resize, the screen the new size). A size is not
+    input: the job is not attended, and the agent's results do not report it."""
+    refused = _control_refusal(request)
+    if refused is not None:
+        return refused
+    body = await _json_object(request)
+    if isinstance(body, Response):
+        return body
+    rt: Host = request.app.state.runtime
+    try:
+        validate(WRITE_INPUT["properties"]["resize"], body, "resize")  # write's very errors
+        rows, cols = rt.view.resize(request.path_params["job_id"], body)
+    except ConchError as e:
+        return JSONResponse(e.envelope(), status_code=_status(e))
+    return JSONResponse({"rows": rows, "cols": cols}, headers=_NO_STORE)
+
+
 async def api_signal(request: Request) -> Response:
     """``POST /api/jobs/{job_id}/signal {"signal": "terminate"}`` (dashboard_control only).
 
@@ -276,12 +309,9 @@ async def api_signal(request: Request) -> Response:
     refused = _control_refusal(request)
     if refused is not None:
         return refused
-    try:
-        body = json.loads(await request.body() or b"{}")
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        return _refuse(400, "invalid_argument", "the body must be a JSON object")
+    body = await _json_object(request)
+    if isinstance(body, Response):
+        return body
     sig = body.get("signal", "terminate")
     if sig not in STOP_SIGNALS:
         return _refuse(400, "invalid_argument", f"signal must be one of {', '.join(STOP_SIGNALS)}")
@@ -367,6 +397,8 @@ font:12px/1.25 ui-monospace,monospace;white-space:pre;outline:none;flex:none}
 <div id="bar" hidden><span id="scrinfo"></span>
 <a id="castlink" class="btn" download>Download recording</a>
 <button id="replay" class="btn" type="button">Replay</button>
+<button id="fit" class="btn" type="button" hidden
+title="size the terminal to this screen">Fit</button>
 <button id="handback" class="btn" type="button" hidden>Hand back</button>
 <span id="hint"></span></div>
 <pre id="screen" tabindex="0" hidden></pre><pre id="log"></pre></div>
@@ -466,6 +498,7 @@ function showWhat() {
     $("castlink").href = "api/jobs/" + encodeURIComponent(j.job_id) + "/cast";
     const live = control && j.state === "running";
     $("handback").hidden = !(live && j.attended);
+    $("fit").hidden = !live;
     $("hint").textContent = live ? "click the screen and type to take over" : "";
   }
 }
@@ -495,7 +528,7 @@ function drawScreen(d) {
       const sp = document.createElement("span"); sp.className = "cur"; sp.textContent = " ";
       frag.appendChild(sp);
     }
-    if (y < d.lines.length - 1) frag.append("\\n");
+    frag.append("\\n");  // after the last row too: an empty last row still takes its line
   });
   pre.replaceChildren(frag);
   pre.dataset.rows = d.rows; pre.dataset.cols = d.cols;
@@ -586,6 +619,37 @@ $("screen").addEventListener("paste", (ev) => {
   const text = (ev.clipboardData || window.clipboardData).getData("text");
   ev.preventDefault(); if (text) send({text: text});
 });
+// -- Fit: the terminal's size from the room the screen has and the size of a character cell --
+function fitSize() {
+  const pre = $("screen"), cs = getComputedStyle(pre);
+  const probe = document.createElement("span");
+  probe.style.display = "inline-block"; probe.style.position = "absolute";
+  probe.style.visibility = "hidden";
+  probe.textContent = Array(10).fill("M".repeat(100)).join("\\n");
+  pre.appendChild(probe);
+  const box = probe.getBoundingClientRect(); probe.remove();
+  const cellW = box.width / 100, cellH = box.height / 10;
+  const padX = parseFloat(cs.paddingLeft) + parseFloat(cs.paddingRight);
+  const padY = parseFloat(cs.paddingTop) + parseFloat(cs.paddingBottom);
+  // its width without a scrollbar (a screen that fits has none), the height it may grow to
+  const width = pre.offsetWidth - parseFloat(cs.borderLeftWidth)
+    - parseFloat(cs.borderRightWidth);
+  const height = parseFloat(cs.maxHeight) || pre.clientHeight;
+  const clamp = (n) => Math.max(2, Math.min(1000, Math.floor(n)));
+  return {rows: clamp((height - padY) / cellH), cols: clamp((width - padX) / cellW)};
+}
+$("fit").onclick = async () => {
+  const id = screenFor; if (!id) return;
+  const size = fitSize();
+  try {
+    const r = await fetch("api/jobs/" + encodeURIComponent(id) + "/resize", {
+      method: "POST", headers: {"Content-Type": "application/json"},
+      body: JSON.stringify(size), cache: "no-store"});
+    $("hint").textContent = r.ok ? "resized to " + size.cols + "×" + size.rows
+      : "resize refused (HTTP " + r.status + ")";
+  } catch (e) { $("hint").textContent = "resize failed"; }
+  $("fit").dataset.rows = size.rows; $("fit").dataset.cols = size.cols;
+};
 $("replay").onclick = replay;
 $("handback").onclick = async () => {
   const id = screenFor; if (!id) return;

@@ -84,6 +84,11 @@ class HostView(Protocol):
         """The person hands the terminal back to the agent."""
         ...
 
+    def resize(self, job_id: str, size: object) -> tuple[int, int]:
+        """A person sets a terminal job's size (``size`` as ``write``'s ``resize``: rows and
+        cols); not input, so the job is not attended. Returns (rows, columns)."""
+        ...
+
     def changed_resources(self, job_id: str | None) -> list[str]:
         """The resource URIs a change of ``job_id`` (or of the job/shell set) may update."""
         ...
@@ -236,6 +241,9 @@ class EngineView:
 
     def hand_back(self, job_id: str) -> None:
         self._engine.hand_back(job_id)
+
+    def resize(self, job_id: str, size: object) -> tuple[int, int]:
+        return self._engine.resize(job_id, size)
 
     def changed_resources(self, job_id: str | None) -> list[str]:
         return resources.change_uris(self._registry, job_id)
