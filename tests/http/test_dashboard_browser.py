@@ -10,27 +10,15 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from browser import Browser, chromium
 from frontend_servers import HttpServer, kill_group, sign_in, start_http
+from frontend_servers import invoke as call
 
 pytestmark = pytest.mark.needs("chromium", "chromedriver")
 
 TOKEN = "tok-dash-9QvX-secret"
-
-
-def call(srv: HttpServer, method: str, params: Any, *, token: str = "") -> Any:
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    try:
-        conn.request("POST", "/invoke", json.dumps({"method": method, "params": params}), headers)
-        return json.loads(conn.getresponse().read())
-    finally:
-        conn.close()
 
 
 def status_of(srv: HttpServer, method: str, path: str, headers: dict[str, str]) -> int:

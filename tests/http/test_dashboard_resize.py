@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from frontend_servers import HttpServer, kill_group, sign_in, start_http
+from frontend_servers import HttpServer, invoke, kill_group, sign_in, start_http
 
 TOKEN = "tok-resize-7Lw-secret"
 # prints its terminal's size at the start and after each line read
@@ -21,15 +21,7 @@ SIZES = "stty size; while read -r x; do stty size; done"
 
 
 def call(srv: HttpServer, method: str, params: Any) -> Any:
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    headers = {"Content-Type": "application/json"}
-    if srv.token:
-        headers["Authorization"] = f"Bearer {srv.token}"
-    try:
-        conn.request("POST", "/invoke", json.dumps({"method": method, "params": params}), headers)
-        return json.loads(conn.getresponse().read())
-    finally:
-        conn.close()
+    return invoke(srv, method, params, token=srv.token)
 
 
 def post(

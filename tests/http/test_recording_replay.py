@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from frontend_servers import HttpServer, kill_group, start_http
+from frontend_servers import invoke as call
 
 pytestmark = pytest.mark.needs("asciinema")
 
@@ -31,16 +32,6 @@ w("\x1b[r\x1b[20;5H\x1b[38;5;208morange at 20,5\x1b[0m\x1b[12;40H")
 sys.stdout.flush()
 time.sleep(60)
 """
-
-
-def call(srv: HttpServer, method: str, params: Any) -> Any:
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    try:
-        body = json.dumps({"method": method, "params": params})
-        conn.request("POST", "/invoke", body, {"Content-Type": "application/json"})
-        return json.loads(conn.getresponse().read())
-    finally:
-        conn.close()
 
 
 def screen(srv: HttpServer, job_id: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from browser import Browser, chromium
 from frontend_servers import HttpServer, kill_group, start_http
+from frontend_servers import invoke as call
 
 pytestmark = pytest.mark.needs("chromium", "chromedriver")
 
@@ -23,16 +24,6 @@ SHOTS = Path(
     os.environ.get("CONCH_SCREENSHOTS", Path(__file__).parents[2] / "artifacts" / "screenshots")
 )
 SECRET = "hunter2-Zq9-never-shown"
-
-
-def call(srv: HttpServer, method: str, params: Any) -> Any:
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    try:
-        body = json.dumps({"method": method, "params": params})
-        conn.request("POST", "/invoke", body, {"Content-Type": "application/json"})
-        return json.loads(conn.getresponse().read())
-    finally:
-        conn.close()
 
 
 def get(srv: HttpServer, path: str) -> tuple[int, bytes]:

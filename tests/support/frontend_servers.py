@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import signal
 import socket
@@ -13,6 +14,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -119,3 +121,16 @@ def start_http(
             raise RuntimeError("server did not become healthy")
         time.sleep(0.05)
     return HttpServer(url, port, proc, err, token)
+
+
+def invoke(srv: HttpServer, method: str, params: Any, *, token: str = "") -> Any:
+    """One call of the HTTP invoke API (``POST /invoke``), with a bearer ``token`` if given."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        conn.request("POST", "/invoke", json.dumps({"method": method, "params": params}), headers)
+        return json.loads(conn.getresponse().read())
+    finally:
+        conn.close()

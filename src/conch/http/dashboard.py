@@ -229,6 +229,12 @@ def _control_refusal(request: Request) -> Response | None:
     return None
 
 
+async def _controlled_body(request: Request) -> dict[str, Any] | Response:
+    """A state-changing request's JSON object body, or the answer that refuses it."""
+    refused = _control_refusal(request)
+    return refused if refused is not None else await _json_object(request)
+
+
 async def _json_object(request: Request) -> dict[str, Any] | Response:
     """The request's body as a JSON object (an empty body is ``{}``), or the structured 400
     that answers any other body."""
@@ -245,10 +251,7 @@ async def api_input(request: Request) -> Response:
     """``POST /api/jobs/{job_id}/input {"text": "…"} | {"keys": ["enter"]}`` (dashboard_control
     only): a person's keys into a terminal job, as ``write`` types them. The answer says how
     many bytes were typed, never what (nothing here logs the body)."""
-    refused = _control_refusal(request)
-    if refused is not None:
-        return refused
-    body = await _json_object(request)
+    body = await _controlled_body(request)
     if isinstance(body, Response):
         return body
     text, keys = body.get("text"), body.get("keys") or []
@@ -285,10 +288,7 @@ async def api_resize(request: Request) -> Response:
     person sets a running terminal's size, checked and set as ``write {resize}`` does it (the
     program gets SIGWINCH, the recording a resize, the screen the new size). A size is not
     input: the job is not attended, and the agent's results do not report it."""
-    refused = _control_refusal(request)
-    if refused is not None:
-        return refused
-    body = await _json_object(request)
+    body = await _controlled_body(request)
     if isinstance(body, Response):
         return body
     rt: Host = request.app.state.runtime
@@ -306,10 +306,7 @@ async def api_signal(request: Request) -> Response:
     CSRF: a browser's request carries the SameSite=Strict cookie only from this origin, the
     guard refuses a foreign ``Origin``, and a cookie-authenticated request without one is
     refused here (browsers always send it on POST)."""
-    refused = _control_refusal(request)
-    if refused is not None:
-        return refused
-    body = await _json_object(request)
+    body = await _controlled_body(request)
     if isinstance(body, Response):
         return body
     sig = body.get("signal", "terminate")
