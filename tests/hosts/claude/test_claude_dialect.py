@@ -94,7 +94,8 @@ SCRIPT: list[tuple[str, dict[str, Any] | Callable[[list[Block | None]], dict[str
     ("Bash", {"command": "ls /nonexistent; exit 3"}),  # 1
     ("Bash", {"command": "echo err1 >&2; echo out1; echo err2 >&2"}),  # 2
     ("Bash", {"command": "sleep 5", "timeout": 1000}),  # 3
-    ("Bash", {"command": "sleep 0.1; echo partial; sleep 5", "timeout": 1500}),  # 4
+    # (the output before a timeout: 3 s, so a loaded box still prints it in time on both sides)
+    ("Bash", {"command": "echo partial; sleep 10", "timeout": 3000}),  # 4
     ("Bash", {"command": "sleep 2; echo done", "run_in_background": True}),  # 5
     ("TaskOutput", task(5, block=False, timeout=0)),  # 6
     ("TaskOutput", task(5, block=True, timeout=10000)),  # 7

@@ -14,6 +14,7 @@ waits for an RCU grace period); a sandboxed job's sh only sets the bwrap monitor
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import logging
 import os
@@ -223,6 +224,11 @@ class SpawnFence:
                         self._channel = unotify.Channel(self.broker, self.broker_dir)
                     run = [*broker_shim_argv(self._channel.path), *run]
                     binds, net_off = (self._channel.dir,), False
+                    # the shim and its interpreter are seen inside even where they lie under
+                    # a path the sandbox covers (/tmp is a tmpfs there)
+                    fence = dataclasses.replace(
+                        fence, exposed=tuple(sorted({*fence.exposed, *shim_files()}))
+                    )
                 run = sb.bwrap_argv(
                     self.bwrap,
                     self.env_prog,
@@ -257,6 +263,11 @@ def broker_shim_argv(channel: str) -> list[str]:
         *("-I", "-S", "-c", _SHIM, here),
         *("--broker", channel, "--"),
     ]
+
+
+def shim_files() -> list[str]:
+    """What the shim needs to be visible: lockdown.py and the interpreter's installation."""
+    return [os.path.realpath(ld.__file__), os.path.realpath(sys.base_prefix)]
 
 
 _SHIM = "import sys; sys.path.insert(0, sys.argv[1]); import lockdown; lockdown._main(sys.argv[1:])"
