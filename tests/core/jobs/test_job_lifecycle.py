@@ -273,9 +273,7 @@ async def test_a_job_ending_while_shells_close_keeps_its_own_end(tmp_path):
     sid = (await rt.shell_open())["shell_id"]
     cmd = "trap '' TERM HUP; echo set; sleep 30"  # closing the shell takes its grace
     assert (await rt.exec(shell_id=sid, command=cmd, ready={"pattern": "set"}))["ready"]
-    # (it ends a second later, while the shells take their 2 s grace: time enough under load
-    # for `ready` to answer first)
-    r = await rt.exec(command="echo up; sleep 1; exit 5", ready={"pattern": "up"})
+    r = await rt.exec(command="echo up; sleep 0.1; exit 5", ready={"pattern": "up"})
     assert r["state"] == "running"
     await rt.aclose()
     job = next(j for j in rt.engine.jobs if j.job_id == r["job_id"])
