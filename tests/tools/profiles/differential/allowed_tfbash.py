@@ -19,6 +19,9 @@ from harness import Allowed
 _PASTE = re.compile(r"\x1b\[\?2004[hl]")
 _NOTICE = re.compile(r"(?m)^\[\d+\][+-]? +.*\n")
 _PROMPT = re.compile(r"__TFBASH_PROMPT_[0-9a-f]{32}__> ")
+# its private end-of-command marker (seed-contracts §2.3), which a timeout's output leaks when
+# the recovery probe's answer lands in it (a loaded box): like the private prompt, a §4 leak
+_END = re.compile(r"\x1eTFBASH_END_[0-9a-f]{32}:-?\d+:[A-Za-z0-9+/=]*\x1f")
 
 
 def seed_text(text: str) -> str:
@@ -87,7 +90,9 @@ def same_syntax_error(original: Any, ours: Any) -> bool:
 def only_noise(original: Any, ours: Any) -> bool:
     """The original's output is nothing but line breaks once its prompt and noise are gone;
     ours is empty (bash's own line break for the interrupted command line is noise too)."""
-    return isinstance(original, str) and not seed_text(original).strip() and ours == ""
+    if not isinstance(original, str):
+        return False
+    return not seed_text(_END.sub("", original)).strip() and ours == ""
 
 
 def signal_notice(original: Any, ours: Any) -> bool:
@@ -156,7 +161,8 @@ ALLOWED: list[Allowed] = [
         r"timeout",
         _OUTPUT,
         "seed-contracts §2.5: after a timeout 'The output again contains the private prompt'; "
-        "seed-contracts §4 lists the prompt leak as a tfbash bug to avoid",
+        "seed-contracts §4 lists the prompt leak as a tfbash bug to avoid (so is its end "
+        "marker, §2.3, which a loaded box's timeout output also leaks)",
         only_noise,
     ),
     Allowed(
