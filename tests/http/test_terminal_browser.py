@@ -231,10 +231,14 @@ return {hashes: row.data.length, width: r.getBoundingClientRect().width,
 """
 
 
-def fit(b: Browser) -> tuple[int, int]:
-    """Click Fit; the size the page computed, once the job's screen has it."""
+def fit(b: Browser, window: tuple[int, int] | None = None) -> tuple[int, int]:
+    """Click Fit, or with ``window`` resize the window (a fitted terminal follows it); the
+    size the page computed, once the job's screen has it."""
     b.run("document.getElementById('fit').dataset.cols = ''")
-    b.click(b.find("#fit"))
+    if window is None:
+        b.click(b.find("#fit"))
+    else:
+        b.set_size(*window)
     cols = b.wait(lambda: b.run("return document.getElementById('fit').dataset.cols"), 10, "Fit")
     rows = b.run("return document.getElementById('fit').dataset.rows")
     shown = "const d = document.getElementById('screen').dataset; return d.rows + 'x' + d.cols"
@@ -250,8 +254,11 @@ def test_fit_sizes_the_terminal_to_the_page_and_the_program_sees_it(
     browser.wait(lambda: browser.run("return !document.getElementById('fit').hidden"), 10, "Fit")
     assert browser.run("return document.getElementById('screen').dataset.cols") == "200"
     for width, height in ((1800, 1100), (1100, 760)):
-        browser.set_size(width, height)
-        rows, cols = fit(browser)
+        if width == 1800:
+            browser.set_size(width, height)
+            rows, cols = fit(browser)
+        else:  # once fitted, the terminal follows the window without another click
+            rows, cols = fit(browser, (width, height))
         assert 2 <= rows < 50 and 2 <= cols < 200, (rows, cols)
         got = call(server, "write", {"job_id": job, "keys": ["enter"]})
         assert f"{rows} {cols}\n" + "#" * cols + "\n" in got["output"], (rows, cols, got)

@@ -16,7 +16,7 @@ What is typed goes to the terminal only: no response, log or page repeats it (th
 what the terminal echoes, and a password prompt echoes nothing). Jobs waiting for input or a
 secret are highlighted, and the page title counts them. The Fit button sizes a running
 terminal to the page (``POST …/resize {"rows", "cols"}``: ``write``'s ``resize``; a size is not
-input, so it does not attend the job).
+input, so it does not attend the job); once fitted, the terminal follows the window's size.
 """
 
 from __future__ import annotations
@@ -635,8 +635,10 @@ function fitSize() {
   const clamp = (n) => Math.max(2, Math.min(1000, Math.floor(n)));
   return {rows: clamp((height - padY) / cellH), cols: clamp((width - padX) / cellW)};
 }
-$("fit").onclick = async () => {
+let fitted = null, refit = null;  // the job a person fitted: it follows the window's size
+async function fitNow() {
   const id = screenFor; if (!id) return;
+  fitted = id;
   const size = fitSize();
   try {
     const r = await fetch("api/jobs/" + encodeURIComponent(id) + "/resize", {
@@ -646,7 +648,14 @@ $("fit").onclick = async () => {
       : "resize refused (HTTP " + r.status + ")";
   } catch (e) { $("hint").textContent = "resize failed"; }
   $("fit").dataset.rows = size.rows; $("fit").dataset.cols = size.cols;
-};
+}
+$("fit").onclick = fitNow;
+window.addEventListener("resize", () => {
+  clearTimeout(refit);
+  refit = setTimeout(() => {
+    if (fitted && fitted === screenFor && !$("fit").hidden) fitNow();
+  }, 250);
+});
 $("replay").onclick = replay;
 $("handback").onclick = async () => {
   const id = screenFor; if (!id) return;
