@@ -417,10 +417,10 @@ attempt("inside_setuid", lambda: os.chmod(inside, 0o4755))
 
 
 async def test_metadata_outside_the_writable_roots_stays_as_it_was(base, workspace, backend):
-    """Landlock handles no metadata change: the filter refuses them all at ``read-only`` and
-    the setuid/setgid bits at ``workspace-write`` (a root server's job is uid 0 and owns the
-    host's binaries); bwrap's read-only binds give EROFS. Under Landlock at
-    ``workspace-write`` the other changes outside remain possible (docs/containment.md)."""
+    """Landlock handles no metadata change: the filter refuses them all at ``read-only``; at
+    ``workspace-write`` Conch makes mode and time changes for the job inside its writable
+    roots only (metaops), refuses setuid/setgid modes, owners and attributes; bwrap's
+    read-only binds give EROFS."""
     outside = os.path.join(base, "outside.bin")
     with open(outside, "w") as f:
         f.write("x")
@@ -449,10 +449,90 @@ async def test_metadata_outside_the_writable_roots_stays_as_it_was(base, workspa
         assert ww[name].startswith("blocked"), (name, ww)
     assert os.stat(outside).st_mode & 0o6000 == 0
     assert ww["inside_chmod_x"] == "ok", ww
-    if backend == "bwrap":
-        assert unchanged(), os.stat(outside)
-    else:
+    assert unchanged(), os.stat(outside)
+    for name in ("chmod", "chown", "utime", "setxattr"):
+        assert ww[name].startswith("blocked"), (name, ww)
+    if backend == "landlock":
         assert ww["inside_setuid"] == "blocked EPERM", ww
-        # the accepted difference, written down: mode bits, times and user xattrs of the
-        # server user's files outside (docs/containment.md, "what differs from bwrap")
-        assert ww["chmod"] == "ok" and ww["utime"] == "ok", ww
+
+
+_META_WS = r"""
+import errno, os, sys, threading
+ws, outside = sys.argv[1:3]
+def attempt(label, fn):
+    try:
+        fn(); print(label, "ok")
+    except OSError as e:
+        print(label, "blocked", errno.errorcode.get(e.errno, e.errno))
+os.chdir(os.path.join(ws, "sub"))  # (Landlock: no new top-level entry beside a .git)
+open("made.sh", "w").close()
+attempt("chmod_rel", lambda: os.chmod("made.sh", 0o755))
+attempt("fchmod", lambda: os.fchmod(os.open("made.sh", os.O_RDONLY), 0o700))
+attempt("fchmodat_dirfd", lambda: os.chmod("sub/made.sh", 0o750, dir_fd=os.open(ws, os.O_RDONLY)))
+attempt("utime_now", lambda: os.utime("made.sh"))
+attempt("utime_set", lambda: os.utime("made.sh", ns=(5_000_000_000, 7_000_000_000)))
+attempt("futimens", lambda: os.utime(os.open("made.sh", os.O_RDONLY), ns=(1, 2)))
+os.symlink(outside, "link")
+attempt("chmod_via_link", lambda: os.chmod("link", 0o777))
+attempt("utime_via_link", lambda: os.utime("link", (1, 1)))
+attempt("git_dir", lambda: os.chmod(os.path.join(ws, ".git", "config"), 0o777))
+# the symlink swapped between a file inside and the outside one while chmod runs
+stop = False
+def swap():
+    while not stop:
+        try:
+            os.replace("flip-a", "flip")
+            os.replace("flip-b", "flip")
+        except OSError:
+            pass
+open("target-in", "w").close()
+os.symlink("target-in", "flip-a"); os.symlink(outside, "flip-b")
+t = threading.Thread(target=swap); t.start()
+for _ in range(300):
+    try:
+        os.chmod("flip", 0o600)
+    except OSError:
+        pass
+    try:
+        os.symlink("target-in", "flip-a"); os.symlink(outside, "flip-b")
+    except OSError:
+        pass
+stop = True; t.join()
+st = os.stat("made.sh")
+print("mode", oct(st.st_mode & 0o7777), "mtime", st.st_mtime_ns)
+"""
+
+
+async def test_a_workspace_job_changes_modes_and_times_inside_and_nowhere_else(
+    base, workspace, backend
+):
+    """At ``workspace-write`` a job chmods and touches files of the workspace as usual
+    (relative paths, descriptors, directory descriptors, the `now` and explicit times), while
+    a symlink out of it, the repository's .git and a symlink swapped during the calls reach
+    nothing outside."""
+    outside = os.path.join(base, "outside.txt")
+    with open(outside, "w") as f:
+        f.write("x")
+    os.chmod(outside, 0o644)
+    os.utime(outside, (1_000_000, 1_000_000))
+    os.mkdir(os.path.join(workspace, ".git"))
+    os.mkdir(os.path.join(workspace, "sub"))
+    with open(os.path.join(workspace, ".git", "config"), "w") as f:
+        f.write("[core]\n")
+    before = os.stat(outside)
+    async with conch.Runtime(cfg(base, workspace, backend)) as rt:
+        r = await rt.exec(
+            argv=[PY, "-c", _META_WS, workspace, outside],
+            sandbox="workspace-write",
+            timeout_ms=60000,
+        )
+    got = _results(r["output"])
+    assert "chmod_rel" in got, r
+    for name in ("chmod_rel", "fchmod", "fchmodat_dirfd", "utime_now", "utime_set", "futimens"):
+        assert got[name] == "ok", (name, got, r)
+    for name in ("chmod_via_link", "utime_via_link", "git_dir"):
+        assert got[name].startswith("blocked"), (name, got)
+    assert got["mode"] == "0o750 mtime 2", got  # the last chmod; futimens set mtime to 2 ns
+    now = os.stat(outside)
+    assert (now.st_mode, now.st_mtime_ns) == (before.st_mode, before.st_mtime_ns)
+    assert os.stat(os.path.join(workspace, ".git", "config")).st_mode & 0o777 != 0o777

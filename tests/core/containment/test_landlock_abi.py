@@ -361,3 +361,26 @@ def test_the_metadata_rules_refuse_all_or_only_the_setid_bits(arch):
     assert _run(setid, _NR[arch]["io_uring_setup"], audit) == _err(errno.ENOSYS)
     with pytest.raises(ValueError, match="metadata"):
         ld.seccomp_program(arch, metadata="some")
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_the_brokered_metadata_pair_hands_modes_and_times_to_conch(arch):
+    """``workspace-write`` with the broker: the listener's filter stops the mode and time
+    calls (and ``connect`` only with ``sandbox_sockets``); the main filter lets those through
+    and still refuses owners and extended attributes."""
+    nr, audit = _META_NR[arch], _AUDIT[arch]
+    user_notif = 0x7FC00000
+    notify = ld.notify_program(arch, connect=False, metadata=True)
+    main = ld.seccomp_program(arch, net_off=False, metadata="brokered")
+    handed = {"chmod", "fchmod", "fchmodat", "fchmodat2", "utime", "utimes", "futimesat"}
+    handed.add("utimensat")
+    for name, number in nr.items():
+        want = user_notif if name in handed else ALLOW
+        assert _run(notify, number, audit, (3, 0x1000, 0o4755, 0)) == want, name
+        assert _run(main, number, audit, (3, 0x1000, 0o4755, 0)) == (
+            ALLOW if name in handed else _err(errno.EPERM)
+        ), name
+    assert _run(notify, _NR[arch]["connect"], audit, (3, 0x1000, 16)) == ALLOW
+    both = ld.notify_program(arch, connect=True, metadata=True)
+    assert _run(both, _NR[arch]["connect"], audit, (3, 0x1000, 16)) == user_notif
+    assert _run(both, _NR[arch]["read"], audit) == ALLOW

@@ -27,8 +27,8 @@ from typing import Any
 
 from conch.core.containment import landlock as ll
 from conch.core.containment import lockdown as ld
+from conch.core.containment import metaops, shenv, unotify
 from conch.core.containment import sandbox as sb
-from conch.core.containment import shenv, unotify
 from conch.core.containment.backends import Backends
 from conch.core.containment.cgroup import LIMITS, Cgroups, JobCgroup
 from conch.core.process import libc_spawn, procfs, program
@@ -116,7 +116,8 @@ class SpawnFence:
             procs=self.cgroup.procs_files() if self.cgroup is not None else (),
             tty=terminal,
             cgroup=self.place,
-            brokered=self.broker is not None,
+            brokered=self.broker is not None and bool(self.broker.allowed),
+            broker_metadata=self.broker is not None,
         )
         fds = [] if terminal is not None else [stdin, stdout, stderr]
         if self.broker is None or not spec["notify"]:
@@ -132,7 +133,14 @@ class SpawnFence:
             _, got, _, _ = socket.recv_fds(ours, 16, 1)
         if not got:  # (the child cannot exec without sending it)
             raise OSError(errno.EPROTO, "the job's connect filter sent no listener")
-        self.broker.watch(got[0])
+        # where its mode and time changes may land: what Landlock lets it write
+        trees = []
+        if self.sandbox.policy.sandbox == "workspace-write":
+            ws = self.sandbox.workspace
+            holes = (*self.sandbox.hidden, *self.sandbox.masked, os.path.join(ws, ".git"))
+            trees.append((ws, holes))
+        dirs = tuple(d for d in (self.job_tmp, *ll.ld.DEVICE_DIRS) if d)
+        self.broker.watch(got[0], metaops.Roots(tuple(trees), dirs))
         return pid
 
     def drop_tmp(self) -> None:
@@ -217,7 +225,7 @@ class SpawnFence:
             if self.bwrap is not None:
                 net_off = fence.policy.network == "off" and self.seccomp_file is not None
                 binds: tuple[str, ...] = ()
-                if net_off and self.broker is not None:
+                if net_off and self.broker is not None and self.broker.allowed:
                     # sandbox_sockets: the shim inside loads the filters (a connect filter
                     # whose listener it hands to Conch first), not bwrap
                     if self._channel is None:  # (one per spawn: wrap may run twice)
@@ -383,7 +391,8 @@ class Containment:
         self.env_prog = shutil.which("env") or "/usr/bin/env"
         self.no_cgroup_reason = "cgroups are turned off (setting cgroup=off)"
         self.places_itself = False  # a spawn can start its child in a cgroup v2 directory
-        self.broker: unotify.Broker | None = None  # sandbox_sockets (landlock)
+        self.broker: unotify.Broker | None = None  # sandbox_sockets; landlock metadata
+        self._no_broker = False
         self.backends = Backends(
             setting=backend,
             partial=partial,
@@ -459,6 +468,17 @@ class Containment:
         if problem is not None:
             raise ConfigError(f"sandbox_sockets: this kernel cannot broker connects: {problem}")
         self.broker = unotify.Broker(allowed)
+
+    def _landlock_broker(self) -> unotify.Broker | None:
+        """The broker of a landlock job (``sandbox_sockets``, and the mode and time changes of
+        ``workspace-write``: metaops), made at the first such job where this kernel can
+        broker; None elsewhere (then the filter refuses setuid/setgid modes only)."""
+        if self.broker is None and not self._no_broker:
+            if unotify.check_kernel() is None:
+                self.broker = unotify.Broker(())
+            else:
+                self._no_broker = True
+        return self.broker
 
     def close(self) -> None:
         self.backends.close()
@@ -572,7 +592,7 @@ class Containment:
             elif kind == "landlock":
                 assert b.tmpdirs is not None
                 out.forkserver, out.layout = b.forkserver, b.layout
-                out.broker = self.broker
+                out.broker = self._landlock_broker()
                 try:
                     out.job_tmp = b.tmpdirs.make(name)
                 except OSError as e:

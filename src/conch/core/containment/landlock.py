@@ -115,11 +115,14 @@ def job_spec(
     tty: str | None,
     cgroup: str | None = None,
     brokered: bool = False,
+    broker_metadata: bool = False,
 ) -> dict[str, Any]:
     """The fork server's request for one job (marshal-able: str, int, bytes, lists).
     ``cgroup``: the cgroup v2 directory to start the child in (clone3); else the child
     writes itself into each of ``procs``. ``brokered`` (``sandbox_sockets``): a ``network:
-    off`` job's connects go to Conch (``notify``; the channel is the last descriptor sent)."""
+    off`` job's connects go to Conch (``notify``; the channel is the last descriptor sent).
+    ``broker_metadata``: a ``workspace-write`` job's mode and time changes go to Conch too
+    (conch/core/containment/metaops.py); without it only setuid/setgid modes are refused."""
     abi = layout.abi
     write = ld.write_rights(abi)
     holes = [*layout.hidden, *layout.masked]
@@ -144,12 +147,15 @@ def job_spec(
     metadata = {"read-only": "all", "workspace-write": "setid"}.get(policy.sandbox, "")
     program = notify = b""
     brokered = brokered and net_off and layout.seccomp
+    meta = broker_metadata and metadata == "setid" and layout.seccomp
+    if meta:
+        metadata = "brokered"
     if layout.seccomp and (net_off or guard or metadata):
         program = ld.seccomp_program(
             net_off=net_off, truncate=guard, connect_ok=brokered, metadata=metadata
         )
-    if brokered:
-        notify = ld.notify_program()
+    if brokered or meta:
+        notify = ld.notify_program(connect=brokered, metadata=meta)
     enc = os.fsencode
     return {
         "abi": abi,

@@ -425,8 +425,14 @@ def seccomp_program(
         table += [(nr[name], "eperm") for name in _METADATA if name in nr]
     elif metadata == "setid":
         table += [(nr[name], tail) for name, tail in modes.items() if name in nr]
+    elif metadata == "brokered":  # (modes and times go to Conch: notify_program)
+        table += [
+            (nr[name], "eperm")
+            for name in _METADATA
+            if name in nr and name not in BROKERED_METADATA
+        ]
     elif metadata:
-        raise ValueError(f"metadata must be '', 'setid' or 'all', not {metadata!r}")
+        raise ValueError(f"metadata must be '', 'setid', 'brokered' or 'all', not {metadata!r}")
     if net_off or truncate or metadata:
         table.append((nr["io_uring_setup"], "enosys"))
     # each instruction: (code, k) or (code, k, jump-if-true tail, jump-if-false tail), a tail
@@ -497,12 +503,27 @@ _SECCOMP_SET_MODE_FILTER = 1
 _SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
 
 
-@functools.lru_cache(maxsize=4)
-def notify_program(arch: str = ARCH) -> bytes:
-    """The ``sandbox_sockets`` filter: every ``connect`` waits for Conch's answer on the
-    filter's listener (conch/core/containment/unotify.py), which connects the job's socket
-    itself when the path is on the allow-list; everything else passes to the ``network: off``
-    filter loaded after it (``seccomp_program(connect_ok=True)``)."""
+#: the metadata calls a ``workspace-write`` job hands to Conch (conch/core/containment/metaops.py)
+BROKERED_METADATA = (
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "utime",
+    "utimes",
+    "futimesat",
+    "utimensat",
+)
+
+
+@functools.lru_cache(maxsize=8)
+def notify_program(arch: str = ARCH, *, connect: bool = True, metadata: bool = False) -> bytes:
+    """The filter whose calls wait for Conch's answer on its listener
+    (conch/core/containment/unotify.py): ``connect`` (``sandbox_sockets``: Conch connects the
+    job's socket itself when the path is on the allow-list) and, with ``metadata``, the mode
+    and time calls of ``BROKERED_METADATA`` (a ``workspace-write`` job's: metaops.py).
+    Everything else passes to the filter loaded after it (``seccomp_program``, with
+    ``connect_ok`` and ``metadata="brokered"`` letting those calls through to this one)."""
     prog = [
         (_LD_ABS_W, 0, 0, 4),
         (_JEQ, 1, 0, _AUDIT_ARCH[arch]),
@@ -511,11 +532,12 @@ def notify_program(arch: str = ARCH) -> bytes:
     ]
     if arch == "x86_64":
         prog += [(_JGE, 0, 1, _X32_BIT), (_RET, 0, 0, RET_KILL)]
-    prog += [
-        (_JEQ, 0, 1, _SYS[arch]["connect"]),
-        (_RET, 0, 0, RET_USER_NOTIF),
-        (_RET, 0, 0, RET_ALLOW),
-    ]
+    trapped = [_SYS[arch]["connect"]] if connect else []
+    if metadata:
+        trapped += [_SYS[arch][n] for n in BROKERED_METADATA if n in _SYS[arch]]
+    for i, nr in enumerate(trapped):  # each: to the USER_NOTIF at the end
+        prog.append((_JEQ, len(trapped) - i, 0, nr))
+    prog += [(_RET, 0, 0, RET_ALLOW), (_RET, 0, 0, RET_USER_NOTIF)]
     return b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
 
 

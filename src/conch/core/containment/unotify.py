@@ -36,6 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from conch.core.containment import lockdown as ld
+from conch.core.containment import metaops
 from conch.errors import ConfigError
 
 log = logging.getLogger("conch.sandbox")
@@ -161,6 +163,11 @@ def _tgid(tid: int) -> int:
     raise OSError(errno.ESRCH, "no such thread")
 
 
+_BY_NUMBER = {
+    ld._SYS[ld.ARCH][n]: n for n in ("connect", *metaops.CALLS) if n in ld._SYS.get(ld.ARCH, {})
+}
+
+
 class Channel:
     """How a bwrap job's listener reaches Conch: a socket in a directory of its own (inside
     the data dir, bound into that one sandbox), accepted once by a thread here; the shim
@@ -210,14 +217,14 @@ class Broker:
         self._active = 0
         self._lock = threading.Lock()
 
-    def watch(self, listener: int) -> None:
+    def watch(self, listener: int, roots: metaops.Roots | None = None) -> None:
         """Answer the connects of the job (and its descendants) behind ``listener`` until
         none of them is left; the listener is ours and closed then. (A bare thread: the
         spawn does not wait for it to be scheduled, as ``Thread.start`` does, ~1 ms here.)"""
         with self._lock:
             self._active += 1
         try:
-            _thread.start_new_thread(self._serve, (listener,))
+            _thread.start_new_thread(self._serve, (listener, roots))
         except BaseException:
             with self._lock:
                 self._active -= 1
@@ -229,7 +236,7 @@ class Broker:
         with self._lock:
             return self._active
 
-    def _serve(self, listener: int) -> None:
+    def _serve(self, listener: int, roots: metaops.Roots | None) -> None:
         try:
             poller = select.poll()
             poller.register(listener, select.POLLIN)
@@ -245,8 +252,14 @@ class Broker:
                     if e.errno in (errno.ENOENT, errno.EINTR):
                         continue  # the task went away before we took it
                     return
-                nid, pid, _, _, _, _, *args = _NOTIF.unpack_from(req)
-                error = self._one(listener, nid, pid, args)
+                nid, pid, _, nr, _, _, *args = _NOTIF.unpack_from(req)
+                name = _BY_NUMBER.get(nr)
+                if name == "connect":
+                    error = self._one(listener, nid, pid, args)
+                elif name in metaops.CALLS and roots is not None:
+                    error = self._metadata(listener, nid, pid, name, args, roots)
+                else:
+                    error = errno.EPERM
                 resp = ctypes.create_string_buffer(_RESP.pack(nid, 0, -error, 0), _RESP.size)
                 with contextlib.suppress(OSError):
                     _call(_lib().ioctl(listener, _NOTIF_SEND, resp))
@@ -258,6 +271,26 @@ class Broker:
     def _valid(self, listener: int, nid: int) -> bool:
         cookie = ctypes.c_uint64(nid)
         return _lib().ioctl(listener, _NOTIF_ID_VALID, ctypes.byref(cookie)) == 0
+
+    def _metadata(
+        self, listener: int, nid: int, pid: int, name: str, args: list[int], roots: metaops.Roots
+    ) -> int:
+        """A mode or time change of a workspace-write job (metaops), made here."""
+        pidfd = -1
+
+        def getfd(fd: int) -> int:
+            return _call(_lib().syscall(_PIDFD_GETFD, pidfd, fd & 0xFFFFFFFF, 0))
+
+        try:
+            pidfd = _call(_lib().syscall(_PIDFD_OPEN, _tgid(pid), 0))
+            if not self._valid(listener, nid):
+                return errno.EPERM
+            return metaops.handle(name, args, metaops.Job(pid, getfd), roots)
+        except OSError as e:
+            return e.errno or errno.EPERM
+        finally:
+            if pidfd >= 0:
+                os.close(pidfd)
 
     def _one(self, listener: int, nid: int, pid: int, args: list[int]) -> int:
         """The errno for one connect (0: connected here)."""
