@@ -536,3 +536,25 @@ async def test_a_workspace_job_changes_modes_and_times_inside_and_nowhere_else(
     now = os.stat(outside)
     assert (now.st_mode, now.st_mtime_ns) == (before.st_mode, before.st_mtime_ns)
     assert os.stat(os.path.join(workspace, ".git", "config")).st_mode & 0o777 != 0o777
+
+
+async def test_workspace_write_without_the_broker_is_refused_naming_fs_write(
+    base, workspace, monkeypatch
+):
+    """Where this process cannot take a job's descriptors (``pidfd_getfd`` refused, e.g. Yama
+    ``ptrace_scope`` 3; stood in for here by the probe's answer), nothing keeps a Landlock
+    job's mode and time changes inside the workspace: ``workspace-write`` is
+    ``sandbox_unavailable`` naming ``fs_write``, unless ``sandbox_partial: allow``."""
+    from conch.core.containment import unotify
+
+    monkeypatch.setattr(unotify, "check_kernel", lambda: "pidfd_getfd: Operation not permitted")
+    async with conch.Runtime(cfg(base, workspace, "landlock")) as rt:
+        with pytest.raises(ConchError) as e:
+            await rt.exec(command="true", sandbox="workspace-write")
+        assert e.value.code == "sandbox_unavailable" and "fs_write" in e.value.message
+        assert "pidfd_getfd" in e.value.message
+        r = await rt.exec(command="echo ran", sandbox="read-only")  # (no broker needed there)
+        assert r["output"] == "ran\n"
+    async with conch.Runtime(cfg(base, workspace, "landlock", sandbox_partial="allow")) as rt:
+        r = await rt.exec(command="echo ran", sandbox="workspace-write")
+        assert r["output"] == "ran\n"

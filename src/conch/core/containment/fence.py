@@ -480,6 +480,19 @@ class Containment:
                 self._no_broker = True
         return self.broker
 
+    def _metadata_unfenced(self, partial: str) -> None:
+        """Without the broker a workspace-write job's mode and time changes are not kept to
+        the workspace (only setuid/setgid modes are refused): fs_write does not fully hold,
+        so the call is refused unless sandbox_partial allows it."""
+        if partial != "allow":
+            raise ConchError(
+                "sandbox_unavailable",
+                "the landlock sandbox here cannot guarantee fs_write for sandbox "
+                "'workspace-write': mode and time changes outside the workspace cannot be "
+                f"refused ({unotify.check_kernel()}); set sandbox_partial=allow to run with "
+                "what it can give",
+            )
+
     def close(self) -> None:
         self.backends.close()
         if self.cgroups is not None:
@@ -593,6 +606,8 @@ class Containment:
                 assert b.tmpdirs is not None
                 out.forkserver, out.layout = b.forkserver, b.layout
                 out.broker = self._landlock_broker()
+                if policy.sandbox == "workspace-write" and out.broker is None:
+                    self._metadata_unfenced(b.partial)
                 try:
                     out.job_tmp = b.tmpdirs.make(name)
                 except OSError as e:
