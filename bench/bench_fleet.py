@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -424,8 +426,12 @@ async def scale(jobs: int, n_callers: int, n_shells: int, churn_jobs: int) -> No
         cluster.shutdown()
 
 
-# prints the job's CLOCK_MONOTONIC reading (Python's monotonic clock) after a pause
-STAMP = "sleep 0.3; python3 -c 'import time; print(time.monotonic())'"
+# prints the job's CLOCK_MONOTONIC reading (Python's monotonic clock) once its gate file
+# exists: the caller opens the gate after it has subscribed (a fixed pause lost the race under
+# load: the output landed before the subscription, and no update came after it)
+STAMP = (
+    "while [ ! -e {gate} ]; do sleep 0.005; done; python3 -c 'import time; print(time.monotonic())'"
+)
 
 
 async def update_delays(url: str, n: int) -> list[float]:
@@ -438,11 +444,15 @@ async def update_delays(url: str, n: int) -> list[float]:
             seen.setdefault(str(msg.params.uri), []).append(time.monotonic())
 
     delays = []
+    gates = tempfile.mkdtemp(prefix="conch-gates.")
     async with Client(url, mode="legacy", message_handler=on_message) as c:
-        for _ in range(n):
-            r = await c.call_tool("exec", {"command": STAMP, "yield_ms": 0})
+        for i in range(n):
+            gate = os.path.join(gates, str(i))
+            command = STAMP.format(gate=shlex.quote(gate))
+            r = await c.call_tool("exec", {"command": command, "yield_ms": 0})
             uri = f"conch://jobs/{(r.structured_content or {})['job_id']}/log"
             await c.subscribe_resource(uri)
+            open(gate, "w").close()
             deadline = time.monotonic() + 20
             text = ""
             while not text.strip():
@@ -457,6 +467,7 @@ async def update_delays(url: str, n: int) -> list[float]:
                     raise RuntimeError(f"no update of {uri} after its output within 20 s")
                 await asyncio.sleep(0.001)
             delays.append(min(t for t in seen[uri] if t >= printed) - printed)
+    shutil.rmtree(gates, ignore_errors=True)
     return delays
 
 
