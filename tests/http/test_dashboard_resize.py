@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from frontend_servers import HttpServer, invoke, kill_group, sign_in, start_http
+from frontend_servers import HttpServer, control_http, invoke, kill_group, sign_in, start_http
 
 TOKEN = "tok-resize-7Lw-secret"
 # prints its terminal's size at the start and after each line read
@@ -58,11 +58,8 @@ def screen_size(srv: HttpServer, job_id: str) -> tuple[int, int]:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[HttpServer]:
-    srv = start_http(tmp_path, "--dashboard-control", "--attended-idle-ms", "60000")
-    try:
+    with control_http(tmp_path) as srv:
         yield srv
-    finally:
-        kill_group(srv.proc)
 
 
 def test_a_person_resizes_a_running_terminal_and_the_program_sees_it(server: HttpServer):

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from browser import Browser, chromium
-from frontend_servers import HttpServer, kill_group, start_http
+from frontend_servers import HttpServer, control_http
 from frontend_servers import invoke as call
 
 pytestmark = pytest.mark.needs("chromium", "chromedriver")
@@ -45,11 +45,8 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[HttpServer]:
-    srv = start_http(tmp_path, "--dashboard-control", "--attended-idle-ms", "60000")
-    try:
+    with control_http(tmp_path) as srv:
         yield srv
-    finally:
-        kill_group(srv.proc)
 
 
 def screen_text(b: Browser) -> str:

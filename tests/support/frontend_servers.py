@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,14 @@ def invoke(srv: HttpServer, method: str, params: Any, *, token: str = "") -> Any
         return json.loads(conn.getresponse().read())
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def control_http(tmp: Path) -> Iterator[HttpServer]:
+    """An HTTP server whose dashboard takes typing and sizes (``--dashboard-control``), a
+    person's hold lasting a minute; stopped after."""
+    srv = start_http(tmp, "--dashboard-control", "--attended-idle-ms", "60000")
+    try:
+        yield srv
+    finally:
+        kill_group(srv.proc)

@@ -21,6 +21,7 @@ import sys
 import tempfile
 
 import pytest
+from job_programs import ATTEMPT
 
 import conch
 from conch import ConchError
@@ -58,13 +59,10 @@ def cfg(base: str, workspace: str, backend: str, **settings: object) -> conch.Co
     )
 
 
-_SOCKETS = r"""
+_SOCKETS = (
+    ATTEMPT
+    + r"""
 import errno, socket, sys
-def attempt(label, make):
-    try:
-        make(); print(label, "ok")
-    except OSError as e:
-        print(label, "blocked", errno.errorcode.get(e.errno, e.errno))
 def udp():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.sendto(b"x", ("127.0.0.1", 9))
@@ -88,6 +86,7 @@ for label, make in [("udp", udp), ("raw6", raw6), ("tcp6", tcp6), ("unix_path", 
                     ("socketpair", pair)]:
     attempt(label, make)
 """
+)
 
 
 def _results(output: str) -> dict[str, str]:
@@ -138,14 +137,11 @@ async def test_network_off_blocks_udp_raw_inet6_and_every_host_unix_socket(
         assert got["socketpair"] == "ok", got
 
 
-_OUTSIDE = r"""
+_OUTSIDE = (
+    ATTEMPT
+    + r"""
 import ctypes, errno, os, signal, sys
 server, sleeper = int(sys.argv[1]), int(sys.argv[2])
-def attempt(label, fn):
-    try:
-        fn(); print(label, "ok")
-    except OSError as e:
-        print(label, "blocked", errno.errorcode.get(e.errno, e.errno))
 attempt("signal_sleeper", lambda: os.kill(sleeper, signal.SIGTERM))
 attempt("signal0_server", lambda: os.kill(server, 0))
 libc = ctypes.CDLL(None, use_errno=True)
@@ -163,6 +159,7 @@ attempt("fds_server", fds)
 attempt("root_server", lambda: os.listdir(f"/proc/{server}/root/"))
 attempt("self_status", lambda: open("/proc/self/status").read())
 """
+)
 
 
 async def test_no_signal_ptrace_or_proc_access_to_processes_outside_the_job(
@@ -397,14 +394,11 @@ def test_the_seccomp_program_guards_the_architecture_and_x32():
     assert errno.EAFNOSUPPORT == 97
 
 
-_METADATA = r"""
+_METADATA = (
+    ATTEMPT
+    + r"""
 import errno, os, sys
 target, inside = sys.argv[1:3]
-def attempt(label, fn):
-    try:
-        fn(); print(label, "ok")
-    except OSError as e:
-        print(label, "blocked", errno.errorcode.get(e.errno, e.errno))
 attempt("chmod", lambda: os.chmod(target, 0o666))
 attempt("chmod_setuid", lambda: os.chmod(target, 0o4755))
 attempt("fchmod_setgid", lambda: os.fchmod(os.open(target, os.O_RDONLY), 0o2755))
@@ -414,6 +408,7 @@ attempt("setxattr", lambda: os.setxattr(target, "user.conch", b"x"))
 attempt("inside_chmod_x", lambda: os.chmod(inside, 0o755))
 attempt("inside_setuid", lambda: os.chmod(inside, 0o4755))
 """
+)
 
 
 async def test_metadata_outside_the_writable_roots_stays_as_it_was(base, workspace, backend):
@@ -456,14 +451,11 @@ async def test_metadata_outside_the_writable_roots_stays_as_it_was(base, workspa
         assert ww["inside_setuid"] == "blocked EPERM", ww
 
 
-_META_WS = r"""
+_META_WS = (
+    ATTEMPT
+    + r"""
 import errno, os, sys, threading
 ws, outside = sys.argv[1:3]
-def attempt(label, fn):
-    try:
-        fn(); print(label, "ok")
-    except OSError as e:
-        print(label, "blocked", errno.errorcode.get(e.errno, e.errno))
 os.chdir(os.path.join(ws, "sub"))  # (Landlock: no new top-level entry beside a .git)
 open("made.sh", "w").close()
 attempt("chmod_rel", lambda: os.chmod("made.sh", 0o755))
@@ -501,6 +493,7 @@ stop = True; t.join()
 st = os.stat("made.sh")
 print("mode", oct(st.st_mode & 0o7777), "mtime", st.st_mtime_ns)
 """
+)
 
 
 async def test_a_workspace_job_changes_modes_and_times_inside_and_nowhere_else(

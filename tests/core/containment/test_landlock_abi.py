@@ -23,6 +23,7 @@ import sys
 import tempfile
 
 import pytest
+from job_programs import ATTEMPT
 
 import conch
 from conch import ConchError
@@ -59,15 +60,12 @@ def _expected_guarantees(abi: int) -> list[str]:
     return [*out, "signals"] if abi >= 6 else out
 
 
-_ATTACKS = r"""
+_ATTACKS = (
+    ATTEMPT
+    + r"""
 import errno, os, socket, subprocess, sys
 outside, ws, log = sys.argv[1:4]
 sleeper, port = int(sys.argv[4]), int(sys.argv[5])
-def attempt(label, fn):
-    try:
-        fn(); print(label, "ok")
-    except OSError as e:
-        print(label, "blocked", errno.errorcode.get(e.errno, e.errno))
 def write_new():
     open(os.path.join(os.path.dirname(outside), "new"), "w").close()
 def append():
@@ -91,6 +89,7 @@ def tcp():
 attempt("tcp", tcp)
 attempt("signal_outside", lambda: os.kill(sleeper, 0))
 """
+)
 
 
 def _results(output: str) -> dict[str, str]:
