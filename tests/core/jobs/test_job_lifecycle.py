@@ -270,12 +270,25 @@ async def test_shutdown_of_term_ignoring_shells_pipes_and_ptys_stays_bounded(tmp
 async def test_a_job_ending_while_shells_close_keeps_its_own_end(tmp_path):
     rt = conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "d")))
     await rt.start()
-    sid = (await rt.shell_open())["shell_id"]
-    cmd = "trap '' TERM HUP; echo set; sleep 30"  # closing the shell takes its grace
-    assert (await rt.exec(shell_id=sid, command=cmd, ready={"pattern": "set"}))["ready"]
-    r = await rt.exec(command="echo up; sleep 0.1; exit 5", ready={"pattern": "up"})
-    assert r["state"] == "running"
-    await rt.aclose()
+    gate = tmp_path / "gate"
+    closing = None
+    try:
+        sid = (await rt.shell_open())["shell_id"]
+        cmd = "trap '' TERM HUP; echo set; sleep 30"  # closing the shell takes its grace
+        assert (await rt.exec(shell_id=sid, command=cmd, ready={"pattern": "set"}))["ready"]
+        # the job ends only once the gate exists, opened after the close has begun (a fixed
+        # 0.1 s let it end before its own ready answer on a loaded box)
+        wait = f"while [ ! -e {gate} ]; do sleep 0.01; done"
+        r = await rt.exec(command=f"echo up; {wait}; exit 5", ready={"pattern": "up"})
+        assert r["state"] == "running"
+        closing = asyncio.ensure_future(rt.aclose())
+        await asyncio.sleep(0.2)  # inside the shell's 2 s grace
+        assert not closing.done()
+        gate.touch()
+        await closing
+    finally:
+        gate.touch()
+        await (closing if closing is not None else rt.aclose())
     job = next(j for j in rt.engine.jobs if j.job_id == r["job_id"])
     # the shells close first; a pipe job that ends meanwhile is not counted as cancelled
     assert (job.state, job.exit_code) == ("exited", 5)

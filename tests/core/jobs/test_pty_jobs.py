@@ -43,7 +43,8 @@ async def test_python_repl_driven_with_write_and_eof(rt: conch.Runtime) -> None:
     assert not r["awaiting_secret"]
     w = await rt.call_tool("write", {"job_id": r["job_id"], "text": "print(6 * 7)\n"})
     assert "42\n" in w["output"] and "\r" not in w["output"]
-    w = await rt.call_tool("write", {"job_id": r["job_id"], "eof": True})
+    # the write waits up to 10 s for the end (a loaded box took over the default second)
+    w = await rt.call_tool("write", {"job_id": r["job_id"], "eof": True, "yield_ms": 10_000})
     assert w["state"] == "exited" and w["exit_code"] == 0
 
 
