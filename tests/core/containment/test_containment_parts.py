@@ -227,12 +227,23 @@ async def test_a_dead_servers_cgroups_are_killed_and_removed_at_start(config):
     dead = os.path.join(base, f"conch-999999999.1.{ns}.deadbeef")
     # a parent of another PID namespace's server (or an id without one) is not ours to judge
     foreign = [os.path.join(base, f"conch-999999999.1.{n}.deadbeef") for n in ("1", "x")]
-    for d in (dead, *foreign):
+    for d in foreign:
         os.makedirs(os.path.join(d, "j_orphan"), exist_ok=True)
     orphan = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
-        with open(os.path.join(dead, "j_orphan", "cgroup.procs"), "w") as f:
-            f.write(str(orphan.pid))
+        # (a runtime starting in another worker meanwhile sweeps the dead server's tree too, and
+        # may remove it between its making and the write: make it again then; that sweep kills
+        # the orphan the same way, which this test's own start then finds done)
+        for _ in range(50):
+            os.makedirs(os.path.join(dead, "j_orphan"), exist_ok=True)
+            try:
+                with open(os.path.join(dead, "j_orphan", "cgroup.procs"), "w") as f:
+                    f.write(str(orphan.pid))
+                break
+            except FileNotFoundError:
+                continue
+        else:
+            raise AssertionError("the dead server's cgroup kept vanishing")
         async with conch.Runtime(config()):
             assert orphan.wait(3) == -9
             assert not os.path.exists(dead)

@@ -377,7 +377,15 @@ async def test_a_sandboxed_job_ends_with_the_signal_it_got(config):
         r = await rt.exec(command="trap 'echo got-int; exit 3' INT; sleep 30 & wait", yield_ms=300)
         s = await rt.signal(r["job_id"], "interrupt", wait_ms=15000)
         assert s["state"] == "exited" and s["exit_code"] == 3 and "got-int" in s["output"]
-        r = await rt.exec(command="sleep 30", yield_ms=100)
+        # (the TERM goes once the program runs: sent while bwrap itself still set up, under
+        # load, it waited out the grace and the job ended by the KILL after it)
+        r = await rt.exec(command="echo up; exec sleep 30", yield_ms=100)
+        seen = r["output"]
+        if "up" not in seen:
+            seen += (await rt.read(job_id=r["job_id"], until={"pattern": "up"}, wait_ms=15000))[
+                "output"
+            ]
+        assert "up" in seen
         s = await rt.signal(r["job_id"], "terminate", wait_ms=15000)
         assert s["state"] == "cancelled" and s["signal"] == "SIGTERM"
 
