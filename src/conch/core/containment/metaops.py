@@ -59,13 +59,23 @@ class Job:
     def __init__(self, pid: int, getfd: Callable[[int], int]) -> None:
         self.pid = pid
         self._getfd = getfd
+        self._mem = -1  # /proc/PID/mem, opened on the first read, kept for the call's pages
+
+    def __enter__(self) -> Job:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._mem >= 0:
+            os.close(self._mem)
+            self._mem = -1
 
     def read(self, addr: int, size: int) -> bytes:
-        fd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            return os.pread(fd, size, addr)
-        finally:
-            os.close(fd)
+        if self._mem < 0:
+            self._mem = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        return os.pread(self._mem, size, addr)
 
     def string(self, addr: int) -> bytes:
         """A NUL-terminated string of the job's, read a page at a time."""
@@ -86,6 +96,17 @@ class Job:
         if dirfd == AT_FDCWD:
             return os.open(f"/proc/{self.pid}/cwd", os.O_PATH | os.O_CLOEXEC)
         return self._getfd(dirfd)
+
+
+_libc: Any = None
+
+
+def _lib() -> Any:
+    """The C library, loaded once (utimensat has no os-module form on a descriptor path)."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
 
 
 def _signed(v: int) -> int:
@@ -211,8 +232,7 @@ def _utime(name: str, args: Sequence[int], job: Job, roots: Roots) -> int:
             buf = _Timespec2(*times)
         name_b = os.fsencode(f"/proc/self/fd/{fd}")
         nofollow = AT_SYMLINK_NOFOLLOW if stat.S_ISLNK(st.st_mode) else 0
-        libc = ctypes.CDLL(None, use_errno=True)
-        r = libc.utimensat(
+        r = _lib().utimensat(
             AT_FDCWD, name_b, ctypes.byref(buf) if buf is not None else None, nofollow
         )
         if r != 0:

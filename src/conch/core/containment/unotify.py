@@ -285,7 +285,8 @@ class Broker:
             pidfd = _call(_lib().syscall(_PIDFD_OPEN, _tgid(pid), 0))
             if not self._valid(listener, nid):
                 return errno.EPERM
-            return metaops.handle(name, args, metaops.Job(pid, getfd), roots)
+            with metaops.Job(pid, getfd) as job:
+                return metaops.handle(name, args, job, roots)
         except OSError as e:
             return e.errno or errno.EPERM
         finally:
