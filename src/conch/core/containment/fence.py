@@ -27,8 +27,8 @@ from typing import Any
 
 from conch.core.containment import landlock as ll
 from conch.core.containment import lockdown as ld
-from conch.core.containment import metaops, shenv, unotify
 from conch.core.containment import sandbox as sb
+from conch.core.containment import shenv, unotify
 from conch.core.containment.backends import Backends
 from conch.core.containment.cgroup import LIMITS, Cgroups, JobCgroup
 from conch.core.process import libc_spawn, procfs, program
@@ -134,13 +134,8 @@ class SpawnFence:
         if not got:  # (the child cannot exec without sending it)
             raise OSError(errno.EPROTO, "the job's connect filter sent no listener")
         # where its mode and time changes may land: what Landlock lets it write
-        trees = []
-        if self.sandbox.policy.sandbox == "workspace-write":
-            ws = self.sandbox.workspace
-            holes = (*self.sandbox.hidden, *self.sandbox.masked, os.path.join(ws, ".git"))
-            trees.append((ws, holes))
-        dirs = tuple(d for d in (self.job_tmp, *ll.ld.DEVICE_DIRS) if d)
-        self.broker.watch(got[0], metaops.Roots(tuple(trees), dirs))
+        roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp)
+        self.broker.watch(got[0], roots)
         return pid
 
     def drop_tmp(self) -> None:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conch.core.containment import lockdown as ld
+from conch.core.containment import metaops
 from conch.core.containment import sandbox as sb
 
 GUARANTEES = (
@@ -101,6 +102,19 @@ class Layout:
     seccomp: bool = True  # the seccomp filter loads here (probed)
 
 
+def _workspace_tree(layout: Layout) -> tuple[str, tuple[str, ...]]:
+    """The tree a workspace-write job may write, and the holes in it (hidden, masked, .git)."""
+    ws = layout.workspace
+    return ws, (*layout.hidden, *layout.masked, os.path.join(ws, ".git"))
+
+
+def metadata_roots(layout: Layout, policy: sb.Policy, tmpdir: str) -> metaops.Roots:
+    """Where a job's brokered mode and time changes may land: what job_spec's ruleset lets
+    it write (the workspace less its holes, its temp dir, the device directories)."""
+    trees = (_workspace_tree(layout),) if policy.sandbox == "workspace-write" else ()
+    return metaops.Roots(trees, tuple(d for d in (tmpdir, *ld.DEVICE_DIRS) if d))
+
+
 def job_spec(
     layout: Layout,
     policy: sb.Policy,
@@ -128,8 +142,8 @@ def job_spec(
     holes = [*layout.hidden, *layout.masked]
     trees: list[tuple[str, list[str], int]] = [("/", [*holes, "/dev"], ld.READ)]
     if policy.sandbox == "workspace-write":
-        ws = layout.workspace
-        trees.append((ws, [*holes, os.path.join(ws, ".git")], write))
+        ws, ws_holes = _workspace_tree(layout)
+        trees.append((ws, list(ws_holes), write))
     elif policy.sandbox == "off":  # network off alone: the filesystem stays writable
         trees.append(("/", [*holes, "/dev", "/proc", "/sys"], write))
     for d in ld.DEVICE_DIRS:
