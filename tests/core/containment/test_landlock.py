@@ -541,7 +541,11 @@ async def test_workspace_write_without_the_broker_is_refused_naming_fs_write(
     from conch.core.containment import unotify
 
     monkeypatch.setattr(unotify, "check_kernel", lambda: "pidfd_getfd: Operation not permitted")
-    async with conch.Runtime(cfg(base, workspace, "landlock")) as rt:
+    async with conch.Runtime(cfg(base, workspace, "landlock", sandbox="workspace-write")) as rt:
+        # info says so before any call: the server's own mode (workspace-write) lacks fs_write
+        sb = (await rt.info())["sandbox"]
+        assert sb["mode"] == "workspace-write" and "fs_write" not in sb["guarantees"], sb
+        assert "pidfd_getfd" in sb["caveats"]["fs_write"], sb
         with pytest.raises(ConchError) as e:
             await rt.exec(command="true", sandbox="workspace-write")
         assert e.value.code == "sandbox_unavailable" and "fs_write" in e.value.message
@@ -551,3 +555,6 @@ async def test_workspace_write_without_the_broker_is_refused_naming_fs_write(
     async with conch.Runtime(cfg(base, workspace, "landlock", sandbox_partial="allow")) as rt:
         r = await rt.exec(command="echo ran", sandbox="workspace-write")
         assert r["output"] == "ran\n"
+    async with conch.Runtime(cfg(base, workspace, "landlock", sandbox="read-only")) as rt:
+        sb = (await rt.info())["sandbox"]  # (read-only refuses every metadata change itself)
+        assert "fs_write" in sb["guarantees"] and "caveats" in sb, sb

@@ -524,13 +524,28 @@ class Containment:
                     else {}
                 ),
             },
-            "sandbox": {
-                "mode": self.policy.sandbox,
-                "network": self.policy.network,
-                **self.backends.info(),
-                "workspace": self.workspace,
-            },
+            "sandbox": self._sandbox_info(),
         }
+
+    def _sandbox_info(self) -> dict[str, Any]:
+        out = {
+            "mode": self.policy.sandbox,
+            "network": self.policy.network,
+            **self.backends.info(),
+            "workspace": self.workspace,
+        }
+        if out["backend"] == "landlock" and "fs_write" in out["guarantees"]:
+            why = None if self.broker is not None else unotify.check_kernel()
+            if why is not None:
+                # (no broker: a workspace-write job's mode and time changes are not kept to
+                # the workspace; read-only refuses them all, so fs_write holds there only)
+                out["caveats"] = {
+                    "fs_write": "holds at sandbox 'read-only' only: at 'workspace-write' mode "
+                    f"and time changes outside the workspace cannot be refused ({why})"
+                }
+                if self.policy.sandbox == "workspace-write":
+                    out["guarantees"] = [g for g in out["guarantees"] if g != "fs_write"]
+        return out
 
     # -- per spawn ---------------------------------------------------------------------------
 
