@@ -331,3 +331,62 @@ async def test_a_shell_and_a_terminal_job_get_the_same_broker(base, sockets, bac
         lines = [ln for ln in r["output"].replace("\r", "").splitlines() if ln]
         assert lines == [f"{ok.path} connected OK", f"{no.path} refused EACCES"], r
     assert no.hits == 0
+
+
+_PARKED = r"""
+import socket, sys
+socks = []
+for i in range(8):  # (a backlog of 1: the second or third connect waits for an accept)
+    s = socket.socket(socket.AF_UNIX)
+    print("connecting", i, flush=True)
+    s.connect(sys.argv[1])
+    socks.append(s)
+print("all connected", flush=True)
+"""
+
+
+async def test_a_connect_parked_on_a_full_backlog_waits_and_ends_with_its_job(base, backend):
+    """A blocking connect to an allowed socket that accepts nothing waits as a blocking
+    connect does, is connected once the listener accepts, and a job killed while it waits
+    leaves no supervisor behind (one parked in connect(2) would hold its thread and the
+    job's descriptors for good)."""
+    path = os.path.join(base, "host", "full.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen(1)
+    accepted: list[socket.socket] = []
+    try:
+        async with conch.Runtime(cfg(base, [path], sandbox_backend=backend)) as rt:
+            broker = rt.engine.spawn.containment.broker
+            assert broker is not None
+            run = {"argv": [PY, "-c", _PARKED, path], "sandbox": "read-only", "network": "off"}
+            # parked, then killed
+            r = await rt.call_tool("exec", {**run, "yield_ms": 1500})
+            assert r["state"] == "running" and "all connected" not in r["output"], r
+            await rt.call_tool("signal", {"job_id": r["job_id"], "signal": "kill"})
+            for _ in range(100):
+                if broker.active() == 0:
+                    break
+                await asyncio.sleep(0.05)
+            assert broker.active() == 0, "a supervisor stayed parked in connect"
+            # parked, then let through: the job's connects all land, none refused
+            while True:  # (empty the backlog the killed job left)
+                srv.settimeout(0.1)
+                try:
+                    srv.accept()[0].close()
+                except TimeoutError:
+                    break
+            r = await rt.call_tool("exec", {**run, "yield_ms": 1000})
+            assert r["state"] == "running", r
+            srv.settimeout(5)
+            for _ in range(8):
+                accepted.append(srv.accept()[0])
+            r = await rt.call_tool(
+                "read", {"job_id": r["job_id"], "until": "exit", "wait_ms": 10000}
+            )
+            assert r["state"] == "exited" and r["exit_code"] == 0, r
+            assert "all connected" in r["output"], r
+    finally:
+        for c in accepted:
+            c.close()
+        srv.close()

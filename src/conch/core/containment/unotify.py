@@ -23,6 +23,7 @@ import _thread
 import contextlib
 import ctypes
 import errno
+import fcntl
 import logging
 import os
 import select
@@ -32,6 +33,7 @@ import stat
 import struct
 import tempfile
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +52,8 @@ _PIDFD_GETFD = 438
 _NOTIF = struct.Struct("=QIIiIQ6Q")  # id, pid, flags, then seccomp_data: nr, arch, ip, args
 _RESP = struct.Struct("=QqiI")  # id, val, error, flags
 _SUN_PATH = 108
+_TIMEVAL = struct.Struct("=qq")  # (struct timeval on the 64-bit Linux the filter is built for)
+_SLICE_US = 250_000  # a blocked connect's slice between checks that its job still waits
 
 _libc: Any = None
 
@@ -293,6 +297,33 @@ class Broker:
             if pidfd >= 0:
                 os.close(pidfd)
 
+    def _connect(self, listener: int, nid: int, theirs: int, buf: Any, size: int) -> None:
+        """connect(2) the job's socket, as blocking as the job made it, but never past the
+        job's own wait: a blocking connect to a listener whose backlog is full waits in
+        slices of ``_SLICE_S`` (the socket's send timeout, the job's own restored after),
+        and gives up once the job's call is gone (killed, interrupted). Without the slices
+        a job could park this supervisor, and its descriptors, for good."""
+        if fcntl.fcntl(theirs, fcntl.F_GETFL) & os.O_NONBLOCK:
+            _call(_lib().connect(theirs, buf, size))  # (full backlog: EAGAIN at once)
+            return
+        with socket.socket(fileno=os.dup(theirs)) as sock:
+            old = sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _TIMEVAL.size)
+            sec, usec = _TIMEVAL.unpack(old)
+            deadline = time.monotonic() + sec + usec / 1e6 if sec or usec else None
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _TIMEVAL.pack(0, _SLICE_US))
+            try:
+                while True:
+                    if _lib().connect(theirs, buf, size) == 0:
+                        return
+                    e = ctypes.get_errno()
+                    # (EINTR: a signal of Conch's own landed on this thread)
+                    if e not in (errno.EAGAIN, errno.EINTR) or not self._valid(listener, nid):
+                        raise OSError(e, os.strerror(e))
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise OSError(e, os.strerror(e))  # (the job's own send timeout)
+            finally:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, old)
+
     def _one(self, listener: int, nid: int, pid: int, args: list[int]) -> int:
         """The errno for one connect (0: connected here)."""
         sockfd, addr, addrlen = args[0] & 0xFFFFFFFF, args[1], args[2] & 0xFFFFFFFF
@@ -324,7 +355,7 @@ class Broker:
             name = os.fsencode(f"/proc/self/fd/{path_fd}")
             sun = struct.pack("=H", socket.AF_UNIX) + name + b"\0"
             buf = ctypes.create_string_buffer(sun, len(sun))
-            _call(_lib().connect(theirs, buf, len(sun)))
+            self._connect(listener, nid, theirs, buf, len(sun))
             return 0
         except OSError as e:
             return e.errno or errno.EACCES
