@@ -101,8 +101,9 @@ class Job:
 _libc: Any = None
 
 
-def _lib() -> Any:
-    """The C library, loaded once (utimensat has no os-module form on a descriptor path)."""
+def libc() -> Any:
+    """The C library, loaded once (utimensat has no os-module form on a descriptor path;
+    unotify's ioctls and pidfd calls use it too)."""
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
@@ -232,7 +233,7 @@ def _utime(name: str, args: Sequence[int], job: Job, roots: Roots) -> int:
             buf = _Timespec2(*times)
         name_b = os.fsencode(f"/proc/self/fd/{fd}")
         nofollow = AT_SYMLINK_NOFOLLOW if stat.S_ISLNK(st.st_mode) else 0
-        r = _lib().utimensat(
+        r = libc().utimensat(
             AT_FDCWD, name_b, ctypes.byref(buf) if buf is not None else None, nofollow
         )
         if r != 0:

@@ -55,14 +55,7 @@ _SUN_PATH = 108
 _TIMEVAL = struct.Struct("=qq")  # (struct timeval on the 64-bit Linux the filter is built for)
 _SLICE_US = 250_000  # a blocked connect's slice between checks that its job still waits
 
-_libc: Any = None
-
-
-def _lib() -> Any:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    return _libc
+_lib = metaops.libc
 
 
 def _call(ret: int) -> int:
