@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import errno
+import functools
 import logging
 import os
 import shutil
@@ -387,7 +388,6 @@ class Containment:
         self.no_cgroup_reason = "cgroups are turned off (setting cgroup=off)"
         self.places_itself = False  # a spawn can start its child in a cgroup v2 directory
         self.broker: unotify.Broker | None = None  # sandbox_sockets; landlock metadata
-        self._no_broker = False
         self.backends = Backends(
             setting=backend,
             partial=partial,
@@ -459,7 +459,7 @@ class Containment:
             )
         if not self.backends.seccomp:
             raise ConfigError("sandbox_sockets: the seccomp filter cannot be loaded here")
-        problem = unotify.check_kernel()
+        problem = self._broker_problem
         if problem is not None:
             raise ConfigError(f"sandbox_sockets: this kernel cannot broker connects: {problem}")
         self.broker = unotify.Broker(allowed)
@@ -468,12 +468,17 @@ class Containment:
         """The broker of a landlock job (``sandbox_sockets``, and the mode and time changes of
         ``workspace-write``: metaops), made at the first such job where this kernel can
         broker; None elsewhere (then the filter refuses setuid/setgid modes only)."""
-        if self.broker is None and not self._no_broker:
-            if unotify.check_kernel() is None:
-                self.broker = unotify.Broker(())
-            else:
-                self._no_broker = True
+        if self.broker is None and self._broker_unavailable() is None:
+            self.broker = unotify.Broker(())
         return self.broker
+
+    def _broker_unavailable(self) -> str | None:
+        """Why this process cannot broker a job's calls (None: it can)."""
+        return None if self.broker is not None else self._broker_problem
+
+    @functools.cached_property
+    def _broker_problem(self) -> str | None:
+        return unotify.check_kernel()  # (probed once: two syscalls, the same answer each time)
 
     def _metadata_unfenced(self, partial: str) -> None:
         """Without the broker a workspace-write job's mode and time changes are not kept to
@@ -484,7 +489,7 @@ class Containment:
                 "sandbox_unavailable",
                 "the landlock sandbox here cannot guarantee fs_write for sandbox "
                 "'workspace-write': mode and time changes outside the workspace cannot be "
-                f"refused ({unotify.check_kernel()}); set sandbox_partial=allow to run with "
+                f"refused ({self._broker_unavailable()}); set sandbox_partial=allow to run with "
                 "what it can give",
             )
 
@@ -535,7 +540,7 @@ class Containment:
             "workspace": self.workspace,
         }
         if out["backend"] == "landlock" and "fs_write" in out["guarantees"]:
-            why = None if self.broker is not None else unotify.check_kernel()
+            why = self._broker_unavailable()
             if why is not None:
                 # (no broker: a workspace-write job's mode and time changes are not kept to
                 # the workspace; read-only refuses them all, so fs_write holds there only)
