@@ -56,7 +56,7 @@ class Roots:
 class Job:
     """What a handler may ask of the calling process (its memory, descriptors, cwd)."""
 
-    def __init__(self, pid: int, getfd: Callable[[int], int]) -> None:
+    def __init__(self, pid: int, getfd: Callable[[int], int] | None = None) -> None:
         self.pid = pid
         self._getfd = getfd
         self._mem = -1  # /proc/PID/mem, opened on the first read, kept for the call's pages
@@ -95,6 +95,8 @@ class Job:
         """An O_PATH descriptor of the directory a relative path starts from."""
         if dirfd == AT_FDCWD:
             return os.open(f"/proc/{self.pid}/cwd", os.O_PATH | os.O_CLOEXEC)
+        if self._getfd is None:  # (a reader of memory alone: unotify's connect address)
+            raise OSError(errno.EBADF, "no descriptor of the job's may be taken here")
         return self._getfd(dirfd)
 
 

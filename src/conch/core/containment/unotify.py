@@ -293,7 +293,7 @@ class Broker:
     def _connect(self, listener: int, nid: int, theirs: int, buf: Any, size: int) -> None:
         """connect(2) the job's socket, as blocking as the job made it, but never past the
         job's own wait: a blocking connect to a listener whose backlog is full waits in
-        slices of ``_SLICE_S`` (the socket's send timeout, the job's own restored after),
+        slices of ``_SLICE_US`` (the socket's send timeout, the job's own restored after),
         and gives up once the job's call is gone (killed, interrupted). Without the slices
         a job could park this supervisor, and its descriptors, for good."""
         if fcntl.fcntl(theirs, fcntl.F_GETFL) & os.O_NONBLOCK:
@@ -323,11 +323,8 @@ class Broker:
         if not 3 <= addrlen <= 2 + _SUN_PATH:
             return errno.EACCES
         try:
-            mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                address = os.pread(mem, addrlen, addr)
-            finally:
-                os.close(mem)
+            with metaops.Job(pid) as job:
+                address = job.read(addr, addrlen)
         except OSError:
             return errno.EFAULT
         if not self._valid(listener, nid):  # the pid may have been reused meanwhile
