@@ -206,7 +206,11 @@ def flip():
         ctypes.memmove(addr, a, size)
 t = threading.Thread(target=flip); t.start()
 got = {}
-for _ in range(int(sys.argv[3])):
+# (at least argv[3] connects, and on until one reached the allowed socket: under load the
+# flipper can hold the other name through every one of a fixed count)
+for i in range(50 * int(sys.argv[3])):
+    if i >= int(sys.argv[3]) and got.get("OK"):
+        break
     s = socket.socket(socket.AF_UNIX)
     r = libc.connect(s.fileno(), addr, size)
     word = s.recv(2).decode() if r == 0 else "refused"
