@@ -65,6 +65,29 @@ async def test_input_sees_a_password_prompt_on_a_terminal(rt):
     await rt.signal(job["job_id"], "kill")
 
 
+@pytest.mark.parametrize(
+    ("command", "options", "prompt"),
+    [
+        ("sleep 0.2; printf 'pw: '; stty -echo; read x", {"pty": True}, b"pw: "),
+        ("sleep 0.2; printf 'name? '; read x", {"stdin_open": True}, b"name? "),
+    ],
+    ids=["terminal", "pipe"],
+)
+async def test_a_job_found_waiting_has_its_prompt_taken_first(rt, command, options, prompt):
+    """The prompt a job printed before it blocked can still sit in the kernel (terminal master
+    or pipe) when the wait sees the block; the state that says it waits takes it first. The
+    event loop is held here (no await), so only that taking can bring it in."""
+    job = await rt.exec(command=command, yield_ms=0, **options)
+    live = rt.engine.jobs.get(job["job_id"])
+    deadline = time.monotonic() + 15
+    while not live.input_state()[0]:
+        assert time.monotonic() < deadline, "the job never blocked reading its input"
+        time.sleep(0.01)
+    with open(live.log.path, "rb") as f:
+        assert prompt in f.read()
+    await rt.signal(job["job_id"], "kill")
+
+
 async def test_a_list_of_conditions_ends_at_the_first_that_holds(rt):
     job = await rt.exec(command="sleep 0.3; echo no banner here; exit 4", yield_ms=0)
     r, took = await read(

@@ -223,6 +223,7 @@ class PipeDriver(ProcessDriver):
         target = f"pipe:[{self._stdin_ino}]"
         for pid in {self.pid} | procfs.descendants([self.pid]):
             if procfs.fd_target(pid, 0) == target and "pipe_read" in procfs.wchan(pid):
+                self._drain()  # its prompt may still wait in the pipe (as on a terminal)
                 return True, False
         return False, False
 

@@ -129,7 +129,12 @@ class PtyDriver(ProcessDriver):
         if self._master is None or self.pid is None or self.job.terminal:
             return False, False
         pids = [self.pid, *procfs.descendants([self.pid])]
-        return terminal.input_state(self._master, self._tty, pids)
+        state = terminal.input_state(self._master, self._tty, pids)
+        if state[0]:
+            # what it printed before it blocked (the prompt) may still wait in the master:
+            # take it, so a result that says it waits also shows what it asked
+            self._drain()
+        return state
 
     # -- signals and stopping ----------------------------------------------------------------
 
