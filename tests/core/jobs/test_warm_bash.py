@@ -103,8 +103,7 @@ async def test_the_warm_bash_enters_its_cgroup_itself(tmp_path, monkeypatch):
             and rt.engine.spawn.containment.level == "cgroup"
         )
         pid = await warm_pid(rt)
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")[:-1]
+        argv = await _cmdline(pid)
         assert argv, await _why_it_ended(rt, pid)
         assert (
             argv[0].decode() == rt.engine.bash and argv[-1] == b"--"
@@ -114,6 +113,19 @@ async def test_the_warm_bash_enters_its_cgroup_itself(tmp_path, monkeypatch):
     first, cgroup = r["output"].splitlines()
     assert first == f"{rt.engine.bash} 0"
     assert cgroup.endswith("/" + r["job_id"])
+
+
+async def _cmdline(pid: int) -> list[bytes]:
+    """The process's argv. posix_spawn returns once the child's exec has replaced its memory,
+    but before the kernel has set the new argv up: in that window (long on a loaded box)
+    /proc/PID/cmdline reads empty, so an empty read is tried again for a while."""
+    for _ in range(100):
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")[:-1]
+        if argv or not procfs.is_alive(pid):
+            return argv
+        await asyncio.sleep(0.05)
+    return []
 
 
 async def _why_it_ended(rt: conch.Runtime, pid: int) -> str:
