@@ -558,3 +558,52 @@ async def test_workspace_write_without_the_broker_is_refused_naming_fs_write(
     async with conch.Runtime(cfg(base, workspace, "landlock", sandbox="read-only")) as rt:
         sb = (await rt.info())["sandbox"]  # (read-only refuses every metadata change itself)
         assert "fs_write" in sb["guarantees"] and "caveats" in sb, sb
+
+
+async def test_a_landlock_job_starts_in_its_cgroup_and_a_refused_clone3_falls_back(base, workspace):
+    """The fork server starts a job inside its cgroup v2 directory with clone3 whatever the
+    glibc (no migration after an idle spell, which waits for an RCU grace period). Where the
+    kernel refuses that clone3 (here: a directory that is no cgroup), the child writes itself
+    into its cgroup.procs instead, and the job still runs in its cgroup."""
+    from conch.core.containment import landlock as ll
+    from conch.core.containment import sandbox as sb
+
+    async with conch.Runtime(cfg(base, workspace, "landlock")) as rt:
+        c = rt.engine.spawn.containment
+        assert c is not None and c.level == "cgroup"
+        r = await rt.exec(command="grep '^0::' /proc/self/cgroup", sandbox="read-only")
+        assert r["exit_code"] == 0 and r["output"].strip().endswith("/" + r["job_id"])
+        fence = await c.fence("placed", sandbox="read-only")
+        try:
+            cg = fence.cgroup
+            assert cg is not None and cg.kind == "v2" and fence.place == cg.track
+            b = c.backends
+            assert b.forkserver is not None and b.layout is not None
+            spec = ll.job_spec(
+                b.layout,
+                sb.Policy("read-only", "on"),
+                path="/bin/sh",
+                argv=["/bin/sh", "-c", "grep '^0::' /proc/self/cgroup"],
+                env={"PATH": "/usr/bin:/bin"},
+                cwd="/",
+                tmpdir=fence.job_tmp,
+                exposed=(),
+                procs=cg.procs_files(),
+                tty=None,
+                cgroup=workspace,  # no cgroup: clone3 refuses it
+            )
+            r_fd, w_fd = os.pipe()
+            null = os.open(os.devnull, os.O_RDWR)
+            try:
+                pid = b.forkserver.spawn(spec, [null, w_fd, null])
+            finally:
+                os.close(null)
+                os.close(w_fd)
+            with os.fdopen(r_fd, "rb") as f:
+                out = f.read().decode()
+            _, status = os.waitpid(pid, 0)
+            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+            assert out.strip().endswith("/" + os.path.basename(cg.track))
+        finally:
+            fence.drop_tmp()
+            assert fence.cgroup is not None and fence.cgroup.remove()

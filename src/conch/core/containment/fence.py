@@ -636,6 +636,8 @@ class Containment:
             except (OSError, ValueError) as e:
                 raise ConchError("spawn_failed", str(e)) from None
             cg = out.cgroup
-            if self.places_itself and cg.kind == "v2" and cg.dirs == [cg.track]:
+            # (the fork server clones into it with a raw clone3, whatever the glibc)
+            into = self.places_itself or out.forkserver is not None
+            if into and cg.kind == "v2" and cg.dirs == [cg.track]:
                 out.place = cg.track
         return out

@@ -132,9 +132,10 @@ def job_spec(
     broker_metadata: bool = False,
 ) -> dict[str, Any]:
     """The fork server's request for one job (marshal-able: str, int, bytes, lists).
-    ``cgroup``: the cgroup v2 directory to start the child in (clone3); else the child
-    writes itself into each of ``procs``. ``brokered`` (``sandbox_sockets``): a ``network:
-    off`` job's connects go to Conch (``notify``; the channel is the last descriptor sent).
+    ``cgroup``: the cgroup v2 directory to start the child in (clone3); else, or when the
+    kernel refuses that, the child writes itself into each of ``procs``. ``brokered``
+    (``sandbox_sockets``): a ``network: off`` job's connects go to Conch (``notify``; the
+    channel is the last descriptor sent).
     ``broker_metadata``: a ``workspace-write`` job's mode and time changes go to Conch too
     (conch/core/containment/metaops.py); without it only setuid/setgid modes are refused."""
     abi = layout.abi
@@ -185,7 +186,7 @@ def job_spec(
         "env": {enc(k): enc(v) for k, v in env.items()},
         "cwd": cwd,
         "tty": tty,
-        "procs": [] if cgroup else list(procs),
+        "procs": list(procs),
         "cgroup": cgroup or "",
     }
 

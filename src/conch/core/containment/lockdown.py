@@ -689,13 +689,14 @@ def build_ruleset(spec: dict[str, Any], plans: _Plans) -> int:
     return rs
 
 
-def _child(spec: dict[str, Any], fds: list[int], ruleset: int, err_w: int) -> None:
-    """In the cloned child: fence in, exec. Never returns."""
+def _child(spec: dict[str, Any], fds: list[int], ruleset: int, err_w: int, placed: bool) -> None:
+    """In the cloned child: fence in, exec. Never returns. ``placed``: clone3 started it in
+    its cgroup, so it enters none itself."""
     stage = "setup"
     try:
         os.setsid()
         stage = "cgroup"
-        for procs in spec["procs"]:
+        for procs in () if placed else spec["procs"]:
             fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
             try:
                 os.write(fd, b"0")
@@ -814,10 +815,19 @@ def spawn_one(spec: dict[str, Any], fds: list[int], plans: _Plans) -> tuple[int,
             cgroup_fd = os.open(spec["cgroup"], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         try:
-            pid = _clone_parent(cgroup_fd)
+            placed = cgroup_fd >= 0
+            try:
+                pid = _clone_parent(cgroup_fd)
+            except OSError:
+                if not placed:
+                    raise
+                # a cgroup the kernel will not start a child in (or no clone3): the child
+                # writes itself into its cgroup.procs instead
+                placed = False
+                pid = _clone_parent()
             if pid == 0:
                 os.close(err_r)
-                _child(spec, fds, ruleset, err_w)
+                _child(spec, fds, ruleset, err_w, placed)
             os.close(err_w)
             err_w = -1
             got = b""
