@@ -21,6 +21,7 @@ import sys
 import tempfile
 
 import pytest
+import system_tools
 from job_programs import ATTEMPT
 
 import conch
@@ -607,3 +608,30 @@ async def test_a_landlock_job_starts_in_its_cgroup_and_a_refused_clone3_falls_ba
         finally:
             fence.drop_tmp()
             assert fence.cgroup is not None and fence.cgroup.remove()
+
+
+async def test_a_root_servers_sandboxed_job_holds_no_capability(base, workspace, backend):
+    """A root server's sandboxed job stays uid 0 but holds no capability, and gains none by
+    an exec (no_new_privs): effective, permitted, inheritable and ambient all empty, in the
+    job and in a program it execs. Under Landlock the bounding set is empty too (the fork
+    server empties it once for every child); bwrap, run by root, leaves it as it was."""
+    if os.geteuid() != 0:
+        system_tools.unavailable("a root server", "needs root")
+    async with conch.Runtime(cfg(base, workspace, backend)) as rt:
+        for level in ("read-only", "workspace-write"):
+            for _ in range(2):  # (the fork server's first job and one after it)
+                r = await rt.exec(
+                    command="id -u; grep ^Cap /proc/self/status; "
+                    "sh -c 'grep ^Cap /proc/self/status'",
+                    sandbox=level,
+                )
+                assert r["exit_code"] == 0, r
+                lines = r["output"].splitlines()
+                assert lines[0] == "0"
+                caps = [tuple(ln.split()) for ln in lines[1:]]
+                names = ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"]
+                assert [name for name, _ in caps] == names * 2, caps
+                held = {(name, value) for name, value in caps if int(value, 16)}
+                if backend == "bwrap":
+                    held = {(name, value) for name, value in held if name != "CapBnd:"}
+                assert not held, (level, caps)

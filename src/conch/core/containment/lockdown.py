@@ -543,8 +543,7 @@ def notify_program(arch: str = ARCH, *, connect: bool = True, metadata: bool = F
 
 def load_notify_filter(program: bytes) -> int:
     """Load ``program`` with a listener (needs ``no_new_privs`` first); the listener's fd."""
-    buf = ctypes.create_string_buffer(program, len(program))
-    fprog = _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    fprog, _ = _fprog(program)
     fd = _lib().syscall(
         _sys("seccomp"),
         ctypes.c_uint(_SECCOMP_SET_MODE_FILTER),
@@ -556,6 +555,15 @@ def load_notify_filter(program: bytes) -> int:
 
 class _Fprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+@functools.lru_cache(maxsize=16)
+def _fprog(program: bytes) -> tuple[_Fprog, Any]:
+    """The ``sock_fprog`` of ``program`` and the buffer it points into, made once: the fork
+    server makes it before it clones, so a job's child only passes its address (building it
+    there, in a copy-on-write Python, cost more than loading the filter)."""
+    buf = ctypes.create_string_buffer(program, len(program))
+    return _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p)), buf
 
 
 _PR_SET_NO_NEW_PRIVS = 38
@@ -572,8 +580,7 @@ def no_new_privs() -> None:
 
 def load_seccomp(program: bytes) -> None:
     """Load ``program`` for this thread (needs ``no_new_privs`` first)."""
-    buf = ctypes.create_string_buffer(program, len(program))
-    fprog = _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    fprog, _ = _fprog(program)
     _check(
         _lib().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0),
         "PR_SET_SECCOMP",
@@ -593,13 +600,26 @@ def _last_cap() -> int:
     return _LAST_CAP[0]
 
 
+_BOUNDING_EMPTY: list[bool] = []
+
+
+def empty_bounding_set() -> None:
+    """Drop every capability from this process's bounding set, which its children inherit
+    (what it holds itself stays): the fork server does it once, so each job's child skips it
+    (a prctl per capability). Where a drop is refused, each child still tries them all."""
+    lib = _lib()
+    if all(lib.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 for cap in range(_last_cap() + 1)):
+        _BOUNDING_EMPTY.append(True)
+
+
 def drop_capabilities() -> None:
     """No capability, now or after exec (a root server's job stays uid 0 but powerless, as
     bwrap's ``--cap-drop ALL`` leaves it): the bounding set emptied, ambient cleared, then
     permitted/effective/inheritable all zero."""
     lib = _lib()
-    for cap in range(_last_cap() + 1):
-        lib.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    if not _BOUNDING_EMPTY:
+        for cap in range(_last_cap() + 1):
+            lib.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
     lib.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     data = bytes(24)  # two (effective, permitted, inheritable) triples of zeros
@@ -809,6 +829,12 @@ def spawn_one(spec: dict[str, Any], fds: list[int], plans: _Plans) -> tuple[int,
         ruleset = build_ruleset(spec, plans)
     except OSError as e:
         return 0, "landlock", e.errno or errno.EIO, str(e)
+    # what the child would otherwise build in its copy-on-write memory, made here once
+    for program in (spec["seccomp"], spec.get("notify")):
+        if program:
+            _fprog(program)
+    if spec["drop_caps"]:
+        _last_cap()
     cgroup_fd = -1
     try:
         if spec.get("cgroup"):
@@ -924,6 +950,8 @@ def _main(argv: list[str]) -> None:
             pass
     _lib()
     _last_cap()
+    if os.geteuid() == 0:  # (then every job drops them all: conch/core/containment/landlock.py)
+        empty_bounding_set()
     # no collection in a child, and none touching (so copying) every object's page before it
     gc.disable()
     gc.freeze()
