@@ -15,10 +15,12 @@ import errno
 import json
 import os
 import shutil
+import signal
 import socket
 import stat
 import sys
 import tempfile
+import time
 import urllib.request
 
 import pytest
@@ -377,8 +379,8 @@ async def test_a_sandboxed_job_ends_with_the_signal_it_got(config):
         r = await rt.exec(command="trap 'echo got-int; exit 3' INT; sleep 30 & wait", yield_ms=300)
         s = await rt.signal(r["job_id"], "interrupt", wait_ms=15000)
         assert s["state"] == "exited" and s["exit_code"] == 3 and "got-int" in s["output"]
-        # (the TERM goes once the program runs: sent while bwrap itself still set up, under
-        # load, it waited out the grace and the job ended by the KILL after it)
+        # (the TERM goes once the program runs: one sent while bwrap still sets up has its
+        # own test, test_a_signal_sent_while_bwrap_sets_up_reaches_the_program)
         r = await rt.exec(command="echo up; exec sleep 30", yield_ms=100)
         seen = r["output"]
         if "up" not in seen:
@@ -388,6 +390,55 @@ async def test_a_sandboxed_job_ends_with_the_signal_it_got(config):
         assert "up" in seen
         s = await rt.signal(r["job_id"], "terminate", wait_ms=15000)
         assert s["state"] == "cancelled" and s["signal"] == "SIGTERM"
+
+
+@pytest.mark.parametrize("how", ["terminate", "interrupt"])
+@pytest.mark.parametrize("pty", [False, True], ids=["pipes", "pty"])
+async def test_a_signal_sent_while_bwrap_sets_up_reaches_the_program(tmp_path, workspace, pty, how):
+    """Everything before a bwrap job's program ignores the signals Conch forwards (so bwrap's
+    monitor outlives the program): a TERM sent while bwrap still sets up is sent again once
+    the program runs, and the job ends by that TERM, inside the grace, not by the KILL after
+    it; an interrupt, which has no grace, is not lost either. The test signals only when it
+    has seen every process of the job in that state."""
+    from conch.core.jobs import driver as driver_mod
+    from conch.core.process import procfs
+
+    signum = signal.SIGTERM if how == "terminate" else signal.SIGINT
+    term = 1 << (signum - 1)
+    caught = 0
+    cfg = conch.Config(
+        result_detail="full",
+        data_dir=str(tmp_path / "data"),
+        default_cwd=workspace,
+        sandbox_backend="bwrap",  # (only bwrap has a monitor, and a setup that ignores them)
+        sandbox="read-only",
+    )
+    async with conch.Runtime(cfg) as rt:
+        for _ in range(40):
+            r = await rt.exec(argv=["sleep", "30"], yield_ms=0, pty=pty)
+            d = rt._engine.starter.drivers[r["job_id"]]
+            deadline = time.monotonic() + 1
+            in_setup = False
+            while time.monotonic() < deadline and not in_setup:
+                pids = d._collect()
+                in_setup = (
+                    bool(pids)
+                    and all(
+                        driver_mod._setting_up(p, d.pid) and procfs.ignored(p) & term for p in pids
+                    )
+                    and any(procfs.comm(p) == "bwrap" for p in pids)
+                )
+                if not in_setup:
+                    time.sleep(0.0005)  # (the loop is held: nothing of Conch's runs meanwhile)
+            if in_setup:
+                caught += 1
+            s = await rt.signal(r["job_id"], how, wait_ms=15000)
+            assert s["state"] == "cancelled" and s["signal"] == signum.name, s
+            if in_setup:
+                assert s["duration_ms"] < 1800, s
+                if caught == 3:
+                    break
+    assert caught, "no job was seen while bwrap set up"
 
 
 async def test_a_missing_program_in_the_sandbox_is_spawn_failed(config):

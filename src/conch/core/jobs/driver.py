@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 from collections.abc import Callable
 
+from conch.core.containment import sandbox as sb
 from conch.core.containment.cgroup import JobCgroup
 from conch.core.containment.fence import SpawnFence
 from conch.core.jobs.job import Job
@@ -24,6 +26,18 @@ from conch.core.process.hygiene import (
 
 _SETTLE_S = 0.2
 _SETTLE_POLL_S = 0.002
+#: a forwarded signal lost while bwrap set up is sent again once the program runs, for so long
+_RESEND_S = 5.0
+_RESEND_POLL_S = 0.01
+_FORWARDED = frozenset(int(getattr(signal, name)) for name in sb.FORWARDED)
+#: what runs in a bwrap job before its program (the leader's sh execs bwrap)
+_SETUP_COMMS = ("bwrap", "env")
+
+
+def _setting_up(pid: int, leader: int) -> bool:
+    """A process of the sandbox's own start, not of the program yet."""
+    comm = procfs.comm(pid)
+    return comm in _SETUP_COMMS or (pid == leader and comm == "sh")
 
 
 class ProcessDriver:
@@ -62,7 +76,57 @@ class ProcessDriver:
             if self._stop_task is None:
                 self._stop_task = asyncio.ensure_future(self._stop("limit", 0.0))
 
+    # -- signals -------------------------------------------------------------------------------
+
+    def send_signal(self, signum: int) -> None:
+        """Send ``signum`` to the job's processes (as ``signal`` asks)."""
+        if self.pid is None:
+            return
+        self.job.sent_signals.add(signum)
+        monitored = self.fence is not None and self.fence.monitor and signum in _FORWARDED
+        unseen = monitored and self._nobody_takes(signum)
+        self._deliver(signum)
+        if unseen:
+            self._resend_when_taken(signum)
+
+    def _nobody_takes(self, signum: int) -> bool:
+        """Under bwrap every process before the program (the sh that enters the cgroup,
+        bwrap, its init) ignores the signals Conch forwards, so that bwrap's monitor outlives
+        the program it reports on; ``env --default-signal`` resets them just before it execs
+        the program. Whether, looked at just before a send, every process of the job is still
+        in that start (a signal that came to env there found it ignoring, or env died of it)."""
+        assert self.pid is not None
+        leader, bit = self.pid, 1 << (signum - 1)
+        pids = self._collect()
+        return bool(pids) and all(
+            _setting_up(p, leader) and (procfs.ignored(p) & bit or procfs.comm(p) == "env")
+            for p in pids
+        )
+
+    def _resend_when_taken(self, signum: int) -> None:
+        """The signal was sent while the job's program did not run yet: send it again once a
+        process of the program takes it, for up to ``_RESEND_S``."""
+        assert self.pid is not None
+        leader, bit = self.pid, 1 << (signum - 1)
+        deadline = self._loop.time() + _RESEND_S
+
+        def again() -> None:
+            if self.job.terminal or self.pid is None:
+                return
+            if any(
+                procfs.is_alive(p) and not _setting_up(p, leader) and not procfs.ignored(p) & bit
+                for p in self._collect()
+            ):
+                self._deliver(signum)
+            elif self._loop.time() < deadline:
+                self._loop.call_later(_RESEND_POLL_S, again)
+
+        self._loop.call_later(_RESEND_POLL_S, again)
+
     # -- what subclasses provide -------------------------------------------------------------
+
+    def _deliver(self, signum: int) -> None:
+        """Deliver ``signum`` to the job's processes."""
 
     def _drain(self) -> None:
         """Take the output that is already waiting (bounded in time)."""

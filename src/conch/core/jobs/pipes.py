@@ -229,10 +229,8 @@ class PipeDriver(ProcessDriver):
 
     # -- signals and stopping ----------------------------------------------------------------
 
-    def send_signal(self, signum: int) -> None:
-        if self.pid is None:
-            return
-        self.job.sent_signals.add(signum)
+    def _deliver(self, signum: int) -> None:
+        assert self.pid is not None
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signum)
         for pid in self._collect():

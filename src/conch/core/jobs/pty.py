@@ -138,10 +138,8 @@ class PtyDriver(ProcessDriver):
 
     # -- signals and stopping ----------------------------------------------------------------
 
-    def send_signal(self, signum: int) -> None:
-        if self.pid is None:
-            return
-        self.job.sent_signals.add(signum)
+    def _deliver(self, signum: int) -> None:
+        assert self.pid is not None
         target = self.pid
         if self._master is not None:
             with contextlib.suppress(OSError):

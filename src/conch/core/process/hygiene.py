@@ -282,6 +282,14 @@ def _send(pids: set[int], pgids: Iterable[int], sig: int, reaper: Reaper | None)
     signal_pids(pids, sig)
 
 
+_TERM_BIT = 1 << (signal.SIGTERM - 1)
+
+
+def _term_view(pid: int) -> tuple[str, bool]:
+    """(the program a process runs, whether it ignores TERM)."""
+    return procfs.comm(pid), bool(procfs.ignored(pid) & _TERM_BIT)
+
+
 async def terminate_tree(
     collect: Callable[[], set[int]],
     pgids: Iterable[int],
@@ -292,20 +300,32 @@ async def terminate_tree(
 ) -> None:
     """SIGCONT+SIGTERM the tree, wait up to grace_s, then SIGKILL what is left (and reap it).
 
-    ``collect`` is re-run while waiting, so processes forked during the grace period are caught.
-    """
+    ``collect`` is re-run while waiting, so processes forked during the grace period are caught,
+    and a process gets the TERM again when it has become another program since (an exec: the
+    new program never saw it) or stopped ignoring it: a sandbox's start ignores it until its
+    program runs, and resets it just before the exec, where a TERM can be lost unseen."""
     pgids = list(pgids)
     pids = collect()
     _send(pids, pgids, signal.SIGTERM, reaper)
+    seen = {p: _term_view(p) for p in pids}  # (after the send: what each was when it came)
     deadline = time.monotonic() + grace_s
     signalled = set(pids)
     while True:
         if reaper:
             reaper.sweep()
         alive = {p for p in signalled if procfs.is_alive(p)}
+        again = []
+        for p in alive:
+            now = _term_view(p)
+            if now != seen.get(p, now) and not now[1]:
+                again.append(p)
+            seen[p] = now
+        if again:
+            _send(set(again), (), signal.SIGTERM, reaper)
         fresh = collect() - signalled
         if fresh:
             _send(fresh, (), signal.SIGTERM, reaper)
+            seen.update((p, _term_view(p)) for p in fresh)
             signalled |= fresh
             alive |= fresh
         if not alive or time.monotonic() >= deadline:

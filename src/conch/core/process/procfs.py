@@ -264,3 +264,15 @@ def scan_instance(tag_key: bytes, prefix: bytes) -> set[int]:
     """Every live process whose tag starts with ``prefix``: whatever a runtime started that
     escaped its owner (the final sweep at shutdown)."""
     return _scan(tag_key, set(), lambda v: v.startswith(prefix))
+
+
+def ignored(pid: int) -> int:
+    """The process's mask of ignored signals (bit N-1: signal N), 0 if unknown."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigIgn:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
+    return 0

@@ -156,15 +156,3 @@ def eof_byte(master: int) -> bytes:
     except (termios.error, IndexError):
         return b"\x04"
     return c if isinstance(c, bytes) else bytes([c])
-
-
-def sig_ignored(pid: int) -> int:
-    """The process's ignored-signal mask (Linux), 0 if unknown."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("SigIgn:"):
-                    return int(line.split()[1], 16)
-    except (OSError, ValueError):
-        pass
-    return 0

@@ -489,10 +489,10 @@ class Shell:
         shell = self.shell_pid
         if shell is None:
             return set()
-        shell_ignores_int = terminal.sig_ignored(shell) & _SIGINT_BIT
+        shell_ignores_int = procfs.ignored(shell) & _SIGINT_BIT
         fg: set[int] = set()
         for child in procfs.children(shell):
-            mask = terminal.sig_ignored(child)
+            mask = procfs.ignored(child)
             if not shell_ignores_int and mask & _SIGINT_BIT and mask & _SIGQUIT_BIT:
                 continue  # started with `&`: job control is off, so it ignores INT and QUIT
             fg.add(child)
