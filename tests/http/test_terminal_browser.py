@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from browser import Browser, chromium
-from frontend_servers import HttpServer, control_http
+from frontend_servers import HttpServer, control_http, kill_group, start_http
 from frontend_servers import invoke as call
 
 pytestmark = pytest.mark.needs("chromium", "chromedriver")
@@ -271,3 +271,34 @@ def test_fit_sizes_the_terminal_to_the_page_and_the_program_sees_it(
         assert m["height"] <= m["max"] + 0.5 and m["max"] - m["height"] < cell_h, m
         shot(browser, f"fit-{width}x{height}.png")
     call(server, "signal", {"job_id": job, "signal": "kill"})
+
+
+def test_without_control_the_page_shows_the_screen_and_takes_no_typing_or_size(
+    tmp_path: Path, browser: Browser
+):
+    """Without ``--dashboard-control`` a running terminal job is shown, but the page offers
+    no Fit and no hand back, says nothing about taking over, and what a person types there
+    or a window resize reaches neither the job nor the agent's results."""
+    srv = start_http(tmp_path)
+    try:
+        job = pty(srv, ["bash", "-c", "stty size; read -r x; echo got $x; stty size"])
+        call(srv, "read", {"job_id": job, "wait_ms": 5000, "until": "input"})
+        open_job(browser, srv, job)
+        browser.wait(lambda: "50 200" in screen_text(browser), 10, "the screen")
+        hidden = "return document.getElementById(arguments[0]).hidden"
+        assert browser.run(hidden, "fit") is True and browser.run(hidden, "handback") is True
+        assert browser.run("return document.getElementById('hint').textContent") == ""
+        scr = browser.find("#screen")
+        browser.click(scr)
+        browser.type(scr, "typed-in-the-page\ue007")
+        browser.set_size(1100, 760)
+        time.sleep(1.0)  # (what the page would have posted has had time to arrive)
+        r = call(srv, "read", {"job_id": job})
+        assert r["state"] == "running" and r.get("awaiting_input") is True, r
+        assert "attended" not in r and "human_input" not in r, r
+        assert "typed-in-the-page" not in screen_text(browser)
+        assert browser.run("return document.getElementById('screen').dataset.cols") == "200"
+        done = call(srv, "write", {"job_id": job, "text": "by-the-agent\n", "yield_ms": 2000})
+        assert "got by-the-agent\n50 200\n" in done["output"], done
+    finally:
+        kill_group(srv.proc)
