@@ -334,6 +334,33 @@ async def test_log_resources_are_read_on_each_jobs_node(
         assert await rt.list_resources(seed_only=True) == []
 
 
+async def test_a_terminal_jobs_screen_and_recording_are_read_on_its_node(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    """A fleet lists and serves a PTY job's screen and asciicast recording (issue 23's
+    resources) from the node that runs it, under the job's fleet id."""
+    async with fleet(cluster, tmp_path) as rt:
+        info = await rt.info()
+        job = await rt.exec(
+            command="printf 'on-the-node\\n'; sleep 30", pty=True, node=by_label(info, "zone", "b")
+        )
+        fid = job["job_id"]
+        uris = {r["uri"] for r in await rt.list_resources()}
+        assert {f"conch://jobs/{fid}/screen", f"conch://jobs/{fid}/cast"} <= uris, uris
+        mime, screen = await rt.read_resource(f"conch://jobs/{fid}/screen")
+        assert mime == "text/plain" and "on-the-node" in screen
+        mime, cast = await rt.read_resource(f"conch://jobs/{fid}/cast")
+        header, *events = [json.loads(line) for line in cast.splitlines()]
+        assert mime == "application/x-asciicast" and header["version"] == 2
+        assert any(e[1] == "o" and "on-the-node" in e[2] for e in events), events
+        plain = await rt.exec(command="echo no-terminal")
+        for uri in (f"conch://jobs/{plain['job_id']}/cast", "conch://jobs/j_0000000000/screen"):
+            with pytest.raises(ConchError) as e:
+                await rt.read_resource(uri)
+            assert e.value.code == "not_found"
+        await rt.signal(job_id=fid, signal="kill")
+
+
 def _running(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE

@@ -42,7 +42,7 @@ from conch.fleet.view import FleetView
 from conch.tools.call import ToolOutcome
 from conch.tools.context import ToolContext
 from conch.tools.host import Host, HostBase
-from conch.tools.resources import JOBS_RESOURCE, JOBS_URI, log_uri, parse_log_uri
+from conch.tools.resources import JOBS_RESOURCE, JOBS_URI, job_uri, parse_job_uri
 from conch.tools.tool import ErrorResult, Tool
 
 log = logging.getLogger("conch.fleet")
@@ -486,7 +486,8 @@ class FleetRuntime(HostBase):
     # -- resources (each node's, merged; a job's log read on its node) -------------------------
 
     async def list_resources(self, *, seed_only: bool = False) -> list[dict[str, Any]]:
-        """The overview, and every retained job's log on every ready node (fleet ids)."""
+        """The overview, and every retained job's log (a terminal job's screen and recording
+        too) on every ready node (fleet ids)."""
         profiles = [r.describe() for r in self.registry.resources]
         if seed_only:
             return profiles  # (read from every node)
@@ -501,9 +502,10 @@ class FleetRuntime(HostBase):
             if isinstance(reply, BaseException):
                 continue  # an absent node lists nothing
             for entry in reply:
-                local = parse_log_uri(str(entry.get("uri", "")))
-                if local is None:
+                parsed = parse_job_uri(str(entry.get("uri", "")))
+                if parsed is None:
                     continue
+                local = parsed[0]
                 fleet_id = qualify(local, node.tag)
                 out.append(
                     {
@@ -514,20 +516,22 @@ class FleetRuntime(HostBase):
         return out
 
     async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
-        """A job's log from its node; the overviews (Conch's, a profile's) with one section
-        per ready node."""
+        """A job's log, screen or recording from its node; the overviews (Conch's, a
+        profile's) with one section per ready node."""
         profile_resource = self.registry.resource(uri)
         if seed_only and profile_resource is None:
             raise ConchError("not_found", f"unknown resource {uri!r}")
         await self._open()
         timeout = self.config.fleet_timeout_ms / 1000
-        job_id = parse_log_uri(uri)
-        if job_id is not None:
+        parsed = parse_job_uri(uri)
+        if parsed is not None:
+            job_id, kind = parsed
             local, tag = split(job_id, self.table.tags)
             node = self.table.by_tag(tag) if tag is not None else None
             if node is None:
                 raise ConchError("not_found", f"unknown job {job_id!r} (no node has it)")
-            found, mime, text = await self._ask(node, "resource", (log_uri(local),), timeout)
+            local_uri = job_uri(local, kind)
+            found, mime, text = await self._ask(node, "resource", (local_uri,), timeout)
             if not found:
                 raise ConchError("not_found", text)
             return mime, text

@@ -12,7 +12,16 @@ from conch.errors import ConchError
 from conch.tools.registry import ToolRegistry
 from conch.tools.views import LOG_URI_TEMPLATE, log_text, log_uri, overview_markdown
 
-__all__ = ["JOBS_RESOURCE", "JOBS_URI", "LOG_URI_TEMPLATE", "log_text", "log_uri", "parse_log_uri"]
+__all__ = [
+    "JOBS_RESOURCE",
+    "JOBS_URI",
+    "LOG_URI_TEMPLATE",
+    "job_uri",
+    "log_text",
+    "log_uri",
+    "parse_job_uri",
+    "parse_log_uri",
+]
 
 JOBS_URI = "conch://jobs"
 _LOG_URI = re.compile(r"^conch://jobs/([^/]+)/log$")
@@ -36,6 +45,20 @@ def parse_log_uri(uri: str) -> str | None:
     """The job id of a ``conch://jobs/{job_id}/log`` URI, else None."""
     m = _LOG_URI.match(uri)
     return m.group(1) if m else None
+
+
+def parse_job_uri(uri: str) -> tuple[str, str] | None:
+    """(job id, ``log`` | ``screen`` | ``cast``) of one job's resource URI, else None."""
+    m = _LOG_URI.match(uri)
+    if m is not None:
+        return m.group(1), "log"
+    m = _TERMINAL_URI.match(uri)
+    return (m.group(1), m.group(2)) if m is not None else None
+
+
+def job_uri(job_id: str, kind: str) -> str:
+    """The URI of job ``job_id``'s ``log``, ``screen`` or ``cast``."""
+    return f"conch://jobs/{job_id}/{kind}"
 
 
 def resource_list(
