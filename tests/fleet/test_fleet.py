@@ -452,6 +452,17 @@ def test_http_invoke_serves_the_fleet(cluster: LocalCluster, tmp_path: Any) -> N
         assert r["node"] == zone_b and r["output"].strip() == zone_b
         again = _invoke(url, "read", {"job_id": r["job_id"], "cursor": 0})
         assert again["output"].strip() == zone_b
+        # `conch cast` (the dashboard's route) reads a terminal job's recording on its node
+        term = _invoke(url, "exec", {"command": "echo cast-me", "pty": True, "node": "zone=b"})
+        cast = subprocess.run(
+            [sys.executable, "-m", "conch", "cast", "--url", url, term["job_id"]],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert cast.returncode == 0, cast.stderr
+        header, *events = [json.loads(line) for line in cast.stdout.splitlines()]
+        assert header["version"] == 2 and any("cast-me" in e[2] for e in events), cast.stdout
         _invoke(url, "exec", {"command": "sleep 60", "node": "role=head", "yield_ms": 0})
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -43,6 +43,7 @@ from conch.http import ansi
 from conch.http.screen_view import screen_body
 from conch.http.security import AUTH_SCOPE_KEY
 from conch.tools.context import invisible
+from conch.tools.resources import job_uri
 from conch.tools.schemas import WRITE_INPUT
 from conch.tools.validate import validate
 from conch.tools.views import jobs_newest_first
@@ -206,17 +207,15 @@ async def api_cast(request: Request) -> Response:
     rt: Host = request.app.state.runtime
     job_id = request.path_params["job_id"]
     try:
-        job = rt.view.job(job_id)
-        text = "".join(line + "\n" for line in rt.view.cast(job_id))
+        # (the resource: a fleet reads it on the job's node)
+        mime, text = await rt.read_resource(job_uri(job_id, "cast"))
     except ConchError as e:
         return JSONResponse(e.envelope(), status_code=_status(e))
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job_id)
     return Response(
         text,
-        media_type="application/x-asciicast",
-        headers={
-            **_NO_STORE,
-            "Content-Disposition": f'attachment; filename="{job.job_id}.cast"',
-        },
+        media_type=mime,
+        headers={**_NO_STORE, "Content-Disposition": f'attachment; filename="{safe}.cast"'},
     )
 
 
