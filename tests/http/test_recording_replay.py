@@ -166,3 +166,52 @@ def test_a_resized_session_replays_to_the_screen_the_dashboard_showed(
     assert played["cursor"] == shown["cursor"]
     assert played["alternate"] == shown["alternate"]
     call(server, "signal", {"job_id": job["job_id"], "signal": "kill"})
+
+
+def test_a_shell_sessions_recording_holds_its_commands_in_turn(tmp_path: Path, server: HttpServer):
+    """`conch cast s_…` (and `conch://shells/{id}/cast`): a shell's whole session as one
+    asciicast, every retained command in turn at its own time, which asciinema plays."""
+    sh = call(server, "shell_open", {})
+    shell_id = sh["shell_id"]
+    for command in ("echo first-cmd", "sleep 0.4; echo second-cmd", "echo third-cmd"):
+        r = call(server, "exec", {"shell_id": shell_id, "command": command, "yield_ms": 5000})
+        assert r["state"] == "exited", r
+    cast = tmp_path / "session.cast"
+    conch_cast(server, shell_id, cast)
+    lines = cast.read_text().splitlines()
+    assert json.loads(lines[0])["version"] == 2
+    events = [json.loads(x) for x in lines[1:]]
+    assert [e[0] for e in events] == sorted(e[0] for e in events)
+    text = "".join(e[2] for e in events if e[1] == "o")
+    at = [text.index(word) for word in ("first-cmd", "second-cmd", "third-cmd")]
+    assert at == sorted(at), text
+    first = next(e[0] for e in events if "first-cmd" in e[2])
+    third = next(e[0] for e in events if "third-cmd" in e[2])
+    assert third - first >= 0.4, events  # each command at its own time
+    status, body = http_get(server, f"/api/jobs/{shell_id}/cast")  # the download route
+    assert status == 200 and body.decode() == cast.read_text()
+    played = call(
+        server, "exec", {"argv": ["asciinema", "cat", str(cast)], "pty": True, "yield_ms": 20000}
+    )
+    assert played["state"] == "exited" and played["exit_code"] == 0, played
+    shown = "\n".join(
+        "".join(run["text"] for run in row) for row in screen(server, played["job_id"])["lines"]
+    )
+    at = [shown.index(word) for word in ("first-cmd", "second-cmd", "third-cmd")]
+    assert at == sorted(at), shown
+    missing = call(server, "exec", {"command": "true"})  # a job id that is no terminal's
+    status, body = http_get(server, f"/api/jobs/{missing['job_id']}/cast")
+    assert status == 404 and b"no terminal" in body, (status, body)
+    status, body = http_get(server, "/api/jobs/s_0000000000/cast")
+    assert status == 404, (status, body)
+    call(server, "shell_close", {"shell_id": shell_id})
+
+
+def http_get(srv: HttpServer, path: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()

@@ -298,12 +298,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     cast = sub.add_parser(
         "cast",
-        help="print a terminal job's recording (asciicast v2)",
-        description="Print the asciicast v2 recording of JOB_ID (a pty job or shell command) "
+        help="print a terminal job's or shell session's recording (asciicast v2)",
+        description="Print the asciicast v2 recording of JOB_ID (a pty job or shell command), "
+        "or of a shell's whole session (its retained commands in turn: give its s_… id), "
         "from the running `conch serve --http` service: `conch cast j_… > x.cast`, then "
         "`asciinema play x.cast`. Output only, with its timing; no input is recorded.",
     )
-    cast.add_argument("job_id", metavar="JOB_ID", help="job id or name")
+    cast.add_argument("job_id", metavar="JOB_ID", help="job id or name, or a shell id")
     cast.add_argument("--url", help="service URL (as for invoke); token from CONCH_AUTH_TOKEN")
     cast.set_defaults(func=cmd_cast)
 

@@ -34,7 +34,7 @@ from conch.core.jobs.snapshot import summary
 from conch.core.jobs.table import JobTable
 from conch.core.jobs.view import JobView
 from conch.core.once import Once
-from conch.core.output.cast import cast_lines
+from conch.core.output.cast import cast_lines, session_cast_lines
 from conch.core.output.screen import ScreenSnapshot
 from conch.core.process import hygiene, peer, procfs
 from conch.core.search import Searcher
@@ -390,6 +390,23 @@ class Engine:
     def replay(self, job_id: str, t: float) -> tuple[ScreenSnapshot, float]:
         """A terminal job's screen ``t`` seconds into its recording, and the recording's length."""
         return self.screens.at(self._job(job_id), t)
+
+    def shell_cast(self, shell_id: str) -> Iterator[str]:
+        """A shell session's asciicast v2 recording: its retained commands in turn, line by
+        line (``not_found`` when none is retained)."""
+        if self._closed:
+            raise RuntimeClosedError()
+        parts = sorted(
+            (j for j in self.jobs if j.shell_id == shell_id and j.recording is not None),
+            key=lambda j: j.recording.started if j.recording is not None else 0.0,
+        )
+        if not parts:
+            raise ConchError(
+                "not_found",
+                f"no command of shell {shell_id!r} is retained (unknown, none run yet, or "
+                "evicted): nothing to record",
+            )
+        return session_cast_lines([(j.recording, j.log) for j in parts if j.recording])
 
     def cast(self, job_id: str) -> Iterator[str]:
         """A terminal job's asciicast v2 recording, line by line."""

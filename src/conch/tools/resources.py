@@ -26,8 +26,10 @@ __all__ = [
 JOBS_URI = "conch://jobs"
 _LOG_URI = re.compile(r"^conch://jobs/([^/]+)/log$")
 _TERMINAL_URI = re.compile(r"^conch://jobs/([^/]+)/(screen|cast)$")
+_SESSION_URI = re.compile(r"^conch://shells/([^/]+)/cast$")
 SCREEN_URI_TEMPLATE = "conch://jobs/{job_id}/screen"
 CAST_URI_TEMPLATE = "conch://jobs/{job_id}/cast"
+SESSION_CAST_URI_TEMPLATE = "conch://shells/{shell_id}/cast"
 CAST_MIME = "application/x-asciicast"
 _TERMINAL_MODES = ("pty", "shell")
 
@@ -48,17 +50,23 @@ def parse_log_uri(uri: str) -> str | None:
 
 
 def parse_job_uri(uri: str) -> tuple[str, str] | None:
-    """(job id, ``log`` | ``screen`` | ``cast``) of one job's resource URI, else None."""
+    """(id, kind) of one job's or shell's resource URI, else None: a job's ``log``,
+    ``screen`` or ``cast``, a shell's ``session``."""
     m = _LOG_URI.match(uri)
     if m is not None:
         return m.group(1), "log"
     m = _TERMINAL_URI.match(uri)
-    return (m.group(1), m.group(2)) if m is not None else None
+    if m is not None:
+        return m.group(1), m.group(2)
+    m = _SESSION_URI.match(uri)
+    return (m.group(1), "session") if m is not None else None
 
 
-def job_uri(job_id: str, kind: str) -> str:
-    """The URI of job ``job_id``'s ``log``, ``screen`` or ``cast``."""
-    return f"conch://jobs/{job_id}/{kind}"
+def job_uri(object_id: str, kind: str) -> str:
+    """The URI of a job's ``log``, ``screen`` or ``cast``, or a shell's ``session``."""
+    if kind == "session":
+        return SESSION_CAST_URI_TEMPLATE.format(shell_id=object_id)
+    return f"conch://jobs/{object_id}/{kind}"
 
 
 def resource_list(
@@ -70,7 +78,20 @@ def resource_list(
         return [r.describe() for r in registry.resources]
     out = [dict(JOBS_RESOURCE)]
     out += [r.describe() for r in registry.resources]
-    for job in rt.retained():
+    retained = rt.retained()
+    for shell_id in dict.fromkeys(j.shell_id for j in retained if j.mode == "shell"):
+        if shell_id is not None:
+            out.append(
+                {
+                    "uri": job_uri(shell_id, "session"),
+                    "name": f"{shell_id} cast",
+                    "title": f"Recording of shell {shell_id}",
+                    "description": f"Shell {shell_id}'s session (its retained commands in "
+                    "turn) as asciicast v2.",
+                    "mimeType": CAST_MIME,
+                }
+            )
+    for job in retained:
         out.append(
             {
                 "uri": log_uri(job.job_id),
@@ -136,6 +157,14 @@ def resource_templates() -> list[dict[str, Any]]:
             "(`asciinema play`); no input is recorded.",
             "mimeType": CAST_MIME,
         },
+        {
+            "uriTemplate": SESSION_CAST_URI_TEMPLATE,
+            "name": "shell recording",
+            "title": "Shell session recording",
+            "description": "A persistent shell's retained commands in turn, with their "
+            "timing, as one asciicast v2; no input is recorded.",
+            "mimeType": CAST_MIME,
+        },
     ]
 
 
@@ -160,6 +189,9 @@ def read_resource(
         if what == "screen":
             return "text/plain", screen_text(rt.screen(job_id))
         return CAST_MIME, "".join(line + "\n" for line in rt.cast(job_id))
+    session = _SESSION_URI.match(uri)
+    if session is not None:
+        return CAST_MIME, "".join(line + "\n" for line in rt.shell_cast(session.group(1)))
     job_id = parse_log_uri(uri)
     if job_id is None:
         raise ConchError("not_found", f"unknown resource {uri!r}")

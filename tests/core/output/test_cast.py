@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from conch.core.output.cast import MAX_MARKS, Recording, cast_text
+from conch.core.output.cast import MAX_MARKS, Recording, cast_text, session_cast_lines
 
 
 class Log:
@@ -66,3 +66,37 @@ def test_a_resize_is_an_r_event():
     rec.mark(len(log.data))
     events = [json.loads(x) for x in cast_text(rec, log).splitlines()[1:]]
     assert ["r", "100x30"] in [e[1:] for e in events]
+
+
+def test_a_session_plays_its_recordings_in_turn_each_at_its_own_start():
+    """A shell's session: several recordings as one cast, each offset by its start, a resize
+    where one starts at another size than the last ended, times never going back (a later
+    recording that claims an earlier start is held at the clock)."""
+    first, log1 = Recording(24, 80), Log()
+    log1.data = b"one\n"
+    first.mark(4)
+    second, log2 = Recording(30, 100), Log()  # (another size: a resize between them)
+    log2.data = b"two\n"
+    second.mark(4)
+    second.started = first.started + 1.5
+    third, log3 = Recording(30, 100), Log()
+    log3.data = b"three\n"
+    third.mark(6)
+    third.started = first.started + 0.5  # out of step: never before what came earlier
+    lines = list(session_cast_lines([(first, log1), (second, log2), (third, log3)]))
+    header = json.loads(lines[0])
+    assert (header["width"], header["height"], header["timestamp"]) == (
+        80,
+        24,
+        int(first.started),
+    )
+    events = [json.loads(x) for x in lines[1:]]
+    assert [e[1:] for e in events] == [
+        ["o", "one\r\n"],
+        ["r", "100x30"],
+        ["o", "two\r\n"],
+        ["o", "three\r\n"],
+    ]
+    times = [e[0] for e in events]
+    assert times == sorted(times) and 1.5 <= times[1] <= times[2] <= times[3] < 1.6
+    assert list(session_cast_lines([])) == []

@@ -23,7 +23,7 @@ import json
 import time
 from array import array
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 COALESCE_S = 0.01
@@ -114,11 +114,45 @@ class Recording:
                 start = end
 
 
+def _header(rec: Recording) -> str:
+    rows, cols = rec.first_size
+    return json.dumps({"version": 2, "width": cols, "height": rows, "timestamp": int(rec.started)})
+
+
 def cast_lines(rec: Recording, log: _Log) -> Iterator[str]:
     """The asciicast v2 of ``rec`` over ``log``, one JSON line at a time (no newlines). A
     resize comes where the log stood when it happened, and times never go back."""
-    rows, cols = rec.first_size
-    yield json.dumps({"version": 2, "width": cols, "height": rows, "timestamp": int(rec.started)})
+    yield _header(rec)
+    for t, kind, data in _events(rec, log):
+        yield _event(t, kind, data)
+
+
+def session_cast_lines(parts: Sequence[tuple[Recording, _Log]]) -> Iterator[str]:
+    """One asciicast v2 of several recordings in turn (a shell's commands, oldest first):
+    each at its own start's distance from the first, with a resize where one starts at
+    another size than the one before it ended."""
+    if not parts:
+        return
+    first = parts[0][0]
+    yield _header(first)
+    size, clock = first.first_size, 0.0
+    for rec, log in parts:
+        offset = max(clock, rec.started - first.started)
+        if rec.first_size != size:
+            yield _event(offset, "r", f"{rec.first_size[1]}x{rec.first_size[0]}")
+        clock = offset
+        for t, kind, data in _events(rec, log):
+            clock = max(clock, offset + t)
+            yield _event(clock, kind, data)
+        size = rec.size
+
+
+def _event(t: float, kind: str, data: str) -> str:
+    return json.dumps([round(t, 6), kind, data], ensure_ascii=False)
+
+
+def _events(rec: Recording, log: _Log) -> Iterator[tuple[float, str, str]]:
+    """(t, "o" | "r", data) of ``rec`` over ``log``, times never going back."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     resizes = deque(rec.resizes)
     total = log.size()
@@ -129,7 +163,7 @@ def cast_lines(rec: Recording, log: _Log) -> Iterator[str]:
             while resizes and resizes[0][1] <= pos:
                 rt, _, r, c = resizes.popleft()
                 clock = max(clock, rt)
-                yield json.dumps([round(clock, 6), "r", f"{c}x{r}"])
+                yield clock, "r", f"{c}x{r}"
             clock = max(clock, t)
             stop = min(end, resizes[0][1]) if resizes else end
             while pos < stop:
@@ -137,15 +171,15 @@ def cast_lines(rec: Recording, log: _Log) -> Iterator[str]:
                 text = decoder.decode(log.read(pos, part)).replace("\n", "\r\n")
                 pos = part
                 if text:
-                    yield json.dumps([round(clock, 6), "o", text], ensure_ascii=False)
+                    yield clock, "o", text
             if pos >= end:
                 break
     for rt, _, r, c in resizes:
         clock = max(clock, rt)
-        yield json.dumps([round(clock, 6), "r", f"{c}x{r}"])
+        yield clock, "r", f"{c}x{r}"
     tail = decoder.decode(b"", final=True)
     if tail:
-        yield json.dumps([round(max(clock, rec.duration), 6), "o", tail], ensure_ascii=False)
+        yield max(clock, rec.duration), "o", tail
 
 
 def cast_text(rec: Recording, log: _Log) -> str:
