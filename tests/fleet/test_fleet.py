@@ -337,8 +337,9 @@ async def test_log_resources_are_read_on_each_jobs_node(
 async def test_a_terminal_jobs_screen_and_recording_are_read_on_its_node(
     cluster: LocalCluster, tmp_path: Any
 ) -> None:
-    """A fleet lists and serves a PTY job's screen and asciicast recording (issue 23's
-    resources) from the node that runs it, under the job's fleet id."""
+    """A fleet lists and serves a PTY job's screen and asciicast recording, and a shell's
+    session recording (issue 23's resources), from the node that runs it, under its fleet
+    id."""
     async with fleet(cluster, tmp_path) as rt:
         info = await rt.info()
         job = await rt.exec(
@@ -353,6 +354,13 @@ async def test_a_terminal_jobs_screen_and_recording_are_read_on_its_node(
         header, *events = [json.loads(line) for line in cast.splitlines()]
         assert mime == "application/x-asciicast" and header["version"] == 2
         assert any(e[1] == "o" and "on-the-node" in e[2] for e in events), events
+        sh = await rt.shell_open(node="zone=a")
+        await rt.exec(shell_id=sh["shell_id"], command="echo in-the-shell")
+        uris = {r["uri"] for r in await rt.list_resources()}
+        assert f"conch://shells/{sh['shell_id']}/cast" in uris, uris
+        mime, session = await rt.read_resource(f"conch://shells/{sh['shell_id']}/cast")
+        assert mime == "application/x-asciicast" and "in-the-shell" in session
+        await rt.shell_close(sh["shell_id"])
         plain = await rt.exec(command="echo no-terminal")
         for uri in (f"conch://jobs/{plain['job_id']}/cast", "conch://jobs/j_0000000000/screen"):
             with pytest.raises(ConchError) as e:
