@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from frontend_servers import HttpServer, kill_group, start_http
+from frontend_servers import HttpServer, http_get, kill_group, start_http
 from frontend_servers import invoke as call
 
 pytestmark = pytest.mark.needs("asciinema")
@@ -205,13 +205,3 @@ def test_a_shell_sessions_recording_holds_its_commands_in_turn(tmp_path: Path, s
     status, body = http_get(server, "/api/jobs/s_0000000000/cast")
     assert status == 404, (status, body)
     call(server, "shell_close", {"shell_id": shell_id})
-
-
-def http_get(srv: HttpServer, path: str) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()

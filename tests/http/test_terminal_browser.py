@@ -5,7 +5,6 @@ nowhere. Screenshots go to artifacts/screenshots/ (gitignored) for a person to l
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import time
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 from browser import Browser, chromium
-from frontend_servers import HttpServer, control_http, kill_group, start_http
+from frontend_servers import HttpServer, control_http, http_get, kill_group, start_http
 from frontend_servers import invoke as call
 
 pytestmark = pytest.mark.needs("chromium", "chromedriver")
@@ -24,16 +23,6 @@ SHOTS = Path(
     os.environ.get("CONCH_SCREENSHOTS", Path(__file__).parents[2] / "artifacts" / "screenshots")
 )
 SECRET = "hunter2-Zq9-never-shown"
-
-
-def get(srv: HttpServer, path: str) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
 
 
 @pytest.fixture
@@ -194,10 +183,10 @@ def test_a_password_typed_from_the_page_shows_in_no_result_log_recording_or_page
         json.dumps(call(server, "read", {"job_id": job, "cursor": 0, "raw": True})),
         json.dumps(call(server, "read", {"job_id": job, "screen": True})),
         json.dumps(call(server, "list", {})),
-        get(server, f"/api/jobs/{job}/cast")[1].decode(),
-        get(server, f"/api/jobs/{job}/screen")[1].decode(),
-        get(server, f"/api/jobs/{job}/log")[1].decode(),
-        get(server, "/api/jobs")[1].decode(),
+        http_get(server, f"/api/jobs/{job}/cast")[1].decode(),
+        http_get(server, f"/api/jobs/{job}/screen")[1].decode(),
+        http_get(server, f"/api/jobs/{job}/log")[1].decode(),
+        http_get(server, "/api/jobs")[1].decode(),
         browser.source(),
         str(browser.run("return document.body.innerText")),
         server.stderr(),

@@ -137,6 +137,17 @@ def invoke(srv: HttpServer, method: str, params: Any, *, token: str = "") -> Any
         conn.close()
 
 
+def http_get(srv: HttpServer, path: str) -> tuple[int, bytes]:
+    """(status, body) of a plain GET to the server (no token)."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
 @contextlib.contextmanager
 def control_http(tmp: Path) -> Iterator[HttpServer]:
     """An HTTP server whose dashboard takes typing and sizes (``--dashboard-control``), a
