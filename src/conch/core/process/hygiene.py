@@ -306,8 +306,10 @@ async def terminate_tree(
     program runs, and resets it just before the exec, where a TERM can be lost unseen."""
     pgids = list(pgids)
     pids = collect()
+    # (looked at just before the send: one that execs or stops ignoring it after that look
+    # may have missed it; one with a handler that exec'd in between gets it twice)
+    seen = {p: _term_view(p) for p in pids}
     _send(pids, pgids, signal.SIGTERM, reaper)
-    seen = {p: _term_view(p) for p in pids}  # (after the send: what each was when it came)
     deadline = time.monotonic() + grace_s
     signalled = set(pids)
     while True:
@@ -324,8 +326,8 @@ async def terminate_tree(
             _send(set(again), (), signal.SIGTERM, reaper)
         fresh = collect() - signalled
         if fresh:
-            _send(fresh, (), signal.SIGTERM, reaper)
             seen.update((p, _term_view(p)) for p in fresh)
+            _send(fresh, (), signal.SIGTERM, reaper)
             signalled |= fresh
             alive |= fresh
         if not alive or time.monotonic() >= deadline:
