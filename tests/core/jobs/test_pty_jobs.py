@@ -9,6 +9,7 @@ from typing import Any
 
 import psutil
 import pytest
+from job_ends import until_exit
 
 import conch
 
@@ -50,15 +51,6 @@ async def test_python_repl_driven_with_write_and_eof(rt: conch.Runtime) -> None:
     assert w["state"] == "exited" and w["exit_code"] == 0
 
 
-async def until_exit(rt: conch.Runtime, w: dict) -> dict:
-    """``w`` (a write's result), or once it still ran, the job at its end with the output
-    that came after ``w``'s."""
-    if w["state"] != "running":
-        return w
-    r = await rt.call_tool("read", {"job_id": w["job_id"], "until": "exit", "wait_ms": 15000})
-    return {**r, "output": w["output"] + r["output"]}
-
-
 async def test_password_prompt_is_awaiting_secret(rt: conch.Runtime) -> None:
     r = await pty(rt, command="read -s -p 'Password: ' pw; echo; echo got:$pw", yield_ms=300)
     assert r["output"] == "Password: "
@@ -74,7 +66,8 @@ async def test_getpass_reading_dev_tty_is_awaiting_secret(rt: conch.Runtime) -> 
     r = await pty(rt, argv=[sys.executable, "-c", code], yield_ms=1000)
     assert r["output"] == "Secret: "
     assert r["awaiting_input"] and r["awaiting_secret"]  # getpass reads /dev/tty, not fd 0
-    w = await rt.call_tool("write", {"job_id": r["job_id"], "text": "s3\n", "yield_ms": 3000})
+    w = await rt.call_tool("write", {"job_id": r["job_id"], "text": "s3\n"})
+    w = await until_exit(rt, w)
     assert w["state"] == "exited" and "got:s3" in w["output"]
 
 

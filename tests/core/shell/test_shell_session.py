@@ -10,6 +10,7 @@ from typing import Any
 
 import psutil
 import pytest
+from job_ends import until_exit
 
 import conch
 
@@ -172,7 +173,9 @@ async def test_command_reading_stdin_gets_written_text(rt: conch.Runtime, kind: 
     sid = await open_shell(rt, kind)
     r = await run(rt, sid, "read -r v; echo got:$v", yield_ms=300)
     assert r["state"] == "running" and r["awaiting_input"] and not r["awaiting_secret"]
-    w = await rt.call_tool("write", {"job_id": r["job_id"], "text": "héllo\n"})
+    w = await until_exit(
+        rt, await rt.call_tool("write", {"job_id": r["job_id"], "text": "héllo\n"})
+    )
     assert w["state"] == "exited" and w["output"].endswith("got:héllo\n")
 
 
@@ -184,7 +187,9 @@ async def test_a_shell_opened_without_echo_never_shows_written_text(
     sid = r["shell_id"]
     r = await run(rt, sid, "read -r v; echo got:$v", yield_ms=300)
     assert r["state"] == "running"
-    w = await rt.call_tool("write", {"job_id": r["job_id"], "text": "héllo\n"})
+    w = await until_exit(
+        rt, await rt.call_tool("write", {"job_id": r["job_id"], "text": "héllo\n"})
+    )
     assert w["state"] == "exited" and w["output"] == "got:héllo\n"
     r = await run(rt, sid, "cat", yield_ms=200)  # still off for the next command
     w = await rt.call_tool("write", {"job_id": r["job_id"], "text": "abc\n", "eof": True})
