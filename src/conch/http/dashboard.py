@@ -203,22 +203,27 @@ async def api_replay(request: Request) -> Response:
     return JSONResponse({**screen_body(snap), "t": t, "duration": duration}, headers=_NO_STORE)
 
 
+async def _recording(rt: Host, some_id: str) -> tuple[str, str]:
+    """The cast resource of a job, or else of a shell's session (a fleet reads either on its
+    node); a job's own error when neither is found."""
+    try:
+        return await rt.read_resource(job_uri(some_id, "cast"))
+    except ConchError as e:
+        if e.code != "not_found":
+            raise
+        try:
+            return await rt.read_resource(job_uri(some_id, "session"))
+        except ConchError:
+            raise e from None
+
+
 async def api_cast(request: Request) -> Response:
     """``GET /api/jobs/{job_id}/cast``: a terminal job's recording, or for a shell's id its
     session's (every retained command in turn)."""
     rt: Host = request.app.state.runtime
     job_id = request.path_params["job_id"]
     try:
-        # (the resource: a fleet reads it on the job's node); a shell's id: its session
-        try:
-            mime, text = await rt.read_resource(job_uri(job_id, "cast"))
-        except ConchError as e:
-            if e.code != "not_found":
-                raise
-            try:
-                mime, text = await rt.read_resource(job_uri(job_id, "session"))
-            except ConchError:
-                raise e from None
+        mime, text = await _recording(rt, job_id)
     except ConchError as e:
         return JSONResponse(e.envelope(), status_code=_status(e))
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job_id)
