@@ -6,6 +6,7 @@ import os
 import sys
 
 import pytest
+from job_ends import until_exit
 
 from conch import ConchError
 
@@ -97,7 +98,7 @@ async def test_stdin_open_then_write_and_eof(rt):
     assert r["state"] == "running"
     w = await rt.write(r["job_id"], text="a\nb\n", yield_ms=2000)
     assert w["output"] == "<a>\n<b>\n"
-    w = await rt.write(r["job_id"], eof=True, yield_ms=2000)
+    w = await until_exit(rt, await rt.write(r["job_id"], eof=True, yield_ms=2000))
     assert w["state"] == "exited" and w["output"] == "end\n"
 
 
