@@ -468,17 +468,15 @@ class Containment:
         """The broker of a landlock job (``sandbox_sockets``, and the mode and time changes of
         ``workspace-write``: metaops), made at the first such job where this kernel can
         broker; None elsewhere (then the filter refuses setuid/setgid modes only)."""
-        if self.broker is None and self._broker_unavailable() is None:
+        if self.broker is None and self._broker_problem is None:
             self.broker = unotify.Broker(())
         return self.broker
 
-    def _broker_unavailable(self) -> str | None:
-        """Why this process cannot broker a job's calls (None: it can)."""
-        return None if self.broker is not None else self._broker_problem
-
     @functools.cached_property
     def _broker_problem(self) -> str | None:
-        return unotify.check_kernel()  # (probed once: two syscalls, the same answer each time)
+        """Why this kernel cannot broker a job's calls (None: it can; a broker is only ever
+        made where it can). Probed once: two syscalls, the same answer each time."""
+        return unotify.check_kernel()
 
     def _metadata_unfenced(self, partial: str) -> None:
         """Without the broker a workspace-write job's mode and time changes are not kept to
@@ -489,7 +487,7 @@ class Containment:
                 "sandbox_unavailable",
                 "the landlock sandbox here cannot guarantee fs_write for sandbox "
                 "'workspace-write': mode and time changes outside the workspace cannot be "
-                f"refused ({self._broker_unavailable()}); set sandbox_partial=allow to run with "
+                f"refused ({self._broker_problem}); set sandbox_partial=allow to run with "
                 "what it can give",
             )
 
@@ -540,7 +538,7 @@ class Containment:
             "workspace": self.workspace,
         }
         if out["backend"] == "landlock" and "fs_write" in out["guarantees"]:
-            why = self._broker_unavailable()
+            why = self._broker_problem
             if why is not None:
                 # (no broker: a workspace-write job's mode and time changes are not kept to
                 # the workspace; read-only refuses them all, so fs_write holds there only)
