@@ -424,7 +424,9 @@ async def test_a_signal_sent_while_bwrap_sets_up_reaches_the_program(tmp_path, w
                 in_setup = (
                     bool(pids)
                     and all(
-                        driver_mod._setting_up(p, d.pid) and procfs.ignored(p) & term for p in pids
+                        driver_mod._setting_up(p, procfs.comm(p), d.pid)
+                        and procfs.ignored(p) & term
+                        for p in pids
                     )
                     and any(procfs.comm(p) == "bwrap" for p in pids)
                 )

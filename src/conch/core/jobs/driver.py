@@ -34,9 +34,8 @@ _FORWARDED = frozenset(int(getattr(signal, name)) for name in sb.FORWARDED)
 _SETUP_COMMS = ("bwrap", "env")
 
 
-def _setting_up(pid: int, leader: int) -> bool:
-    """A process of the sandbox's own start, not of the program yet."""
-    comm = procfs.comm(pid)
+def _setting_up(pid: int, comm: str, leader: int) -> bool:
+    """A process (``comm``: its name) of the sandbox's own start, not of the program yet."""
     return comm in _SETUP_COMMS or (pid == leader and comm == "sh")
 
 
@@ -97,10 +96,10 @@ class ProcessDriver:
         in that start (a signal that came to env there found it ignoring, or env died of it)."""
         assert self.pid is not None
         leader, bit = self.pid, 1 << (signum - 1)
-        pids = self._collect()
-        return bool(pids) and all(
-            _setting_up(p, leader) and (procfs.ignored(p) & bit or procfs.comm(p) == "env")
-            for p in pids
+        views = [(p, procfs.comm(p)) for p in self._collect()]
+        return bool(views) and all(
+            _setting_up(p, comm, leader) and (comm == "env" or procfs.ignored(p) & bit)
+            for p, comm in views
         )
 
     def _resend_when_taken(self, signum: int) -> None:
@@ -114,7 +113,9 @@ class ProcessDriver:
             if self.job.terminal or self.pid is None:
                 return
             if any(
-                procfs.is_alive(p) and not _setting_up(p, leader) and not procfs.ignored(p) & bit
+                procfs.is_alive(p)
+                and not _setting_up(p, procfs.comm(p), leader)
+                and not procfs.ignored(p) & bit
                 for p in self._collect()
             ):
                 self._deliver(signum)
