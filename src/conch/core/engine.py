@@ -397,8 +397,8 @@ class Engine:
         if self._closed:
             raise RuntimeClosedError()
         parts = sorted(
-            (j for j in self.jobs if j.shell_id == shell_id and j.recording is not None),
-            key=lambda j: j.recording.started if j.recording is not None else 0.0,
+            ((j.recording, j.log) for j in self.jobs if j.shell_id == shell_id and j.recording),
+            key=lambda part: part[0].started,
         )
         if not parts:
             raise ConchError(
@@ -406,7 +406,7 @@ class Engine:
                 f"no command of shell {shell_id!r} is retained (unknown, none run yet, or "
                 "evicted): nothing to record",
             )
-        return session_cast_lines([(j.recording, j.log) for j in parts if j.recording])
+        return session_cast_lines(parts)
 
     def cast(self, job_id: str) -> Iterator[str]:
         """A terminal job's asciicast v2 recording, line by line."""

@@ -180,19 +180,16 @@ def read_resource(
         raise ConchError("not_found", f"unknown resource {uri!r}")
     if uri == JOBS_URI:
         return "text/markdown", overview_markdown(rt)
-    terminal = _TERMINAL_URI.match(uri)
-    if terminal is not None:
-        job_id, what = terminal.groups()
-        job = rt.job(job_id)
-        if job.mode not in _TERMINAL_MODES:
-            raise ConchError("not_found", f"job {job_id} has no terminal: no {what}")
-        if what == "screen":
-            return "text/plain", screen_text(rt.screen(job_id))
-        return CAST_MIME, "".join(line + "\n" for line in rt.cast(job_id))
-    session = _SESSION_URI.match(uri)
-    if session is not None:
-        return CAST_MIME, "".join(line + "\n" for line in rt.shell_cast(session.group(1)))
-    job_id = parse_log_uri(uri)
-    if job_id is None:
+    parsed = parse_job_uri(uri)
+    if parsed is None:
         raise ConchError("not_found", f"unknown resource {uri!r}")
-    return "text/plain", log_text(rt, job_id)
+    some_id, kind = parsed
+    if kind == "log":
+        return "text/plain", log_text(rt, some_id)
+    if kind == "session":
+        return CAST_MIME, "".join(line + "\n" for line in rt.shell_cast(some_id))
+    if rt.job(some_id).mode not in _TERMINAL_MODES:
+        raise ConchError("not_found", f"job {some_id} has no terminal: no {kind}")
+    if kind == "screen":
+        return "text/plain", screen_text(rt.screen(some_id))
+    return CAST_MIME, "".join(line + "\n" for line in rt.cast(some_id))
