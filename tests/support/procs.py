@@ -56,8 +56,12 @@ def reap_zombie_children(within_s: float = 2.0) -> None:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         kids = psutil.Process().children()
-        zombies = [k for k in kids if k.status() == psutil.STATUS_ZOMBIE]
-        for z in zombies:
+        for z in kids:
+            try:
+                if z.status() != psutil.STATUS_ZOMBIE:
+                    continue
+            except psutil.NoSuchProcess:
+                continue  # gone (reaped elsewhere) between the listing and the look
             try:
                 os.waitpid(z.pid, 0)
             except ChildProcessError:
