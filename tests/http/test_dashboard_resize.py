@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from frontend_servers import HttpServer, control_http, invoke, kill_group, sign_in, start_http
+from frontend_servers import (
+    HttpServer,
+    control_http,
+    http_post,
+    invoke,
+    kill_group,
+    sign_in,
+    start_http,
+)
 
 TOKEN = "tok-resize-7Lw-secret"
 # prints its terminal's size at the start and after each line read
@@ -24,21 +32,7 @@ def call(srv: HttpServer, method: str, params: Any) -> Any:
     return invoke(srv, method, params, token=srv.token)
 
 
-def post(
-    srv: HttpServer, path: str, body: Any, headers: dict[str, str] | None = None
-) -> tuple[int, Any]:
-    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    try:
-        conn.request("POST", path, raw, {"Content-Type": "application/json", **(headers or {})})
-        resp = conn.getresponse()
-        data = resp.read()
-        try:
-            return resp.status, json.loads(data)
-        except ValueError:
-            return resp.status, data.decode(errors="replace")
-    finally:
-        conn.close()
+post = http_post
 
 
 def resize(srv: HttpServer, job_id: str, body: Any, **headers: str) -> tuple[int, Any]:

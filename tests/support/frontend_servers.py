@@ -137,13 +137,33 @@ def invoke(srv: HttpServer, method: str, params: Any, *, token: str = "") -> Any
         conn.close()
 
 
-def http_get(srv: HttpServer, path: str) -> tuple[int, bytes]:
-    """(status, body) of a plain GET to the server (no token)."""
+def http_get(
+    srv: HttpServer, path: str, headers: dict[str, str] | None = None
+) -> tuple[int, bytes]:
+    """(status, body) of a GET to the server (no token unless ``headers`` carry one)."""
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
     try:
-        conn.request("GET", path)
+        conn.request("GET", path, headers=headers or {})
         resp = conn.getresponse()
         return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def http_post(
+    srv: HttpServer, path: str, body: Any, headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
+    """(status, JSON answer or text) of a JSON POST (``body`` as is when bytes)."""
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        conn.request("POST", path, raw, {"Content-Type": "application/json", **(headers or {})})
+        resp = conn.getresponse()
+        data = resp.read()
+        try:
+            return resp.status, json.loads(data)
+        except ValueError:
+            return resp.status, data.decode(errors="replace")
     finally:
         conn.close()
 
