@@ -291,3 +291,34 @@ def test_without_control_the_page_shows_the_screen_and_takes_no_typing_or_size(
         assert "got by-the-agent\n50 200\n" in done["output"], done
     finally:
         kill_group(srv.proc)
+
+
+def test_a_person_runs_a_command_in_an_idle_shell_from_the_page_and_types_into_it(
+    server: HttpServer, browser: Browser
+):
+    sh = call(server, "shell_open", {})["shell_id"]
+    call(server, "exec", {"shell_id": sh, "command": "cd /tmp"})
+    browser.get(server.url + "/")
+    box = browser.find(f'tr[data-shell="{sh}"] input[name="command"]')
+    browser.click(box)
+    browser.type(box, "python3 -q\ue007")  # a person's command; the page then shows its screen
+    browser.wait(lambda: ">>>" in screen_text(browser), 15, "the REPL's prompt on the page")
+    job = str(browser.run("return selected"))
+    assert job.startswith("j_")
+    browser.type(browser.find("#screen"), "print(6*7)\ue007")
+    browser.wait(lambda: "\n42\n" in screen_text(browser), 10, "42 on the page's screen")
+    shot(browser, "shell-command-typed.png")
+    got = call(server, "read", {"job_id": job, "wait_ms": 2000, "until": {"pattern": "42"}})
+    assert "42" in got["output"] and got["attended"] is True, got
+    typed = len("python3 -q") + 1 + len("print(6*7)") + 1
+    assert got["human_input"]["bytes"] == typed, got
+    assert "python3 -q" not in json.dumps(got)  # the command itself reaches no result
+    # the shell is busy with the person's command: the box is gone until it ends
+    assert not browser.find_all(f'tr[data-shell="{sh}"] input[name="command"]')
+    browser.type(browser.find("#screen"), "exit()\ue007")
+    end = call(server, "read", {"job_id": job, "wait_ms": 5000, "until": "exit"})
+    assert end["human_input"]["bytes"] == len("exit()") + 1, end  # typed since the last read
+    browser.find(f'tr[data-shell="{sh}"] input[name="command"]')  # idle again: back
+    after = call(server, "exec", {"shell_id": sh, "command": "pwd"})
+    assert after["output"] == "/tmp\n" and "human_input" not in after, after  # told once
+    call(server, "signal", {"shell_id": sh})

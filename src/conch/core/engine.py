@@ -28,6 +28,7 @@ from conch.core.datadir import DataDir, LogPool
 from conch.core.env import CALLER_SESSION_VAR
 from conch.core.jobs import launch
 from conch.core.jobs.job import Job, new_id
+from conch.core.jobs.label import JobLabel
 from conch.core.jobs.ready import ReadySpec, wait_ready
 from conch.core.jobs.screens import Screens
 from conch.core.jobs.snapshot import summary
@@ -337,6 +338,9 @@ class Engine:
             label=ctx.label,
         )
         job.restarted = restarted
+        # a person ran a command here since the agent's last one: this one's result says so
+        told, sh.human = sh.human, None
+        job.attendance = told.carried() if told is not None else None
         assign = {**req.env, **req.shell_env}
         if ctx.caller_session_id or assign:
             assign[CALLER_SESSION_VAR] = ctx.caller_session_id
@@ -428,6 +432,23 @@ class Engine:
 
     def hand_back(self, job_id: str) -> None:
         ops.hand_back(self._job(job_id))
+
+    async def run_human(self, shell_id: str, command: str) -> str:
+        """A command a person types into an idle shell from the dashboard (SPEC §8): the
+        shell's next command, run as any is (``shell_busy`` while one runs), attended from its
+        start so the agent's ``write`` to it answers ``busy``. The agent's next result for it,
+        or else its next command in the shell, carries ``human_input`` (its byte count, never
+        its text). Returns the job id."""
+        if not isinstance(command, str) or not command.strip():
+            raise ConchError("invalid_argument", "command must be a non-empty string")
+        request = rq.ExecRequest(command=command, shell_id=shell_id, yield_ms=0)
+        label = JobLabel(command=command, purpose="typed by a person in the dashboard")
+        snap = await self.exec(request, rq.CallContext(label=label))
+        job = self._job(snap["job_id"])
+        idle_s = self.config.attended_idle_ms / 1000
+        typed = ops.attend(job, len(command.encode("utf-8")) + 1, idle_s=idle_s)  # + Enter
+        self._shell_manager().get(shell_id).human = typed
+        return job.job_id
 
     def resize(self, job_id: str, size: object) -> tuple[int, int]:
         """A person's resize of a terminal job (the dashboard's Fit): ``size`` is checked as

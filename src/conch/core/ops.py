@@ -198,13 +198,19 @@ async def type_human(job: Job, text: str | None, keys: Sequence[str], *, idle_s:
     data = _keys_bytes(job, text, keys)
     if not data:
         return 0
+    await job.driver.write(data)
+    attend(job, len(data), idle_s=idle_s)
+    return len(data)
+
+
+def attend(job: Job, n: int, *, idle_s: float) -> Attendance:
+    """A person gave ``job`` ``n`` bytes (typed, or a command they ran): it is attended."""
     if job.attendance is None:
         job.attendance = Attendance(idle_s)
     job.attendance.idle_s = idle_s
-    await job.driver.write(data)
-    job.attendance.typed(len(data))
+    job.attendance.typed(n)
     job.notify()
-    return len(data)
+    return job.attendance
 
 
 def hand_back(job: Job) -> None:

@@ -80,6 +80,9 @@ class FleetView:
     def hand_back(self, job_id: str) -> None:
         raise ConchError("not_found", "a fleet's jobs live on their nodes")
 
+    async def run_human(self, shell_id: str, command: str) -> str:
+        raise ConchError("not_found", "a fleet's shells live on their nodes")
+
     def resize(self, job_id: str, size: object) -> tuple[int, int]:
         raise ConchError("not_found", "a fleet's jobs live on their nodes: use `write`")
 

@@ -118,6 +118,7 @@ class ConchHTTP:
                 Route("/api/jobs/{job_id}/input", dashboard.api_input, methods=["POST"]),
                 Route("/api/jobs/{job_id}/handback", dashboard.api_handback, methods=["POST"]),
                 Route("/api/jobs/{job_id}/resize", dashboard.api_resize, methods=["POST"]),
+                Route("/api/shells/{shell_id}/exec", dashboard.api_shell_exec, methods=["POST"]),
                 Route("/login", self.login, methods=["GET", "POST"]),
                 Route("/logout", signin.logout, methods=["POST"]),
                 Route("/health", self.health, methods=["GET"]),

@@ -12,6 +12,8 @@ scrollback; their recording downloads as asciicast v2 (``GET …/cast``) and rep
 (``GET …/replay?t=``: the screen ``t`` seconds in). With ``dashboard_control`` a person can
 type into a running terminal (``POST …/input {"text"} | {"keys"}``, ``write``'s key names):
 the job is then *attended* until ``POST …/handback`` or ``attended_idle_ms`` without a key.
+An idle shell takes a person's command (``POST /api/shells/{shell_id}/exec {"command"}``): it
+runs as the shell's next command, attended from the start, and its screen takes typing.
 What is typed goes to the terminal only: no response, log or page repeats it (the screen shows
 what the terminal echoes, and a password prompt echoes nothing). Jobs waiting for input or a
 secret are highlighted, and the page title counts them. The Fit button sizes a running
@@ -285,6 +287,37 @@ async def api_input(request: Request) -> Response:
     return JSONResponse({"bytes": n, "attended": True}, headers=_NO_STORE)
 
 
+async def api_shell_exec(request: Request) -> Response:
+    """``POST /api/shells/{shell_id}/exec {"command": "…"}`` (dashboard_control only): a person
+    runs a command in an idle shell, as its next command (``shell_busy``, 409, while one
+    runs). Its job is attended from the start; the answer gives its id and the page then
+    shows its screen, which takes typing. The agent hears that a person used its shell, and
+    how many bytes, never the command (it shows on this page only, as every job's does)."""
+    body = await _controlled_body(request)
+    if isinstance(body, Response):
+        return body
+    command = body.get("command")
+    if (
+        not isinstance(command, str)
+        or not command.strip()
+        or len(command) > MAX_TYPED_CHARS
+        or "\x00" in command
+        or set(body) - {"command"}
+    ):
+        return _refuse(
+            400,
+            "invalid_argument",
+            f'the body must be {{"command": a non-empty string of ≤ {MAX_TYPED_CHARS} '
+            "characters without NUL}",
+        )
+    rt: Host = request.app.state.runtime
+    try:
+        job_id = await rt.view.run_human(request.path_params["shell_id"], command)
+    except ConchError as e:
+        return JSONResponse(e.envelope(), status_code=_status(e))
+    return JSONResponse({"job_id": job_id, "attended": True}, headers=_NO_STORE)
+
+
 async def api_handback(request: Request) -> Response:
     refused = _control_refusal(request)
     if refused is not None:
@@ -416,7 +449,7 @@ title="size the terminal to this screen">Fit</button>
 <script nonce="{{NONCE}}">
 "use strict";
 let selected = null, cursor = null, style = "", follow = null, jobsById = {};
-const rows = new Map();
+const rows = new Map(), shellRows = new Map();
 const MAX_LINES = 20000;
 const $ = (id) => document.getElementById(id);
 function cell(tr, text, cls, title) {
@@ -489,14 +522,50 @@ async function refresh() {
     const n = data.jobs.filter(waiting).length;
     document.title = (n ? "(" + n + " waiting) " : "") + "Conch";
     control = data.control;
-    const sb = $("shells"); sb.replaceChildren();
-    for (const s of data.shells) {
-      const tr = document.createElement("tr");
-      cell(tr, s.shell_id); cell(tr, s.name); cell(tr, s.shell); cell(tr, s.state); cell(tr, s.cwd);
-      sb.appendChild(tr);
-    }
+    drawShells(data.shells);
     showWhat();
   } catch (e) { $("err").textContent = "(disconnected)"; }
+}
+// shells: kept rows (a command being typed survives the polls); with control an idle shell
+// takes a person's command, which then shows as a terminal that takes typing
+function drawShells(shells) {
+  const sb = $("shells"), keep = new Set();
+  shells.forEach((s, i) => {
+    keep.add(s.shell_id);
+    let tr = shellRows.get(s.shell_id);
+    if (!tr) {
+      tr = document.createElement("tr"); tr.dataset.shell = s.shell_id;
+      for (let k = 0; k < 6; k++) cell(tr, "");
+      shellRows.set(s.shell_id, tr);
+    }
+    setCell(tr, 0, s.shell_id); setCell(tr, 1, s.name); setCell(tr, 2, s.shell);
+    setCell(tr, 3, s.state, s.state === "busy" ? "running" : ""); setCell(tr, 4, s.cwd, "", s.cwd);
+    const td = tr.children[5], want = control && s.state === "ready";
+    if (want && !td.firstChild) {
+      const f = document.createElement("form"), inp = document.createElement("input");
+      inp.name = "command"; inp.placeholder = "run a command here"; inp.autocomplete = "off";
+      inp.className = "what"; inp.size = 18; f.appendChild(inp);
+      f.onsubmit = (ev) => { ev.preventDefault(); runInShell(s.shell_id, inp); };
+      td.appendChild(f);
+    } else if (!want && td.firstChild && !td.contains(document.activeElement)) td.replaceChildren();
+    if (sb.children[i] !== tr) sb.insertBefore(tr, sb.children[i] || null);
+  });
+  for (const [id, tr] of shellRows) if (!keep.has(id)) { tr.remove(); shellRows.delete(id); }
+}
+async function runInShell(id, inp) {
+  const command = inp.value;
+  if (!command.trim()) return;
+  inp.disabled = true;
+  try {
+    const r = await fetch("api/shells/" + encodeURIComponent(id) + "/exec", {
+      method: "POST", headers: {"Content-Type": "application/json"},
+      body: JSON.stringify({command}), cache: "no-store"});
+    const d = await r.json();
+    if (!r.ok) { $("err").textContent = (d.error && d.error.message) || "refused"; return; }
+    inp.value = ""; $("err").textContent = "";
+    select(d.job_id); await refresh(); $("screen").focus();
+  } catch (e) { $("err").textContent = "(disconnected)"; }
+  finally { inp.disabled = false; }
 }
 function showWhat() {
   const j = selected ? jobsById[selected] : null;

@@ -84,6 +84,12 @@ class HostView(Protocol):
         """The person hands the terminal back to the agent."""
         ...
 
+    async def run_human(self, shell_id: str, command: str) -> str:
+        """A person's command in an idle shell (the dashboard): its job is attended from its
+        start, and the agent hears a person used the shell (``human_input``), never what.
+        Returns the job id."""
+        ...
+
     def resize(self, job_id: str, size: object) -> tuple[int, int]:
         """A person sets a terminal job's size (``size`` as ``write``'s ``resize``: rows and
         cols); not input, so the job is not attended. Returns (rows, columns)."""
@@ -241,6 +247,9 @@ class EngineView:
 
     def hand_back(self, job_id: str) -> None:
         self._engine.hand_back(job_id)
+
+    async def run_human(self, shell_id: str, command: str) -> str:
+        return await self._engine.run_human(shell_id, command)
 
     def resize(self, job_id: str, size: object) -> tuple[int, int]:
         return self._engine.resize(job_id, size)

@@ -411,8 +411,9 @@ SNAPSHOT_OUTPUT = {
                 "required": ["at", "bytes"],
             },
             None,
-            "A person typed into the job's terminal since your last result for it: when "
-            "(ISO 8601) and how many bytes; what they typed is never shown.",
+            "A person typed into the job's terminal since your last result for it, or ran a "
+            "command in its shell since your last command there: when (ISO 8601) and how "
+            "many bytes; what they typed is never shown.",
         ),
         "screen": _d(
             {"type": ["object", "null"]},

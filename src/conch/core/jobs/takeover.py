@@ -5,6 +5,10 @@ typing into one terminal at once would interleave keystrokes. The job stays atte
 person hands back or types nothing for ``idle_s``. The agent learns that someone typed, and how
 much, in its next result for the job (``human_input: {at, bytes}``); never what was typed, so a
 password typed there reaches no model.
+
+A person may also run a command in an idle shell from the dashboard: that command's job is
+attended from its start, and what nobody reported yet is carried to the agent's next command in
+the shell (:meth:`Attendance.carried`), so the agent hears that a person used its shell.
 """
 
 from __future__ import annotations
@@ -38,6 +42,16 @@ class Attendance:
 
     def hand_back(self) -> None:
         self._until = 0.0
+
+    def carried(self) -> Attendance | None:
+        """What is not reported yet, moved to a new record that is not attended (the agent's
+        next command in a shell a person used); None when everything was reported."""
+        if self._at is None or not self._bytes:
+            return None
+        out = Attendance(self.idle_s)
+        out._at, out._bytes = self._at, self._bytes
+        self._bytes = 0
+        return out
 
     def report(self) -> HumanInput | None:
         """What the agent's next result carries (once), or None when nobody typed since."""

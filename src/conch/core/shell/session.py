@@ -29,6 +29,7 @@ from typing import Any
 
 from conch.core.containment.fence import SpawnFence, inner_pid
 from conch.core.jobs.job import Job
+from conch.core.jobs.takeover import Attendance
 from conch.core.output.cast import Recording
 from conch.core.output.normalize import normalize
 from conch.core.process import procfs, terminal
@@ -89,6 +90,8 @@ class Shell:
         self.created_at = datetime.now(timezone.utc)
         self.job: Job | None = None  # the command running now
         self.last_job_id: str | None = None  # the latest command it was given
+        # a command a person ran here from the dashboard, not yet told to the agent
+        self.human: Attendance | None = None
         self.generation = 0
         self.pid: int | None = None
         self._loop = asyncio.get_running_loop()

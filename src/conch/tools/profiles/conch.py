@@ -193,8 +193,9 @@ DESCRIPTIONS = {
         "stdout or stderr. `screen: true` (pty and shell jobs): `output` is the terminal's "
         "screen as it looks now, for a full-screen program (top, vim, less, a progress bar) "
         "instead of its stream of redraws; `screen` gives its size and cursor. "
-        "`human_input` says a person typed into the job from the dashboard (when, how many "
-        "bytes; never what); while `attended`, `write` answers `busy`. "
+        "`human_input` says a person typed into the job, or ran a command in its shell, from "
+        "the dashboard (when, how many bytes; never what); while `attended`, `write` answers "
+        "`busy`. "
         "Fields left out have their default (see the output schema)."
     ),
     "write": (
