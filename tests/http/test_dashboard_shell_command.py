@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from frontend_servers import (
     HttpServer,
+    agent_call,
     control_http,
     http_get,
     http_post,
-    invoke,
     kill_group,
     sign_in,
     start_http,
@@ -28,8 +28,7 @@ TOKEN = "tok-shellcmd-4Qe-secret"
 MARK = "person-typed-this-Xq7"
 
 
-def call(srv: HttpServer, method: str, params: Any) -> Any:
-    return invoke(srv, method, params, token=srv.token)
+call = agent_call
 
 
 def run_as_person(srv: HttpServer, shell_id: str, body: Any, **headers: str) -> tuple[int, Any]:

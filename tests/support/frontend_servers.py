@@ -137,6 +137,11 @@ def invoke(srv: HttpServer, method: str, params: Any, *, token: str = "") -> Any
         conn.close()
 
 
+def agent_call(srv: HttpServer, method: str, params: Any) -> Any:
+    """An agent's call through the invoke API, with the server's own token (if it has one)."""
+    return invoke(srv, method, params, token=srv.token)
+
+
 def http_get(
     srv: HttpServer, path: str, headers: dict[str, str] | None = None
 ) -> tuple[int, bytes]:
