@@ -30,6 +30,7 @@ from conch.tools.call import ToolOutcome, call_tool_full
 from conch.tools.context import ToolContext
 from conch.tools.host import EngineView, Host, HostBase
 from conch.tools.registry import ToolRegistry
+from conch.tools.watch import LocalWatch
 
 TRANSPORTS = ("embedded", "stdio", "streamable-http", "sse", "http-invoke")
 FLEETS_GROUP = "conch.fleets"  # entry points: fleet kind -> its runtime class (conch.fleet)
@@ -108,6 +109,7 @@ class Runtime(HostBase):
         self.config = self._engine.config
         self.registry = ToolRegistry(self.config.profiles)
         self._view = EngineView(self._engine, self.registry)
+        self._watch = LocalWatch(self._engine)
 
     @property
     def engine(self) -> Engine:
@@ -185,6 +187,11 @@ class Runtime(HostBase):
     def view(self) -> EngineView:
         """What front ends watch (the host protocol's view, conch/tools/host.py)."""
         return self._view
+
+    @property
+    def watch(self) -> LocalWatch:
+        """What the dashboard shows and takes from a person (conch/tools/watch.py)."""
+        return self._watch
 
 
 def _fleet_class(kind: str) -> Any:

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from typing import Any
@@ -431,13 +432,75 @@ def _invoke(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def test_http_invoke_serves_the_fleet(cluster: LocalCluster, tmp_path: Any) -> None:
+def _dashboard(url: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """(status, JSON) of a dashboard route: GET, or POST with a JSON ``body``."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(
+        url + path,
+        data=data,
+        headers={"Content-Type": "application/json"},
+        method="POST" if data else "GET",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def _dashboard_takes_over_a_terminal_on_a_node(url: str, node: str) -> None:
+    """The fleet's dashboard: the job list from every node, a terminal's screen, log and
+    replay read on its node, a person's typing, hand-back, size and shell command sent there."""
+    repl = _invoke(url, "exec", {"argv": ["python3", "-q"], "pty": True, "node": "zone=b"})
+    job = repl["job_id"]
+    _invoke(url, "read", {"job_id": job, "wait_ms": 10000, "until": "input"})
+    status, listed = _dashboard(url, "/api/jobs")
+    mine = [j for j in listed["jobs"] if j["job_id"] == job]
+    assert status == 200 and len(mine) == 1, listed
+    assert mine[0]["node"] == node and mine[0]["what"] == "python3 -q", mine
+    assert mine[0]["terminal_mode"] is True and mine[0]["awaiting_input"] is True, mine
+    status, screen = _dashboard(url, f"/api/jobs/{job}/screen")
+    assert status == 200 and screen["job_id"] == job, screen
+    assert any(">>>" in seg["text"] for row in screen["lines"] for seg in row), screen
+    status, typed = _dashboard(
+        url, f"/api/jobs/{job}/input", {"text": "print(6*7)", "keys": ["enter"]}
+    )
+    assert (status, typed) == (200, {"bytes": len("print(6*7)") + 1, "attended": True})
+    got = _invoke(url, "read", {"job_id": job, "wait_ms": 10000, "until": {"pattern": "42"}})
+    assert "42" in got["output"] and got["attended"] is True, got
+    assert got["human_input"]["bytes"] == len("print(6*7)") + 1, got
+    assert _invoke(url, "write", {"job_id": job, "text": "1"})["error"]["code"] == "busy"
+    assert _dashboard(url, f"/api/jobs/{job}/handback", {})[0] == 200
+    assert "attended" not in _invoke(url, "read", {"job_id": job})
+    size = {"rows": 30, "cols": 90}
+    assert _dashboard(url, f"/api/jobs/{job}/resize", size) == (200, size)
+    status, log = _dashboard(url, f"/api/jobs/{job}/log")
+    assert status == 200 and log["job_id"] == job and "42" in log["text"], log
+    status, end = _dashboard(url, f"/api/jobs/{job}/replay?t=1000000")
+    assert status == 200 and (end["rows"], end["cols"]) == (30, 90), end
+    _invoke(url, "signal", {"job_id": job, "signal": "kill"})
+    # a person's command in an idle shell runs on the shell's node
+    sh = _invoke(url, "shell_open", {"node": "zone=b"})["shell_id"]
+    status, ran = _dashboard(url, f"/api/shells/{sh}/exec", {"command": "echo $CONCH_NODE_ID"})
+    assert status == 200 and ran["job_id"].endswith(sh[sh.index(".") :]), ran
+    done = _invoke(url, "read", {"job_id": ran["job_id"], "wait_ms": 10000, "until": "exit"})
+    assert done["output"].strip() == node and done["human_input"]["bytes"] > 0, done
+    _invoke(url, "signal", {"shell_id": sh})
+    # an id no node has is not found; a shell id is no job
+    assert _dashboard(url, "/api/jobs/j_nosuchjob/screen")[0] == 404
+    assert _dashboard(url, f"/api/jobs/{sh}.x/screen")[0] == 404
+
+
+def test_http_invoke_and_the_dashboard_serve_the_fleet(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     args = [sys.executable, "-m", "conch", "serve", "--http", "--port", str(port)]
     args += ["--fleet", "ray", "--ray-address", cluster.address]
-    args += ["--data-dir", str(tmp_path / "data")]
+    args += ["--data-dir", str(tmp_path / "data"), "--dashboard-control"]
+    args += ["--attended-idle-ms", "60000"]
     err = tmp_path / "http.stderr"
     with open(err, "wb") as errf:
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf)
@@ -471,6 +534,7 @@ def test_http_invoke_serves_the_fleet(cluster: LocalCluster, tmp_path: Any) -> N
         assert cast.returncode == 0, cast.stderr
         header, *events = [json.loads(line) for line in cast.stdout.splitlines()]
         assert header["version"] == 2 and any("cast-me" in e[2] for e in events), cast.stdout
+        _dashboard_takes_over_a_terminal_on_a_node(url, zone_b)
         _invoke(url, "exec", {"command": "sleep 60", "node": "role=head", "yield_ms": 0})
     finally:
         proc.send_signal(signal.SIGTERM)

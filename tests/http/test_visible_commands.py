@@ -9,7 +9,6 @@ import unicodedata
 import pytest
 
 import conch
-from conch.http.dashboard import jobs_state
 
 pytestmark = pytest.mark.anyio
 
@@ -27,7 +26,7 @@ async def test_every_invisible_character_of_a_command_is_shown_escaped(tmp_path)
         await rt.call_tool("exec", {"command": trick})
         await rt.call_tool("exec", {"argv": ["printf", "%s", "".join(INVISIBLE)]})
         await rt.call_tool("exec", {"script": "echo \u2067x\u2069\n"})
-        state = jobs_state(rt)
+        state = await rt.watch.jobs()
     shown = [j["what"] for j in state["jobs"]]
     assert r"echo ok #\u202e ;fr- mr\u202c\u2066\u200b" in shown
     assert any(r"\u2067x\u2069" in w for w in shown)

@@ -1,8 +1,8 @@
-"""conch.http.ansi: raw terminal text to styled segments for the dashboard, byte-exact rules."""
+"""conch.tools.ansi: raw terminal text to styled segments for the dashboard, byte-exact rules."""
 
 from __future__ import annotations
 
-from conch.http.ansi import Style, apply_sgr, colour, render, style_from_token
+from conch.tools.ansi import Style, apply_sgr, colour, render, style_from_token
 
 
 def texts(rendered) -> list[list[tuple[str, str, str, str]]]:

@@ -60,6 +60,12 @@ def unpack(data: bytes) -> Any:
     return pickle.loads(data)
 
 
+# what a fleet's dashboard may ask a node's watch (conch/fleet/watch.py)
+WATCH_OPS = frozenset(
+    {"jobs", "log", "screen", "replay", "type_human", "hand_back", "resize", "run_human"}
+)
+
+
 class NodeExecutor:
     """One per node (made a Ray actor by conch.fleet.runtime)."""
 
@@ -154,6 +160,16 @@ class NodeExecutor:
             "running": self.running(),
         }
         return pack(batch)
+
+    async def watch(self, op: str, args: tuple[Any, ...]) -> tuple[bool, Any]:
+        """This node's watch (conch/tools/watch.py) for the fleet's dashboard: ``(True,
+        answer)``, or ``(False, (code, message))`` for its error."""
+        if op not in WATCH_OPS:
+            return False, ("invalid_argument", f"no watch operation {op!r}")
+        try:
+            return True, await getattr(self.rt.watch, op)(*args)
+        except ConchError as e:
+            return False, (e.code, e.message)
 
     async def resources(self) -> list[dict[str, Any]]:
         """This node's resources (the fleet qualifies their job ids)."""

@@ -174,7 +174,7 @@ class JobMirror:
 
     @property
     def attended(self) -> bool:
-        """Never: the fleet serves no take-over (the dashboard's typing is a local feature)."""
+        """Not known here: a person takes a terminal over on its node (conch/fleet/watch.py)."""
         return False
 
     def input_state(self) -> tuple[bool, bool]:

@@ -39,6 +39,7 @@ from conch.fleet.mirror import Mirrors
 from conch.fleet.nodes import Node, NodeTable
 from conch.fleet.tools import FleetRegistry, takes_node
 from conch.fleet.view import FleetView
+from conch.fleet.watch import FleetWatch
 from conch.tools.call import ToolOutcome
 from conch.tools.context import ToolContext
 from conch.tools.host import Host, HostBase
@@ -81,6 +82,7 @@ class FleetRuntime(HostBase):
         # pump per node (started once someone listens or a call asks for progress)
         self.mirrors = Mirrors(keep=self.config.max_jobs)
         self._view = FleetView(self.add_listener, self.table, self.registry, self.mirrors)
+        self._watcher = FleetWatch(self.table, self._ask_watch)
         self._listeners: list[Callable[[str | None], None]] = []
         self._started = False
         self._closed = False
@@ -651,6 +653,15 @@ class FleetRuntime(HostBase):
     @property
     def view(self) -> FleetView:
         return self._view
+
+    @property
+    def watch(self) -> FleetWatch:
+        """The dashboard's data and take-over, asked of each job's node (conch/fleet/watch.py)."""
+        return self._watcher
+
+    async def _ask_watch(self, node: Node, op: str, args: tuple[Any, ...]) -> Any:
+        await self._open()
+        return await self._ask(node, "watch", (op, args), self.config.fleet_timeout_ms / 1000)
 
     # -- the Python API ------------------------------------------------------------------------
 

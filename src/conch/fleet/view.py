@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
 from conch.core import JobView, ScreenSnapshot, ShellAvailable, ShellSummary
 from conch.errors import ConchError
@@ -73,18 +73,6 @@ class FleetView:
 
     def replay(self, job_id: str, t: float) -> tuple[ScreenSnapshot, float]:
         raise ConchError("not_found", "a fleet's jobs live on their nodes")
-
-    async def type_human(self, job_id: str, text: str | None, keys: Sequence[str]) -> int:
-        raise ConchError("not_found", "a fleet's jobs live on their nodes")
-
-    def hand_back(self, job_id: str) -> None:
-        raise ConchError("not_found", "a fleet's jobs live on their nodes")
-
-    async def run_human(self, shell_id: str, command: str) -> str:
-        raise ConchError("not_found", "a fleet's shells live on their nodes")
-
-    def resize(self, job_id: str, size: object) -> tuple[int, int]:
-        raise ConchError("not_found", "a fleet's jobs live on their nodes: use `write`")
 
     def changed_resources(self, job_id: str | None) -> list[str]:
         return resources.change_uris(self._registry, job_id)

@@ -19,14 +19,15 @@ what the terminal echoes, and a password prompt echoes nothing). Jobs waiting fo
 secret are highlighted, and the page title counts them. The Fit button sizes a running
 terminal to the page (``POST …/resize {"rows", "cols"}``: ``write``'s ``resize``; a size is not
 input, so it does not attend the job); once fitted, the terminal follows the window's size.
+
+The data and the take-over come from the host's ``watch`` (conch/tools/watch.py): on a fleet
+server each is asked of the job's node, so the page works the same there.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import secrets
-import shlex
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -34,118 +35,20 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from conch.core import (
     KEY_NAMES,
-    JobView,
-    boundary_at_or_after,
-    job_summary,
-    log_window,
-    normalize,
 )
 from conch.errors import ConchError
-from conch.http import ansi
-from conch.http.screen_view import screen_body
 from conch.http.security import AUTH_SCOPE_KEY
-from conch.tools.context import invisible
 from conch.tools.resources import job_uri
 from conch.tools.schemas import WRITE_INPUT
 from conch.tools.validate import validate
-from conch.tools.views import jobs_newest_first
 
 if TYPE_CHECKING:
     from conch.tools.host import Host
 
-FIRST_VIEW_BYTES = 64 * 1024
-CHUNK_BYTES = 256 * 1024
-SCRIPT_LINES = 4
 STOP_SIGNALS = ("interrupt", "terminate", "kill")
-TERMINAL_MODES = ("pty", "shell")
 MAX_TYPED_CHARS = 64 * 1024  # one paste
 MAX_TYPED_KEYS = 64
 _NO_STORE = {"Cache-Control": "no-store"}
-
-
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _visible(text: str) -> str:
-    """What a person reads of a command: control characters (an ESC) shown as ``\\xNN``, and
-    the invisible ones that change how the rest reads (bidi overrides and isolates, zero-width
-    characters, BOM: Unicode category Cf; line and paragraph separators) as ``\\uNNNN``: a
-    ``rm -rf`` never reads like a comment."""
-    text = _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    return "".join(f"\\u{ord(c):04x}" if invisible(c) else c for c in text)
-
-
-def what_it_runs(job: JobView) -> dict[str, Any]:
-    """``what`` (display text of the command, argv or the script's first lines), ``what_kind``
-    and ``purpose``; empty when the job was not started through a tool call."""
-    label = job.label
-    if label is None:
-        return {}
-    out: dict[str, Any] = {"purpose": label.purpose}
-    if label.command is not None:
-        out.update(what=_visible(label.command), what_kind="command")
-    elif label.argv is not None:
-        out.update(what=_visible(shlex.join(label.argv)), what_kind="argv")
-    elif label.script is not None:
-        lines = _visible(label.script.strip("\n")).splitlines()
-        head = "\n".join(lines[:SCRIPT_LINES])
-        more = len(lines) - SCRIPT_LINES
-        out.update(what=head + (f"\n… ({more} more lines)" if more > 0 else ""), what_kind="script")
-    return out
-
-
-def _attention(job: JobView) -> dict[str, Any]:
-    """What makes a job stand out: it waits for input or a secret, a person types into it."""
-    waiting, secret = job.input_state() if not job.terminal else (False, False)
-    return {
-        "terminal_mode": job.mode in TERMINAL_MODES,
-        "awaiting_input": waiting,
-        "awaiting_secret": secret,
-        "attended": job.attended,
-    }
-
-
-def jobs_state(rt: Host, *, control: bool = False) -> dict[str, Any]:
-    shells = rt.view.shell_summaries()
-    return {
-        "jobs": [
-            {**job_summary(j), **what_it_runs(j), **_attention(j)}
-            for j in jobs_newest_first(rt.view)
-        ],
-        "shells": shells,
-        "control": control,
-    }
-
-
-def log_chunk(
-    rt: Host, job_id: str, cursor: int | None, style: str | None = None
-) -> dict[str, Any]:
-    """Log text from ``cursor`` (or the last 64 KiB) and where to continue: ``text`` normalized,
-    ``lines`` the same bytes as styled segments (``conch.http.ansi``)."""
-    job = rt.view.job(job_id)
-    total = job.log.size()
-    start = cursor
-    if start is None or start > total or start < 0:
-        start = max(0, total - FIRST_VIEW_BYTES)
-        if start:
-            start += boundary_at_or_after(job.log.read(start, min(total, start + 4)), 0)
-        style = None
-    w = log_window(job, start, CHUNK_BYTES)
-    data = job.log.read(w.cursor, w.next_cursor)
-    styled = ansi.render(w.text, ansi.style_from_token(style))
-    return {
-        "job_id": job.job_id,
-        "state": job.state,
-        "text": normalize(data),
-        "lines": styled["lines"],
-        "reset_first": styled["reset_first"],
-        "style": styled["style"],
-        "cursor": w.cursor,
-        "next_cursor": w.next_cursor,
-        "total_bytes": total,
-        "skipped": start if cursor is None else 0,
-        "more": w.next_cursor < total,
-    }
 
 
 def _control(request: Request) -> bool:
@@ -154,7 +57,8 @@ def _control(request: Request) -> bool:
 
 async def api_jobs(request: Request) -> Response:
     rt: Host = request.app.state.runtime
-    body = jobs_state(rt, control=_control(request))
+    body = await rt.watch.jobs()
+    body["control"] = _control(request)
     body["signed_in"] = request.scope.get(AUTH_SCOPE_KEY) == "cookie"
     return JSONResponse(body, headers=_NO_STORE)
 
@@ -164,11 +68,11 @@ async def api_log(request: Request) -> Response:
     raw = request.query_params.get("cursor")
     cursor = int(raw) if raw is not None and raw.isdigit() else None
     try:
-        body = log_chunk(
-            rt, request.path_params["job_id"], cursor, request.query_params.get("style")
+        body = await rt.watch.log(
+            request.path_params["job_id"], cursor, request.query_params.get("style")
         )
     except ConchError as e:
-        return JSONResponse(e.envelope(), status_code=404)
+        return JSONResponse(e.envelope(), status_code=404 if e.code == "not_found" else 409)
     return JSONResponse(body, headers=_NO_STORE)
 
 
@@ -182,13 +86,10 @@ def _status(e: ConchError) -> int:
 
 async def api_screen(request: Request) -> Response:
     rt: Host = request.app.state.runtime
-    job_id = request.path_params["job_id"]
     try:
-        job = rt.view.job(job_id)
-        body = screen_body(rt.view.screen(job_id))
+        body = await rt.watch.screen(request.path_params["job_id"])
     except ConchError as e:
         return JSONResponse(e.envelope(), status_code=_status(e))
-    body.update(job_id=job.job_id, state=job.state, version=job.version, **_attention(job))
     return JSONResponse(body, headers=_NO_STORE)
 
 
@@ -199,10 +100,10 @@ async def api_replay(request: Request) -> Response:
     except ValueError:
         return _refuse(400, "invalid_argument", "t must be a number of seconds")
     try:
-        snap, duration = rt.view.replay(request.path_params["job_id"], max(0.0, t))
+        body = await rt.watch.replay(request.path_params["job_id"], max(0.0, t))
     except ConchError as e:
         return JSONResponse(e.envelope(), status_code=_status(e))
-    return JSONResponse({**screen_body(snap), "t": t, "duration": duration}, headers=_NO_STORE)
+    return JSONResponse(body, headers=_NO_STORE)
 
 
 async def _recording(rt: Host, some_id: str) -> tuple[str, str]:
@@ -281,7 +182,7 @@ async def api_input(request: Request) -> Response:
         return _refuse(400, "invalid_argument", "keys must be a list of `write` key names")
     rt: Host = request.app.state.runtime
     try:
-        n = await rt.view.type_human(request.path_params["job_id"], text, keys)
+        n = await rt.watch.type_human(request.path_params["job_id"], text, keys)
     except ConchError as e:
         return JSONResponse(e.envelope(), status_code=_status(e))
     return JSONResponse({"bytes": n, "attended": True}, headers=_NO_STORE)
@@ -312,7 +213,7 @@ async def api_shell_exec(request: Request) -> Response:
         )
     rt: Host = request.app.state.runtime
     try:
-        job_id = await rt.view.run_human(request.path_params["shell_id"], command)
+        job_id = await rt.watch.run_human(request.path_params["shell_id"], command)
     except ConchError as e:
         return JSONResponse(e.envelope(), status_code=_status(e))
     return JSONResponse({"job_id": job_id, "attended": True}, headers=_NO_STORE)
@@ -324,7 +225,7 @@ async def api_handback(request: Request) -> Response:
         return refused
     rt: Host = request.app.state.runtime
     try:
-        rt.view.hand_back(request.path_params["job_id"])
+        await rt.watch.hand_back(request.path_params["job_id"])
     except ConchError as e:
         return JSONResponse(e.envelope(), status_code=_status(e))
     return JSONResponse({"attended": False}, headers=_NO_STORE)
@@ -341,10 +242,10 @@ async def api_resize(request: Request) -> Response:
     rt: Host = request.app.state.runtime
     try:
         validate(WRITE_INPUT["properties"]["resize"], body, "resize")  # write's very errors
-        rows, cols = rt.view.resize(request.path_params["job_id"], body)
+        size = await rt.watch.resize(request.path_params["job_id"], body)
     except ConchError as e:
         return JSONResponse(e.envelope(), status_code=_status(e))
-    return JSONResponse({"rows": rows, "cols": cols}, headers=_NO_STORE)
+    return JSONResponse(size, headers=_NO_STORE)
 
 
 async def api_signal(request: Request) -> Response:

@@ -3,12 +3,13 @@
 ``conch.Runtime`` (an engine on this machine) and the fleet's runtime (SPEC §9b, the engines of
 a cluster) both implement it; a front end never knows which it has. A host is the catalogue
 (tools, resources, calls) plus a :class:`HostView`: a read-only view of what runs, so that no
-front end holds a live job or a driver.
+front end holds a live job or a driver; and a ``watch`` (conch/tools/watch.py): what the
+dashboard shows a person and takes from them, which a fleet asks of each job's node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from conch.config import Config
@@ -16,6 +17,7 @@ from conch.core import Engine, JobView, ScreenSnapshot, ShellAvailable, ShellSum
 from conch.tools import resources
 from conch.tools.context import ToolContext
 from conch.tools.registry import ToolRegistry
+from conch.tools.watch import Watch
 
 if TYPE_CHECKING:
     from conch.tools.call import ToolOutcome
@@ -75,26 +77,6 @@ class HostView(Protocol):
         """The screen ``t`` seconds into the recording, and the recording's length (s)."""
         ...
 
-    async def type_human(self, job_id: str, text: str | None, keys: Sequence[str]) -> int:
-        """A person's keys into a terminal job (the dashboard's take-over); the job is then
-        attended. Returns the byte count: what was typed goes nowhere but the terminal."""
-        ...
-
-    def hand_back(self, job_id: str) -> None:
-        """The person hands the terminal back to the agent."""
-        ...
-
-    async def run_human(self, shell_id: str, command: str) -> str:
-        """A person's command in an idle shell (the dashboard): its job is attended from its
-        start, and the agent hears a person used the shell (``human_input``), never what.
-        Returns the job id."""
-        ...
-
-    def resize(self, job_id: str, size: object) -> tuple[int, int]:
-        """A person sets a terminal job's size (``size`` as ``write``'s ``resize``: rows and
-        cols); not input, so the job is not attended. Returns (rows, columns)."""
-        ...
-
     def changed_resources(self, job_id: str | None) -> list[str]:
         """The resource URIs a change of ``job_id`` (or of the job/shell set) may update."""
         ...
@@ -110,6 +92,11 @@ class Host(Protocol):
 
     @property
     def view(self) -> HostView: ...
+
+    @property
+    def watch(self) -> Watch:
+        """What the dashboard shows a person and takes from them (conch/tools/watch.py)."""
+        ...
 
     @property
     def closed(self) -> bool: ...
@@ -241,18 +228,6 @@ class EngineView:
 
     def replay(self, job_id: str, t: float) -> tuple[ScreenSnapshot, float]:
         return self._engine.replay(job_id, t)
-
-    async def type_human(self, job_id: str, text: str | None, keys: Sequence[str]) -> int:
-        return await self._engine.type_human(job_id, text, keys)
-
-    def hand_back(self, job_id: str) -> None:
-        self._engine.hand_back(job_id)
-
-    async def run_human(self, shell_id: str, command: str) -> str:
-        return await self._engine.run_human(shell_id, command)
-
-    def resize(self, job_id: str, size: object) -> tuple[int, int]:
-        return self._engine.resize(job_id, size)
 
     def changed_resources(self, job_id: str | None) -> list[str]:
         return resources.change_uris(self._registry, job_id)

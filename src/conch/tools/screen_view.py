@@ -1,5 +1,5 @@
 """A terminal screen (``conch.core.ScreenSnapshot``) as the dashboard draws it: each row as
-segments ``{text, cls, fg, bg}`` in the log pane's palette (``conch.http.ansi``), the cursor,
+segments ``{text, cls, fg, bg}`` in the log pane's palette (``conch.tools.ansi``), the cursor,
 the size. Data, never markup: the page sets each segment's ``textContent``."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from conch.core import ScreenSnapshot
-from conch.http.ansi import DEFAULT_BG, DEFAULT_FG, colour
+from conch.tools.ansi import DEFAULT_BG, DEFAULT_FG, colour
 
 _NAMES = ("black", "red", "green", "brown", "blue", "magenta", "cyan", "white")
 _CSS = {name: colour(i) for i, name in enumerate(_NAMES)} | {
