@@ -19,6 +19,7 @@ from frontend_servers import (
     control_http,
     http_post,
     kill_group,
+    rest_until,
     sign_in,
     start_http,
 )
@@ -44,14 +45,6 @@ def pty(srv: HttpServer, script: str) -> str:
     return str(job["job_id"])
 
 
-def rest_of(srv: HttpServer, job_id: str, got: dict[str, Any], end: str) -> dict[str, Any]:
-    """What came after a write's result until ``end``: a write returns once output pauses,
-    and under load the echo of Enter may come alone, the program's answer after it."""
-    if got["output"].endswith(end):
-        return {"output": ""}
-    return call(srv, "read", {"job_id": job_id, "wait_ms": 5000, "until": {"pattern": end}})
-
-
 def screen_size(srv: HttpServer, job_id: str) -> tuple[int, int]:
     snap = call(srv, "read", {"job_id": job_id, "screen": True})
     return snap["screen"]["rows"], snap["screen"]["cols"]
@@ -71,7 +64,7 @@ def test_a_person_resizes_a_running_terminal_and_the_program_sees_it(server: Htt
     # not input: the job is not attended, the agent hears of no person, its write is not busy
     got = call(server, "write", {"job_id": job, "keys": ["enter"]})
     assert "error" not in got and "attended" not in got and "human_input" not in got, got
-    rest = rest_of(server, job, got, "33 77\n")
+    rest = rest_until(server, job, got, "33 77\n")
     assert (got["output"] + rest["output"]).endswith("33 77\n"), (got, rest)
     assert "attended" not in rest and "human_input" not in rest, rest
     # the recording has the resize, as for the agent's own
@@ -97,7 +90,7 @@ def test_a_shell_commands_terminal_is_resized_for_it_and_the_commands_after(serv
     job_id = job["job_id"]
     assert resize(server, job_id, {"rows": 24, "cols": 90}) == (200, {"rows": 24, "cols": 90})
     got = call(server, "write", {"job_id": job_id, "keys": ["enter"]})
-    rest = rest_of(server, job_id, got, "24 90\n")
+    rest = rest_until(server, job_id, got, "24 90\n")
     assert (got["output"] + rest["output"]).endswith("24 90\n"), (got, rest)
     call(server, "write", {"job_id": job_id, "keys": ["ctrl-d"]})
     call(server, "read", {"job_id": job_id, "wait_ms": 3000, "until": "exit"})

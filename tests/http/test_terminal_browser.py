@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 from browser import Browser, chromium
-from frontend_servers import HttpServer, control_http, http_get, kill_group, start_http
+from frontend_servers import (
+    HttpServer,
+    control_http,
+    http_get,
+    kill_group,
+    rest_until,
+    start_http,
+)
 from frontend_servers import invoke as call
 
 pytestmark = pytest.mark.needs("chromium", "chromedriver")
@@ -247,7 +254,9 @@ def test_fit_sizes_the_terminal_to_the_page_and_the_program_sees_it(
             rows, cols = fit(browser, (width, height))
         assert 2 <= rows < 50 and 2 <= cols < 200, (rows, cols)
         got = call(server, "write", {"job_id": job, "keys": ["enter"]})
-        assert f"{rows} {cols}\n" + "#" * cols + "\n" in got["output"], (rows, cols, got)
+        answer = f"{rows} {cols}\n" + "#" * cols + "\n"
+        rest = rest_until(server, job, got, answer)
+        assert answer in got["output"] + rest["output"], (rows, cols, got, rest)
         assert "attended" not in got  # a size is not input: the agent's write is not busy
         row = "#" * cols
         browser.wait(lambda row=row: row in screen_text(browser), 10, "the full-width row")

@@ -142,6 +142,17 @@ def agent_call(srv: HttpServer, method: str, params: Any) -> Any:
     return invoke(srv, method, params, token=srv.token)
 
 
+def rest_until(srv: HttpServer, job_id: str, got: dict[str, Any], end: str) -> dict[str, Any]:
+    """The output after a ``write``'s result (``got``) until the pattern ``end``, if ``got``
+    does not end there already: a write returns once output pauses, and under load the echo
+    of Enter may come alone, the program's answer after it."""
+    if got.get("output", "").endswith(end):
+        return {"output": ""}
+    params = {"job_id": job_id, "wait_ms": 5000, "until": {"pattern": end}}
+    out: dict[str, Any] = agent_call(srv, "read", params)
+    return out
+
+
 def http_get(
     srv: HttpServer, path: str, headers: dict[str, str] | None = None
 ) -> tuple[int, bytes]:
