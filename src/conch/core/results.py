@@ -76,6 +76,7 @@ class JobSnapshot(JobIdentity):
     eof: bool
     log_path: str
     cwd: str
+    started_cwd: str  # where it started (a shell job's cwd is the shell's after it)
     data: Any  # the parsed JSON / JSONL output (any JSON value)
     parse_error: str | None
     lingering_pids: list[int]

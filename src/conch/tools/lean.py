@@ -10,7 +10,8 @@ Always present in a job snapshot: ``job_id``, ``state``, ``output``; ``exit_code
 exited; ``next_cursor`` and ``eof`` whenever there is more to read or the job runs, and
 ``total_bytes`` then too unless it is ``next_cursor`` (all there is was read; an unchanged
 running job's read is then under 100 bytes);
-``truncated`` + ``omitted_bytes`` when something was left out. Informational fields
+``truncated`` + ``omitted_bytes`` when something was left out; a shell job's ``cwd`` when its
+command changed the shell's directory, a one-shot job's when not the default. Informational fields
 (``FULL_ONLY``) appear in full results only.
 """
 
@@ -23,7 +24,16 @@ Result = Mapping[str, Any]
 
 #: fields of a job snapshot that only full results carry: ``ok`` is derived from ``state`` and
 #: ``exit_code``, the rest is bookkeeping a model does not need to read a result
-FULL_ONLY = ("ok", "started_at", "duration_ms", "pid", "stdout_bytes", "stderr_bytes", "log_path")
+FULL_ONLY = (
+    "ok",
+    "started_at",
+    "duration_ms",
+    "pid",
+    "stdout_bytes",
+    "stderr_bytes",
+    "log_path",
+    "started_cwd",
+)
 
 
 def _identity(s: Result, out: dict[str, Any], named: bool = True) -> str | None:
@@ -51,9 +61,15 @@ def _identity(s: Result, out: dict[str, Any], named: bool = True) -> str | None:
 
 
 def _cwd(s: Result, out: dict[str, Any], shell_id: str | None, default_cwd: str | None) -> None:
-    """A shell's cwd is news after every command; a one-shot job's only when not the default."""
+    """A shell job's cwd is news when the command changed it (a snapshot knows where it
+    started; a `list` summary does not, and says it); a one-shot job's when not the default."""
     cwd = s.get("cwd")
-    if cwd is not None and (shell_id is not None or cwd != default_cwd):
+    if cwd is None:
+        return
+    if shell_id is not None:
+        if cwd != s.get("started_cwd"):
+            out["cwd"] = cwd
+    elif cwd != default_cwd:
         out["cwd"] = cwd
 
 

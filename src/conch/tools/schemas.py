@@ -385,9 +385,11 @@ SNAPSHOT_OUTPUT = {
         "cwd": _d(
             _NULLABLE_STR,
             None,
-            "Working directory (a shell's, after the command); left out for a one-shot job "
-            "run in the default working directory.",
+            "Working directory: a shell job's is the shell's after the command, said only when "
+            "the command changed it; a one-shot job's is left out when it is the default "
+            "working directory.",
         ),
+        "started_cwd": _full_only({"type": "string"}, "The directory the job started in."),
         "data": _d({}, None, "stdout parsed by output_format json/jsonl/auto."),
         "parse_error": _d(_NULLABLE_STR, None, "Why stdout did not parse as output_format."),
         "lingering_pids": _d(

@@ -87,6 +87,7 @@ class Job:
         self.mode = mode
         self.shell_id = shell_id
         self.cwd = cwd
+        self.started_cwd = cwd  # (a shell job's cwd is the shell's after it ends)
         self.log = log
         self.output_format = output_format
         self.state = RUNNING

@@ -75,6 +75,7 @@ def snapshot(job: Job, window: Window, *, stream: str | None = None) -> JobSnaps
         "eof": job.terminal and window.next_cursor >= total and job.log.closed,
         "log_path": job.log.path,
         "cwd": job.cwd,
+        "started_cwd": job.started_cwd,
         "data": data,
         "parse_error": parse_error,
         "lingering_pids": list(job.lingering_pids),
