@@ -11,7 +11,7 @@ from collections.abc import Callable, Container, Mapping
 from typing import Any
 
 # argument and result keys that hold a job or shell id, in every profile
-ID_KEYS = frozenset({"job_id", "shell_id", "exec_id", "active_exec_id"})
+ID_KEYS = frozenset({"job_id", "shell_id", "exec_id", "active_exec_id", "last_job_id"})
 SEP = "."
 TAG_LEN = 8
 

@@ -50,10 +50,7 @@ class FleetWatch:
                 continue  # a node that is gone or silent lists nothing
             answer = qualify_result(reply[1], node.tag, node.node_id, add_node=True)
             jobs += answer["jobs"]
-            for s in answer["shells"]:
-                if s.get("last_job_id"):
-                    s["last_job_id"] = qualify(s["last_job_id"], node.tag)
-                shells.append(s)
+            shells += answer["shells"]
         jobs.sort(key=lambda j: j.get("started_at", ""), reverse=True)
         jobs.sort(key=lambda j: j["state"] != "running")  # (stable: newest first in each)
         return {"jobs": jobs, "shells": shells}
