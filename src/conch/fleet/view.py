@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-from conch.core import JobView, ScreenSnapshot, ShellAvailable, ShellSummary
+from conch.core import JobView, ShellAvailable, ShellSummary
 from conch.errors import ConchError
 from conch.fleet.mirror import Mirrors
 from conch.fleet.nodes import NodeTable
@@ -63,16 +63,6 @@ class FleetView:
 
     def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
         return None  # the jobs run on the nodes, never in this process's tree
-
-    # a fleet's terminals live on their nodes: `read {screen: true}` reaches them there
-    def screen(self, job_id: str) -> ScreenSnapshot:
-        raise ConchError("not_found", "a fleet's jobs live on their nodes: use `read`")
-
-    def cast(self, job_id: str) -> Iterator[str]:
-        raise ConchError("not_found", "a fleet's jobs live on their nodes")
-
-    def replay(self, job_id: str, t: float) -> tuple[ScreenSnapshot, float]:
-        raise ConchError("not_found", "a fleet's jobs live on their nodes")
 
     def changed_resources(self, job_id: str | None) -> list[str]:
         return resources.change_uris(self._registry, job_id)

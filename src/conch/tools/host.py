@@ -9,11 +9,11 @@ dashboard shows a person and takes from them, which a fleet asks of each job's n
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from conch.config import Config
-from conch.core import Engine, JobView, ScreenSnapshot, ShellAvailable, ShellSummary
+from conch.core import Engine, JobView, ShellAvailable, ShellSummary
 from conch.tools import resources
 from conch.tools.context import ToolContext
 from conch.tools.registry import ToolRegistry
@@ -63,18 +63,6 @@ class HostView(Protocol):
 
     def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
         """The sandboxed job or shell holding the client end of a loopback connection."""
-        ...
-
-    def screen(self, job_id: str) -> ScreenSnapshot:
-        """A pty or shell job's terminal screen now (``invalid_argument`` for a pipe job)."""
-        ...
-
-    def cast(self, job_id: str) -> Iterator[str]:
-        """A pty or shell job's asciicast v2 recording, one JSON line at a time."""
-        ...
-
-    def replay(self, job_id: str, t: float) -> tuple[ScreenSnapshot, float]:
-        """The screen ``t`` seconds into the recording, and the recording's length (s)."""
         ...
 
     def changed_resources(self, job_id: str | None) -> list[str]:
@@ -219,15 +207,6 @@ class EngineView:
 
     def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
         return self._engine.sandboxed_caller(client, server)
-
-    def screen(self, job_id: str) -> ScreenSnapshot:
-        return self._engine.screen(job_id)
-
-    def cast(self, job_id: str) -> Iterator[str]:
-        return self._engine.cast(job_id)
-
-    def replay(self, job_id: str, t: float) -> tuple[ScreenSnapshot, float]:
-        return self._engine.replay(job_id, t)
 
     def changed_resources(self, job_id: str | None) -> list[str]:
         return resources.change_uris(self._registry, job_id)

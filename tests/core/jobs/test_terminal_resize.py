@@ -49,7 +49,7 @@ async def call(rt: conch.Runtime, tool: str, **args: Any) -> dict[str, Any]:
 
 
 def cast_events(rt: conch.Runtime, job_id: str) -> tuple[dict[str, Any], list[list[Any]]]:
-    header, *events = (json.loads(line) for line in rt.view.cast(job_id))
+    header, *events = (json.loads(line) for line in rt.engine.cast(job_id))
     return header, events
 
 
@@ -73,7 +73,7 @@ async def test_a_full_screen_program_redraws_and_the_screen_has_the_new_size(
     assert "rows=12 cols=40" in w["output"]  # the redraw SIGWINCH asked for
     snap = await call(rt, "read", job_id=job["job_id"], screen=True)
     assert (snap["screen"]["rows"], snap["screen"]["cols"]) == (12, 40)
-    lines = rt.view.screen(job["job_id"])["lines"]
+    lines = rt.engine.screen(job["job_id"])["lines"]
     assert len(lines) == 12 and lines[0] == "rows=12 cols=40" and lines[11] == "#" * 40
     await call(rt, "signal", job_id=job["job_id"], signal="kill")
 
@@ -104,7 +104,7 @@ async def test_the_recording_has_the_resize_where_it_happened(rt: conch.Runtime)
     assert any("rows=12 cols=40" in e[2] for e in events[at + 1 :])
     assert [e[0] for e in events] == sorted(e[0] for e in events)
     # the dashboard's replay ends at the new size too
-    end, _ = rt.view.replay(job["job_id"], 1e9)
+    end, _ = rt.engine.replay(job["job_id"], 1e9)
     assert (end["rows"], end["cols"]) == (12, 40) and end["lines"][0] == "rows=12 cols=40"
     await call(rt, "signal", job_id=job["job_id"], signal="kill")
 
@@ -118,15 +118,15 @@ async def test_a_screen_looked_at_late_applies_each_resize_where_it_came(
     job = await call(rt, "exec", argv=["cat"], pty=True, stdin_open=True, yield_ms=0)
     jid = job["job_id"]
     await call(rt, "write", job_id=jid, text="A" * 150 + "\n")
-    watched = [rt.view.screen(jid)]
+    watched = [rt.engine.screen(jid)]
     await call(rt, "write", job_id=jid, resize={"rows": 10, "cols": 100}, yield_ms=0)
     await call(rt, "write", job_id=jid, text="B" * 150 + "\n")
-    watched.append(rt.view.screen(jid))
+    watched.append(rt.engine.screen(jid))
     assert watched[0]["cols"] == 200 and watched[1]["cols"] == 100
     assert watched[1]["lines"][:2] == ["A" * 100, "A" * 100]  # the echo, then cat's copy
     assert watched[1]["lines"][2:6] == ["B" * 100, "B" * 50, "B" * 100, "B" * 50]
     rt._engine.screens.drop(jid)  # as if nobody had looked: rebuilt from log and recording
-    late = rt.view.screen(jid)
+    late = rt.engine.screen(jid)
     assert late["lines"] == watched[1]["lines"]
     assert (late["rows"], late["cols"]) == (10, 100)
     await call(rt, "signal", job_id=jid, signal="kill")
