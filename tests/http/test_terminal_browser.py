@@ -245,7 +245,10 @@ def test_fit_sizes_the_terminal_to_the_page_and_the_program_sees_it(
     job = pty(server, ["bash", "-c", SIZE_AND_ROW])
     open_job(browser, server, job)
     browser.wait(lambda: browser.run("return !document.getElementById('fit').hidden"), 10, "Fit")
-    assert browser.run("return document.getElementById('screen').dataset.cols") == "200"
+    # (Fit shows as soon as the job is selected; the screen's size once its first look is drawn)
+    cols = "return document.getElementById('screen').dataset.cols"
+    browser.wait(lambda: browser.run(cols) is not None, 10, "the first screen")
+    assert browser.run(cols) == "200"
     for width, height in ((1800, 1100), (1100, 760)):
         if width == 1800:
             browser.set_size(width, height)
