@@ -23,9 +23,11 @@ Tool sets and their policies (the natural use of each, see ``agent_tasks_toolset
 
 - ``conch@codex``, ``conch@claude``: Conch's ``conch`` profile (``bin/conch serve``): ``exec``
   with ``ready``/``pty``, one ``read`` with ``until``/``job_ids`` instead of polling,
-  ``write``, ``signal``, ``shell_open``. Through Codex with ``--secret-prompt elicit`` (Codex
-  declares URL elicitation; the bench plays the person who types the password into Conch's
-  page); Claude Code 2.1.197 declares form elicitation only, so there the model must type it.
+  ``write``, ``signal``, ``shell_open``; with ``--secret-prompt elicit``: a password prompt
+  goes to the person on a one-time page, by URL elicitation where the host takes it to a
+  person, else named in the result (``secret_page``: ``codex exec`` declines elicitation,
+  Claude Code 2.1.197 declares form mode only), which the model passes on in a message with
+  its wait. The bench plays the person: it opens the page the host asks about or shows.
 - ``conch-codex@codex``, ``conch-claude-code@claude``: Conch's dialect profiles, used exactly
   as the host's own tools are.
 - ``codex@codex`` (``exec_command``/``write_stdin``), ``claude@claude``
@@ -52,6 +54,7 @@ import contextlib
 import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -166,7 +169,9 @@ TOOLSETS = [
     ToolSetSpec(
         "conch@codex", "codex", lambda w: ConchTools("codex", secret=True), _conch(None, True)
     ),
-    ToolSetSpec("conch@claude", "claude", lambda w: ConchTools("claude"), _conch(None, True)),
+    ToolSetSpec(
+        "conch@claude", "claude", lambda w: ConchTools("claude", secret=True), _conch(None, True)
+    ),
     ToolSetSpec("conch-codex@codex", "codex", lambda w: CodexTools("conch"), _conch("codex")),
     ToolSetSpec(
         "conch-claude-code@claude", "claude", lambda w: ClaudeTools("conch"), _conch("claude-code")
@@ -190,31 +195,40 @@ CONCH_KEYS = {"conch@codex", "conch@claude", "conch-codex@codex", "conch-claude-
 # --- the person of task 9 ------------------------------------------------------------------------
 
 
+SECRET_PAGE = re.compile(r"http://127\.0\.0\.1:\d+/secret/[A-Za-z0-9_-]+")
+
+
 def person(secret: str, stop: threading.Event) -> Callable[[Path, Callable[..., Any]], None]:
-    """Plays the person at the host: when Conch asks (``elicitation/create`` with a URL, seen
-    on the server's stdout as the host gets it), opens the page and submits the password. The
-    model never sees the URL or the value."""
+    """Plays the person at the host, who types the password on Conch's page: the page the
+    host asks them about (``elicitation/create`` with a URL, seen on the server's stdout as
+    the host gets it), or the one the model's message names (what the host prints of the
+    conversation, its stdout). The model never sees the value."""
+
+    def pages(run_dir: Path) -> list[str]:
+        found: list[str] = []
+        with contextlib.suppress(OSError):
+            for line in (run_dir / "from-server.jsonl").read_text(errors="replace").splitlines():
+                with contextlib.suppress(ValueError):
+                    msg = json.loads(line)
+                    if msg.get("method") == "elicitation/create":
+                        found.append(str(msg.get("params", {}).get("url") or ""))
+        with contextlib.suppress(OSError):
+            found += SECRET_PAGE.findall((run_dir / "host.stdout").read_text(errors="replace"))
+        return [u for u in found if u]
 
     def watch(run_dir: Path, in_netns: Callable[..., Any]) -> None:
-        log = run_dir / "from-server.jsonl"
         done: set[str] = set()
         while not stop.is_set():
-            with contextlib.suppress(OSError):
-                for line in log.read_text(errors="replace").splitlines():
-                    with contextlib.suppress(ValueError):
-                        msg = json.loads(line)
-                        if msg.get("method") != "elicitation/create":
-                            continue
-                        url = msg.get("params", {}).get("url")
-                        if not url or url in done:
-                            continue
-                        done.add(url)
-                        data = f"secret={secret}".encode()
-                        req = urllib.request.Request(url, data=data, method="POST")
-                        req.add_header("Content-Type", "application/x-www-form-urlencoded")
-                        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-                        with contextlib.suppress(Exception):
-                            in_netns(lambda r=req, o=opener: o.open(r, timeout=10).read())
+            for url in pages(run_dir):
+                if url in done:
+                    continue
+                done.add(url)
+                data = f"secret={secret}".encode()
+                req = urllib.request.Request(url, data=data, method="POST")
+                req.add_header("Content-Type", "application/x-www-form-urlencoded")
+                opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+                with contextlib.suppress(Exception):
+                    in_netns(lambda r=req, o=opener: o.open(r, timeout=10).read())
             stop.wait(0.2)
 
     return watch

@@ -54,6 +54,8 @@ class Call:
     name: str
     args: dict[str, Any]
     server: str | None = None
+    #: what the model says to its person with the call (a text block before it)
+    say: str | None = None
 
 
 @dataclass(frozen=True)
@@ -296,30 +298,30 @@ class ReactiveResponses(_Server):
             }
         else:
             assert isinstance(action, Done)
-            item = {
-                "type": "message",
-                "id": f"msg_{n}",
-                "role": "assistant",
-                "status": "completed",
-                "content": [{"type": "output_text", "text": action.answer, "annotations": []}],
-            }
+            item = _message_item(f"msg_{n}", action.answer)
         rid = f"resp_{n}"
         events: list[dict[str, Any]] = [
             {"type": "response.created", "response": {"id": rid, "status": "in_progress"}}
         ]
-        if item["type"] == "message":
-            added = dict(item, status="in_progress", content=[])
-            events.append({"type": "response.output_item.added", "output_index": 0, "item": added})
-            events.append(
-                {
-                    "type": "response.output_text.delta",
-                    "item_id": item["id"],
-                    "output_index": 0,
-                    "content_index": 0,
-                    "delta": item["content"][0]["text"],
-                }
-            )
-        events.append({"type": "response.output_item.done", "output_index": 0, "item": item})
+        items = [item]
+        if isinstance(action, Call) and action.say:
+            items.insert(0, _message_item(f"say_{n}", action.say))
+        for k, it in enumerate(items):
+            if it["type"] == "message":
+                added = dict(it, status="in_progress", content=[])
+                events.append(
+                    {"type": "response.output_item.added", "output_index": k, "item": added}
+                )
+                events.append(
+                    {
+                        "type": "response.output_text.delta",
+                        "item_id": it["id"],
+                        "output_index": k,
+                        "content_index": 0,
+                        "delta": it["content"][0]["text"],
+                    }
+                )
+            events.append({"type": "response.output_item.done", "output_index": k, "item": it})
         usage = {
             "input_tokens": 10,
             "input_tokens_details": {"cached_tokens": 0},
@@ -336,6 +338,16 @@ class ReactiveResponses(_Server):
         return 200, "text/event-stream", b"".join(_sse(e) for e in events)
 
 
+def _message_item(item_id: str, text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": item_id,
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
 def _chars(value: Any) -> int:
     if isinstance(value, str):
         return len(value)
@@ -347,6 +359,7 @@ def _chars(value: Any) -> int:
 
 
 NOTIFICATION = "<task-notification>"
+_TEXT = {"type": "text", "text": ""}
 
 
 class ReactiveMessages(_Server):
@@ -418,11 +431,24 @@ class ReactiveMessages(_Server):
             "stop_sequence": None,
             "usage": {"input_tokens": 1 + _chars(body.get("messages")) // 4, "output_tokens": 1},
         }
+        said: list[dict[str, Any]] = []
+        if isinstance(action, Call) and action.say:
+            said = [
+                {"type": "content_block_start", "index": 0, "content_block": _TEXT},
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": action.say},
+                },
+                {"type": "content_block_stop", "index": 0},
+            ]
+        k = len(said) // 3
         events = [
             {"type": "message_start", "message": start},
-            {"type": "content_block_start", "index": 0, "content_block": block},
-            {"type": "content_block_delta", "index": 0, "delta": delta},
-            {"type": "content_block_stop", "index": 0},
+            *said,
+            {"type": "content_block_start", "index": k, "content_block": block},
+            {"type": "content_block_delta", "index": k, "delta": delta},
+            {"type": "content_block_stop", "index": k},
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop, "stop_sequence": None},

@@ -443,7 +443,12 @@ def sudo_setup(w: Path, quick: bool) -> Setup:
 def sudo_policy(ts: ToolSet, w: Path, s: Setup) -> G:
     if ts.secret:  # the person types it into Conch's page; the model only waits
         h: Out = yield from ts.start("python3 admin.py", tty=True)
-        r: Out = (yield from ts.wait(h, "exit", wait_s=30)) if h.running else Out("")
+        r = Out("")
+        if h.running and h.page:  # no elicitation reached the person: the model names the page
+            say = f"The command asks for your password. Please type it at {h.page}"
+            r = yield from ts.wait(h, "exit", wait_s=60, say=say)  # type: ignore[call-arg]
+        elif h.running:
+            r = yield from ts.wait(h, "exit", wait_s=30)
         return h.text + r.text
     # the model has been told the password and must type it itself
     secret = s.truth["secret"]

@@ -51,6 +51,8 @@ class Out:
     exit_code: int | None = None
     handle: str | None = None
     error: str | None = None
+    #: Conch: the one-time page where a person types an awaited secret (``secret_page``)
+    page: str | None = None
 
 
 class ToolSet:
@@ -137,6 +139,7 @@ class ConchTools(ToolSet):
             running=d.get("state") == "running",
             exit_code=d.get("exit_code"),
             handle=d.get("job_id") or d.get("shell_id"),
+            page=d.get("secret_page"),
         )
 
     def _follow(self, out: Out, wait_s: float) -> G:
@@ -166,13 +169,19 @@ class ConchTools(ToolSet):
         return self._out((yield self.call("exec", **args)))
 
     def wait(
-        self, h: Out, until: str = "exit", pattern: str | None = None, wait_s: float = 60
+        self,
+        h: Out,
+        until: str = "exit",
+        pattern: str | None = None,
+        wait_s: float = 60,
+        say: str | None = None,
     ) -> G:
         cond: Any = {"pattern": pattern} if until == "pattern" else until
         text, waited = "", 0.0
         while True:
             args = {"job_id": h.handle, "until": cond, "wait_ms": int(min(wait_s, 120) * 1000)}
-            r = self._out((yield self.call("read", **args)))
+            r = self._out((yield Call("read", args, self.server, say)))
+            say = None  # (said once)
             text += r.text
             waited += min(wait_s, 30)  # give up after wait_s / 30 reads at the least
             done = not r.running or (until == "pattern" and re.search(pattern or "", text))

@@ -133,7 +133,7 @@ SLOW_TESTS = (
     "tests/mcp/test_mcp_tasks.py::test_a_five_second_exec",
     "tests/mcp/test_mcp_tasks.py::test_a_waiting_read_runs_as_a_task",
     "tests/mcp/test_mcp_tasks.py::test_listening_for_task_ids",
-    "tests/mcp/test_secret_prompt.py::test_without_url_elicitation",
+    "tests/mcp/test_secret_prompt.py::test_without_",
     "tests/mcp/test_mcp_stdio.py::test_progress_notifications_carry",
     "tests/core/jobs/test_job_regressions.py::test_descriptors_stay_flat",
     "tests/core/test_base_install.py::",

@@ -144,15 +144,63 @@ async def test_a_prompt_met_by_a_waiting_read_is_elicited_too(tmp_path: Path, mo
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_without_url_elicitation_or_the_setting_nothing_changes(tmp_path: Path, mode):
+async def test_without_the_setting_nothing_changes(tmp_path: Path, mode):
     person = Person()
-    for person_, extra in ((None, ("--secret-prompt", "elicit")), (person, ())):
-        async with stdio_client(tmp_path, mode, person_, *extra) as c:
-            r = await c.call_tool("exec", {"command": READ_S, "pty": True, "yield_ms": 1500})
-            snap = r.structured_content
-            assert snap["state"] == "running" and snap["awaiting_secret"] is True
-            await c.call_tool("signal", {"job_id": snap["job_id"], "signal": "kill"})
+    async with stdio_client(tmp_path, mode, person) as c:
+        r = await c.call_tool("exec", {"command": READ_S, "pty": True, "yield_ms": 1500})
+        snap = r.structured_content
+        assert snap["state"] == "running" and snap["awaiting_secret"] is True
+        assert "secret_page" not in snap and "/secret/" not in r.content[0].text
+        await c.call_tool("signal", {"job_id": snap["job_id"], "signal": "kill"})
     assert person.asked == []
+
+
+async def submit(url: str, secret: str = SECRET) -> tuple[int, str]:
+    origin = "http://" + urllib.parse.urlsplit(url).netloc
+    body = urllib.parse.urlencode({"secret": secret})
+    return await anyio.to_thread.run_sync(lambda: http_call(url, "POST", body, Origin=origin))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_without_url_elicitation_the_result_names_a_page_for_the_person(tmp_path: Path, mode):
+    """A client that cannot elicit by URL (Claude Code; a headless host): the result of a
+    call whose job waits for a secret names a one-time page, in both views, which the agent
+    passes on; what the person types there reaches the terminal and nothing else."""
+    async with stdio_client(tmp_path, mode, None, "--secret-prompt", "elicit") as c:
+        r = await c.call_tool(
+            "exec", {"command": READ_S + "; " + READ_S, "pty": True, "yield_ms": 1500}
+        )
+        snap = r.structured_content
+        assert snap["state"] == "running" and snap["awaiting_secret"] is True, snap
+        page = snap["secret_page"]
+        assert page.startswith("http://127.0.0.1:") and "/secret/" in page
+        assert page in r.content[0].text
+        # a look while the same prompt waits names the same page
+        again = await c.call_tool("read", {"job_id": snap["job_id"], "wait_ms": 200})
+        assert again.structured_content["secret_page"] == page
+        status, _ = await anyio.to_thread.run_sync(http_call, page)
+        assert status == 200
+        status, done = await submit(page)
+        assert status == 200 and "Sent to the terminal" in done, done
+        # the second prompt gets a new page: one page, one value
+        second = await c.call_tool(
+            "read", {"job_id": snap["job_id"], "wait_ms": 10000, "until": "input"}
+        )
+        page2 = second.structured_content.get("secret_page")
+        assert page2 and page2 != page, second.structured_content
+        assert (await submit(page))[0] == 410
+        assert (await submit(page2))[0] == 200
+        end = await c.call_tool(
+            "read", {"job_id": snap["job_id"], "wait_ms": 10000, "until": "exit"}
+        )
+        out = end.structured_content
+        assert out["state"] == "exited" and out["output"].count("MATCH-read") == 1, out
+        assert "secret_page" not in out
+        log = await c.call_tool("read", {"job_id": snap["job_id"], "cursor": 0, "raw": True})
+        assert log.structured_content["output"].count("MATCH-read") == 2
+    nowhere_but_the_terminal(
+        tmp_path, r.model_dump(), again.model_dump(), second.model_dump(), end.model_dump()
+    )
 
 
 async def test_over_streamable_http_in_both_eras(tmp_path: Path):
@@ -248,3 +296,29 @@ async def test_a_task_waiting_for_a_secret_is_input_required_with_the_page(tmp_p
     assert len({next(iter(p.input_requests or {})) for p in asked}) == 1  # one key per prompt
     assert "MATCH-read" in r.structured_content["output"] and len(person.asked) == 1
     nowhere_but_the_terminal(tmp_path, r.model_dump(), [p.model_dump() for p in ext.polls])
+
+
+@pytest.mark.parametrize("mode", ["legacy"])
+async def test_a_declined_elicitation_leaves_the_page_to_the_agent(tmp_path: Path, mode):
+    """A host that declines URL elicitation without asking anyone (``codex exec``): the
+    declined page is closed, and the call's result names a new one for the agent to pass on."""
+    asked: list[str] = []
+
+    async def decline(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestURLParams)
+        asked.append(params.url)
+        return types.ElicitResult(action="decline")
+
+    async with stdio_client(tmp_path, mode, decline, "--secret-prompt", "elicit") as c:  # type: ignore[arg-type]
+        r = await c.call_tool("exec", {"command": READ_S, "pty": True, "yield_ms": 2000})
+        snap = r.structured_content
+        assert len(asked) == 1 and snap["awaiting_secret"] is True, snap
+        page = snap["secret_page"]
+        assert page != asked[0]
+        assert (await submit(asked[0]))[0] == 410  # the declined page takes nothing
+        assert (await submit(page))[0] == 200
+        end = await c.call_tool(
+            "read", {"job_id": snap["job_id"], "wait_ms": 10000, "until": "exit"}
+        )
+        assert "MATCH-read" in end.structured_content["output"], end.structured_content
+    nowhere_but_the_terminal(tmp_path, r.model_dump(), end.model_dump())

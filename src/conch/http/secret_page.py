@@ -89,6 +89,12 @@ class LoopbackSecretPages:
             if page.page_id == page_id:
                 page.used = True
 
+    def usable(self, page_id: str) -> bool:
+        return any(
+            p.page_id == page_id and self._live(token) is not None
+            for token, p in self._pages.items()
+        )
+
     async def aclose(self) -> None:
         self._pages.clear()
         if self._server is not None:

@@ -11,10 +11,15 @@ front end) and asks the person to go there:
   ``requestState``; the call's work keeps running, and the client's retry resumes waiting on
   it (never starting the command again).
 
+Where no elicitation reaches a person (a client without URL mode, or one that declines it, as
+headless hosts do), a result whose job waits for a secret names a one-time page of its own
+instead (``secret_page``): the agent passes the address on to its person, who types the secret
+there. The address is a capability to type into that terminal while it waits with echo off,
+which the agent has anyway (``write``); the secret itself never reaches it.
+
 What the person types is written to the terminal followed by Enter, only while the job still
 waits with echo off, and goes nowhere else: not into a result, a log line, a progress message
-or the dashboard. Form-mode elicitation is never used for secrets. Clients without URL-mode
-support see ``awaiting_secret`` as before.
+or the dashboard. Form-mode elicitation is never used for secrets.
 """
 
 from __future__ import annotations
@@ -65,6 +70,9 @@ class SecretPages(Protocol):
 
     def cancel(self, page_id: str) -> None: ...
 
+    def usable(self, page_id: str) -> bool:
+        """The page still takes a value (not used, cancelled or expired)."""
+
     async def aclose(self) -> None: ...
 
 
@@ -99,6 +107,7 @@ class SecretPrompter:
         self._prompted: dict[str, SecretPage] = {}  # job id -> the page of its current prompt
         self._side: set[asyncio.Future[Any]] = set()
         self._declined: set[str] = set()  # page ids the person declined (tasks)
+        self._offered: dict[str, SecretPage] = {}  # job id -> the page named in its results
 
     # -- the waiting call ----------------------------------------------------------------------
 
@@ -183,6 +192,37 @@ class SecretPrompter:
         side = asyncio.ensure_future(ask())
         self._side.add(side)
         side.add_done_callback(self._side.discard)
+
+    # -- the page named in a result ------------------------------------------------------------
+
+    async def offer(self, result: types.CallToolResult) -> types.CallToolResult:
+        """``result`` with ``secret_page`` added when its job waits for a secret now: the
+        job's page while it still takes a value, else a new one (a page serves one value, so
+        a prompt asked again after a wrong password gets another)."""
+        snap = result.structured_content
+        if result.is_error or not isinstance(snap, dict) or not snap.get("awaiting_secret"):
+            return result
+        job = self._job(snap.get("job_id"))
+        if job is None or not awaiting_secret(job):
+            return result
+        for job_id in [j for j in self._offered if j != job.job_id]:  # jobs that moved on
+            known = self._job(job_id)
+            if known is None or known.terminal or not awaiting_secret(known):
+                self._pages.cancel(self._offered.pop(job_id).page_id)
+        page = self._offered.get(job.job_id)
+        if page is None or not self._pages.usable(page.page_id):
+            page = await self._pages.open(_message(job), self._deliverer(job))
+            self._offered[job.job_id] = page
+        content = list(result.content)
+        line = (
+            f"\na person can type the secret at {page.url} (it goes to the terminal, "
+            "never to the agent)"
+        )
+        if content and isinstance(content[0], types.TextContent):
+            content[0] = types.TextContent(type="text", text=content[0].text + line)
+        return result.model_copy(
+            update={"structured_content": {**snap, "secret_page": page.url}, "content": content}
+        )
 
     # -- tasks (conch.mcp.tasks) -----------------------------------------------------------------
 

@@ -305,12 +305,16 @@ class ConchMCP:
         meta = dict(params.meta) if params.meta else None
         prompter = self.secrets
         if (
-            prompter is not None
-            and params.name in WATCHED_TOOLS
-            and any(t.name == params.name for t in self._tools)
-            and url_elicitation_supported(ctx)
+            prompter is None
+            or params.name not in WATCHED_TOOLS
+            or not any(t.name == params.name for t in self._tools)
         ):
-            return await prompter.run(
+            return await self.run_tool(ctx, params.name, params.arguments, meta)
+        result: types.CallToolResult | types.InputRequiredResult
+        if not url_elicitation_supported(ctx):
+            result = await self.run_tool(ctx, params.name, params.arguments, meta)
+        else:
+            result = await prompter.run(
                 ctx,
                 params.name,
                 params.arguments,
@@ -319,7 +323,10 @@ class ConchMCP:
                     ctx, params.name, params.arguments, meta, on_started=on_started
                 ),
             )
-        return await self.run_tool(ctx, params.name, params.arguments, meta)
+        if isinstance(result, types.InputRequiredResult):
+            return result
+        # a prompt no elicitation took to a person: its page goes to the agent to pass on
+        return await prompter.offer(result)
 
     async def run_tool(
         self,

@@ -343,6 +343,13 @@ SNAPSHOT_OUTPUT = {
         "awaiting_secret": _d(
             {"type": "boolean"}, False, "The terminal waits for a password (echo off)."
         ),
+        "secret_page": _d(
+            _NULLABLE_STR,
+            None,
+            "With --secret-prompt elicit, where no elicitation reached a person: a one-time "
+            "page where your user types the awaited secret (it goes to the terminal, never to "
+            "you). Give them the address and wait for the job.",
+        ),
         "ready": _d(_NULLABLE_BOOL, None, "Outcome of exec's `ready` wait."),
         "output": {
             "type": "string",
