@@ -1,6 +1,8 @@
-"""The ``landlock`` sandbox backend (SPEC §9a): what a job's Landlock ruleset holds, the fork
-server that applies it before the job's program runs (core/containment/lockdown.py), and what
-this backend guarantees on this kernel.
+"""The ``landlock`` sandbox backend (SPEC §9a): what a job's Landlock ruleset holds, how it is
+applied before the job's program runs (``Spawner``: a thread of the server restricts itself
+and spawns the job, which starts as a gate sh; where a job must start in a cgroup glibc cannot
+spawn into, the fork server of core/containment/lockdown.py), and what this backend
+guarantees on this kernel.
 
 Rules of one job (``job_spec``), all filesystem rights of the ABI handled:
 * read and execute beneath ``/`` except the holes: Conch's data dir (and in it every job's temp
@@ -475,6 +477,8 @@ class Spawner:
             pid = call.pid if r.stage == "exec" and not r.errno else 0
             if pid and not gone:  # (never let the job's program run beside that thread)
                 _kill(pid)
+                if r.listener >= 0:
+                    os.close(r.listener)
                 raise OSError(errno.ETIMEDOUT, "the spawning thread did not end")
         except BaseException:
             if gate >= 0:
