@@ -526,3 +526,45 @@ def test_a_failed_restriction_is_said_and_leaves_nothing_behind(tmp_path):
         spawner.close()
     assert "(seccomp)" in str(e.value) and e.value.errno == errno.EINVAL, e.value
     assert gc.isenabled()
+
+
+def test_what_the_gate_would_meet_is_told_before_the_spawn(tmp_path):
+    """``_exec_refused``: EACCES for a program inside a hole that no rule grants (the data
+    dir, /dev), none for one the job's TMPDIR or an exposed file grants; ENOEXEC for a readable
+    file that is neither a binary nor a ``#!`` script; nothing said for a file the server
+    cannot read (an execute-only binary for a server without root; here: a missing one),
+    which is the exec's to refuse."""
+    from conch.core.containment import sandbox as sb
+
+    data, tmp = tmp_path / "data", tmp_path / "data" / "tmp" / "job"
+    tmp.mkdir(parents=True)
+    layout = ll.Layout(str(tmp_path), (str(data),), (), 7, ROOT)
+    text = tmp_path / "notes.txt"
+    text.write_text("echo hi\n")
+    for name in ("hidden", "exposed"):
+        shutil.copy("/bin/true", data / name)
+    shutil.copy("/bin/true", tmp / "mine")
+
+    def refused(path: str) -> int | None:
+        spec = ll.job_spec(
+            layout,
+            sb.Policy("read-only", "on"),
+            path=path,
+            argv=[path],
+            env={},
+            cwd="/",
+            tmpdir=str(tmp),
+            exposed=(str(data / "exposed"),),
+            procs=(),
+            tty=None,
+        )
+        e = ll._exec_refused(spec)
+        return None if e is None else e.errno
+
+    assert refused(str(data / "hidden")) == errno.EACCES
+    assert refused("/dev/null") == errno.EACCES
+    assert refused(str(data / "exposed")) is None
+    assert refused(str(tmp / "mine")) is None
+    assert refused(str(text)) == errno.ENOEXEC
+    assert refused("/bin/true") is None
+    assert refused(str(tmp_path / "missing")) is None

@@ -235,7 +235,8 @@ def _exec_refused(spec: dict[str, Any]) -> OSError | None:
     hidden = any(beneath(h) for h in spec["trees"][0][1])
     if hidden and not any(beneath(p) for p, access in spec["paths"] if access & ld.FS_EXECUTE):
         return PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
-    if not shenv.runs_directly(real):
+    # (a file the server cannot read, execute-only, is left to the exec)
+    if shenv.runs_directly(real) is False:
         return OSError(errno.ENOEXEC, os.strerror(errno.ENOEXEC), path)
     return None
 
