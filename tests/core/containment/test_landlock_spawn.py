@@ -568,3 +568,25 @@ def test_what_the_gate_would_meet_is_told_before_the_spawn(tmp_path):
     assert refused(str(text)) == errno.ENOEXEC
     assert refused("/bin/true") is None
     assert refused(str(tmp_path / "missing")) is None
+
+
+_PDEATHSIG = r"""
+import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(1, signal.SIGTERM, 0, 0, 0) == 0  # PR_SET_PDEATHSIG, at once
+time.sleep(0.5)
+print("parent", os.getppid(), "alive")
+"""
+
+
+async def test_a_job_that_asks_for_its_parents_death_signal_is_not_sent_it_by_the_spawner(
+    base, backend
+):
+    """A parent-death signal follows the thread that cloned the child. The spawning thread is
+    gone before the program runs, so a program that sets PR_SET_PDEATHSIG first thing lives
+    on, a child of the server."""
+    async with conch.Runtime(cfg(base, backend, sandbox="read-only")) as rt:
+        for _ in range(3):
+            r = await rt.exec(argv=[PY, "-S", "-c", _PDEATHSIG])
+            assert r["state"] == "exited" and r["exit_code"] == 0, r
+            assert r["output"] == f"parent {os.getpid()} alive\n", r
