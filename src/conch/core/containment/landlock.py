@@ -415,9 +415,10 @@ def proc_tasks_visible() -> bool:
 
 
 class Spawner:
-    """Starts landlock jobs (SPEC §9a): no fork server and no Python in the child. For each
-    job a fresh thread of this process restricts itself and spawns the job with glibc's
-    ``posix_spawn``, which gives the child the thread's restrictions; the thread then ends.
+    """Starts landlock jobs (SPEC §9a) with no Python in the child (all but those the fork
+    server starts in their cgroup: ``ForkServer``). For each job a fresh thread of this
+    process restricts itself and spawns the job with glibc's ``posix_spawn``, which gives the
+    child the thread's restrictions; the thread then ends.
 
     The job starts as ``gate_script``'s sh, not as its program: while the spawning thread
     lives it shares the job's Landlock domain, so a program of the job's own could signal it
@@ -445,7 +446,9 @@ class Spawner:
                 raise OSError(e.errno, _setup_failed("landlock", str(e))) from None
         opened: list[int] = []
         call: libc_spawn.Prepared | None = None
+        r: _Restriction | None = None
         gate = -1
+        waiting = False  # (the thread may still be using ``call``)
         try:
             gate_r, gate = os.pipe2(os.O_CLOEXEC)
             opened.append(gate_r)
@@ -473,15 +476,19 @@ class Spawner:
                     _thread.start_new_thread(_restricted, (r,))
                 except RuntimeError as e:
                     raise OSError(errno.EAGAIN, f"cannot start the spawning thread: {e}") from None
+                waiting = True
                 r.done.acquire()
-                gone = _gone(r.tid)
-            pid = call.pid if r.stage == "exec" and not r.errno else 0
-            if pid and not gone:  # (never let the job's program run beside that thread)
-                _kill(pid)
+                waiting = False
+                if not _gone(r.tid):  # (never let the job's program run beside that thread)
+                    raise OSError(errno.ETIMEDOUT, "the spawning thread did not end")
+        except BaseException:
+            if r is not None:
+                if waiting:  # (interrupted while it ran: it ends before its call is freed)
+                    r.done.acquire()
+                if r.stage == "exec" and not r.errno and call is not None:
+                    _kill(call.pid)  # (before its gate opens: no job runs that nobody watches)
                 if r.listener >= 0:
                     os.close(r.listener)
-                raise OSError(errno.ETIMEDOUT, "the spawning thread did not end")
-        except BaseException:
             if gate >= 0:
                 os.close(gate)
             raise
@@ -499,7 +506,7 @@ class Spawner:
                 raise OSError(r.errno, os.strerror(r.errno), spec["path"])
             raise OSError(r.errno, _setup_failed(r.stage, os.strerror(r.errno)))
         os.close(gate)  # the gate opens: the thread is gone
-        return pid, r.listener
+        return call.pid, r.listener
 
     def close(self) -> None:
         with self._lock:
