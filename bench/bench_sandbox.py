@@ -1,7 +1,8 @@
 """Containment benchmarks (issues 12, 22): what the cgroup level and the sandbox backends
-(bwrap, and Landlock + seccomp through its fork server) add to the spawn of
-`exec argv=["true"]`. Each variant runs interleaved with the baseline (no cgroup, no
-sandbox) in the same run, so both see the same machine load; medians and differences printed.
+(bwrap, and Landlock + seccomp: spawned by a restricted thread of the server, or, for a job
+with a cgroup on glibc < 2.39, by its fork server) add to the spawn of `exec argv=["true"]`.
+Each variant runs interleaved with the baseline (no cgroup, no sandbox) in the same run, so
+both see the same machine load; medians and differences printed.
 
     uv run python bench/bench_sandbox.py [--quick]
 
@@ -52,6 +53,11 @@ VARIANTS = [
     (
         "bwrap, cgroup, net off, sockets",
         {"cgroup": "auto", **BW, "sandbox_sockets": "<socket>"},
+        {"sandbox": "workspace-write", "network": "off"},
+    ),
+    (
+        "landlock, no cgroup, net off, sockets",
+        {"cgroup": "off", **LL, "sandbox_sockets": "<socket>"},
         {"sandbox": "workspace-write", "network": "off"},
     ),
     (

@@ -22,12 +22,31 @@ spawns: list[dict[str, Any]] = []
 _spawn = libc_spawn.spawn
 
 
+_spawning: list[bool] = []  # (inside recording_spawn: its own Prepared is not another spawn)
+
+
 def recording_spawn(path: str, argv: Any, **kw: Any) -> int:
     spawns.append({"argv": list(argv), "cgroup": kw.get("cgroup")})
-    return _spawn(path, argv, **kw)
+    _spawning.append(True)
+    try:
+        return _spawn(path, argv, **kw)
+    finally:
+        _spawning.pop()
 
 
 libc_spawn.spawn = recording_spawn  # what popen.spawn calls: each spawn's argv and cgroup
+
+
+class RecordingPrepared(libc_spawn.Prepared):
+    """What the landlock spawner's restricted thread runs (it prepares the call itself)."""
+
+    def __init__(self, path: str, argv: Any, **kw: Any) -> None:
+        if not _spawning:
+            spawns.append({"argv": list(argv), "cgroup": kw.get("cgroup"), "landlock": True})
+        super().__init__(path, argv, **kw)
+
+
+libc_spawn.Prepared = RecordingPrepared  # type: ignore[misc]
 
 #: the job, its background child (still running when read) and their signal state
 SELF = (
@@ -83,6 +102,30 @@ async def main(data_dir: str, cwd: str) -> dict[str, Any]:
         # a job that leaves a process behind: found through its cgroup, killed with it
         out["lingering"] = await job(rt, argv=["sh", "-c", "sleep 30 & echo $!"])
         await rt.signal(out["lingering"]["job_id"], "kill")
+    # the landlock backend: a thread of the server restricts itself and spawns a gate sh
+    # (into the job's cgroup where glibc can), or the fork server clones the job there
+    config = conch.Config(
+        result_detail="full",
+        data_dir=data_dir + "-landlock",
+        default_cwd=cwd,
+        sandbox_backend="landlock",
+    )
+    async with conch.Runtime(config) as rt:
+        await rt.call_tool("info", {})  # (the backend's probe job runs now, not in the first)
+        box: dict[str, Any] = {"sandbox": "read-only"}
+        out["ll_argv"] = await job(rt, argv=["sh", "-c", SELF], **box)
+        out["ll_pty"] = await job(rt, argv=["sh", "-c", SELF], pty=True, **box)
+        out["ll_memory"] = await job(
+            rt,
+            argv=["sh", "-c", "grep -E '^(0|[0-9]+:memory):' /proc/self/cgroup"],
+            memory_max=256 << 20,
+            **box,
+        )
+        spawns.clear()
+        shell = await rt.shell_open(**box)
+        out["ll_shell_open"] = {"shell_id": shell["shell_id"], "spawns": list(spawns)}
+        out["ll_shell"] = await job(rt, shell_id=shell["shell_id"], command=SELF)
+        await rt.shell_close(shell["shell_id"])
     return out
 
 

@@ -23,6 +23,7 @@ import tempfile
 import pytest
 import system_tools
 from job_programs import ATTEMPT
+from sandbox_backends import BACKENDS, backend_settings, kind
 
 import conch
 from conch import ConchError
@@ -32,7 +33,7 @@ PY = os.path.realpath(sys.executable)
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(conch.__file__)))
 
 
-@pytest.fixture(params=["bwrap", "landlock"])
+@pytest.fixture(params=BACKENDS)
 def backend(request) -> str:
     return request.param
 
@@ -55,8 +56,7 @@ def cfg(base: str, workspace: str, backend: str, **settings: object) -> conch.Co
         result_detail="full",
         data_dir=os.path.join(base, "data"),
         default_cwd=workspace,
-        sandbox_backend=backend,
-        **settings,  # type: ignore[arg-type]
+        **{**backend_settings(backend), **settings},  # type: ignore[arg-type]
     )
 
 
@@ -126,7 +126,7 @@ async def test_network_off_blocks_udp_raw_inet6_and_every_host_unix_socket(
         for s in listeners:
             s.close()
     assert on["udp"] == "ok" and on["unix_path"] == "ok" and on["dgram_path"] == "ok", on
-    if backend == "landlock":  # same network namespace: the abstract socket answers too
+    if kind(backend) == "landlock":  # same network namespace: the abstract socket answers too
         assert on["unix_abstract"] == "ok", on
     for got in (off, loose):
         assert got["udp"] == "blocked EAFNOSUPPORT", got
@@ -178,7 +178,7 @@ async def test_no_signal_ptrace_or_proc_access_to_processes_outside_the_job(
     finally:
         sleeper.kill()
         sleeper.wait()
-    expected = "blocked EPERM" if backend == "landlock" else "blocked ESRCH"
+    expected = "blocked EPERM" if kind(backend) == "landlock" else "blocked ESRCH"
     assert got["signal_sleeper"] == expected and got["signal0_server"] == expected, got
     assert got["ptrace_server"] in ("blocked EPERM", "blocked ESRCH"), got
     for k in ("environ_server", "mem_server", "fds_server", "root_server"):
@@ -189,7 +189,7 @@ async def test_no_signal_ptrace_or_proc_access_to_processes_outside_the_job(
 async def test_a_job_cannot_reach_another_jobs_temp_files(base, workspace, backend):
     """Landlock: each job's TMPDIR is its own, inside the hidden data dir (bwrap: a private
     /tmp each); another job can neither read, list nor write it; it goes with its job."""
-    tmp = "$TMPDIR" if backend == "landlock" else "/tmp"
+    tmp = "$TMPDIR" if kind(backend) == "landlock" else "/tmp"
     async with conch.Runtime(cfg(base, workspace, backend, sandbox="workspace-write")) as rt:
         a = await rt.exec(
             command=f"echo secret-a > {tmp}/s && echo {tmp} && sleep 30", yield_ms=500
@@ -203,7 +203,7 @@ async def test_a_job_cannot_reach_another_jobs_temp_files(base, workspace, backe
         assert "secret-a" not in b["output"] and b["output"].endswith("end\n"), b
         assert not os.path.exists(os.path.join(where, "planted")) or backend == "bwrap"
         await rt.signal(a["job_id"], "kill")
-        if backend == "landlock":
+        if kind(backend) == "landlock":
             assert where.startswith(os.path.join(base, "data")) and not os.path.exists(where)
 
 
@@ -448,7 +448,7 @@ async def test_metadata_outside_the_writable_roots_stays_as_it_was(base, workspa
     assert unchanged(), os.stat(outside)
     for name in ("chmod", "chown", "utime", "setxattr"):
         assert ww[name].startswith("blocked"), (name, ww)
-    if backend == "landlock":
+    if kind(backend) == "landlock":
         assert ww["inside_setuid"] == "blocked EPERM", ww
 
 

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from sandbox_backends import BACKENDS, backend_settings, kind
 
 import conch
 
@@ -72,7 +73,7 @@ def sockets(base) -> Iterator[tuple[Listener, Listener]]:
     no.close()
 
 
-@pytest.fixture(params=["landlock", "bwrap"])
+@pytest.fixture(params=BACKENDS)
 def backend(request) -> str:
     return request.param
 
@@ -112,9 +113,9 @@ async def test_only_the_allowed_socket_connects_whatever_name_the_job_gives(base
     alias = os.path.join(base, "host", "alias.sock")
     os.symlink(ok.path, alias)  # a name not on the list, for the allowed socket
     rel = os.path.relpath(ok.path, os.path.join(base, "ws"))
-    async with conch.Runtime(cfg(base, [ok.path], sandbox_backend=backend)) as rt:
+    async with conch.Runtime(cfg(base, [ok.path], **backend_settings(backend))) as rt:
         info = (await rt.call_tool("info", {}))["sandbox"]
-        assert info["sockets"] == [ok.path] and info["backend"] == backend
+        assert info["sockets"] == [ok.path] and info["backend"] == kind(backend)
         names = [ok.path, "/" + ok.path.replace("/host/", "/host/./"), no.path, alias, rel]
         r = await rt.call_tool(
             "exec",
@@ -179,7 +180,7 @@ async def test_a_datagram_or_an_abstract_name_is_not_passed_through(base, socket
         "except OSError as e:\n    print('abstract refused', errno.errorcode[e.errno])\n"
     )
     try:
-        async with conch.Runtime(cfg(base, [ok.path, dg], sandbox_backend=backend)) as rt:
+        async with conch.Runtime(cfg(base, [ok.path, dg], **backend_settings(backend))) as rt:
             r = await rt.call_tool(
                 "exec",
                 {"argv": [PY, "-c", prog, f"dgram:{dg}"], "sandbox": "read-only", "network": "off"},
@@ -228,7 +229,7 @@ async def test_rewriting_the_address_while_it_is_checked_never_reaches_another_s
     the first connects: Conch reads it once and connects what it read, so a connect either
     reaches the allowed socket or is refused, never the other one."""
     ok, no = sockets
-    async with conch.Runtime(cfg(base, [ok.path], sandbox_backend=backend)) as rt:
+    async with conch.Runtime(cfg(base, [ok.path], **backend_settings(backend))) as rt:
         r = await rt.call_tool(
             "exec",
             {
@@ -269,7 +270,7 @@ async def test_a_job_that_replaces_the_allowed_socket_file_reaches_nothing(base,
     _, no = sockets
     inside = Listener(os.path.join(base, "ws", "app.sock"), b"AP")
     try:
-        async with conch.Runtime(cfg(base, [inside.path], sandbox_backend=backend)) as rt:
+        async with conch.Runtime(cfg(base, [inside.path], **backend_settings(backend))) as rt:
             r = await rt.call_tool(
                 "exec",
                 {
@@ -323,7 +324,7 @@ async def test_a_shell_and_a_terminal_job_get_the_same_broker(base, sockets, bac
     """A persistent shell opened under ``network: off`` (its commands inherit the filter) and
     a PTY job reach the allowed socket and nothing else."""
     ok, no = sockets
-    async with conch.Runtime(cfg(base, [ok.path], sandbox_backend=backend)) as rt:
+    async with conch.Runtime(cfg(base, [ok.path], **backend_settings(backend))) as rt:
         sh = await rt.shell_open(sandbox="read-only", network="off")
         probe = f"{PY} -c '{_CONNECT}' {ok.path} {no.path}"
         for _ in range(2):  # (the second command: the same shell, the same listener)
@@ -360,7 +361,7 @@ async def test_a_connect_parked_on_a_full_backlog_waits_and_ends_with_its_job(ba
     srv.listen(1)
     accepted: list[socket.socket] = []
     try:
-        async with conch.Runtime(cfg(base, [path], sandbox_backend=backend)) as rt:
+        async with conch.Runtime(cfg(base, [path], **backend_settings(backend))) as rt:
             broker = rt.engine.spawn.containment.broker
             assert broker is not None
             run = {"argv": [PY, "-c", _PARKED, path], "sandbox": "read-only", "network": "off"}

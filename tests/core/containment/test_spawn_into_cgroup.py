@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import Any
 
 import pytest
 from newer_glibc import python_on_newer_glibc
+
+from conch.core.containment.landlock import gate_script
 
 SCRIPT = Path(__file__).with_name("placed_jobs.py")
 REPO = Path(__file__).resolve().parents[3]
@@ -122,6 +125,34 @@ def test_on_glibc_2_39_and_later_a_pipe_job_is_spawned_into_its_cgroup(tmp_path)
     # what a job leaves running is found through its cgroup
     assert out["lingering"]["lingering_pids"] == [int(out["lingering"]["output"])]
 
+    # landlock: the restricted thread spawns the gate sh straight into the job's cgroup (no
+    # cgroup.procs descriptor for it to write), a terminal job and a shell too
+    for key in ("ll_argv", "ll_pty"):
+        job = out[key]
+        assert_inside_with_its_child(job)
+        (spawn,) = job["spawns"]
+        assert spawn["landlock"] and spawn["cgroup"].endswith("/" + job["job_id"]), spawn
+        assert spawn["argv"][:3] == ["/bin/sh", "-c", gate_script(0)], spawn
+    (spawn,) = out["ll_shell_open"]["spawns"]
+    assert spawn["landlock"] and spawn["cgroup"].endswith("/" + out["ll_shell_open"]["shell_id"])
+    assert cgroup_lines(out["ll_shell"])[0].endswith("/" + out["ll_shell_open"]["shell_id"])
+    assert_landlock_memory_job(out["ll_memory"])
+
+
+def assert_landlock_memory_job(mem: dict[str, Any]) -> None:
+    """A landlock job with a v1 limit directory: the restricted thread spawns the gate sh
+    outside any cgroup, with a cgroup.procs descriptor for each directory to write."""
+    assert mem["state"] == "exited" and mem["exit_code"] == 0, mem
+    (spawn,) = mem["spawns"]
+    assert spawn["landlock"] and spawn["cgroup"] is None, spawn
+    assert spawn["argv"][2] == gate_script(len(re.findall(r"echo 0 >&", spawn["argv"][2])))
+    assert "echo 0 >&4" in spawn["argv"][2] and "echo 0 >&5" in spawn["argv"][2], spawn
+    assert not any(a.endswith("cgroup.procs") for a in spawn["argv"])  # (descriptors only)
+    assert cgroup_lines(mem)[0].endswith("/" + mem["job_id"])
+    assert any(
+        ln.endswith("/" + mem["job_id"]) and ":memory:" in ln for ln in mem["output"].splitlines()
+    )
+
 
 @pytest.mark.needs("bwrap")
 def test_where_glibc_cannot_place_the_child_a_sh_enters_the_cgroup(tmp_path):
@@ -142,3 +173,12 @@ def test_where_glibc_cannot_place_the_child_a_sh_enters_the_cgroup(tmp_path):
     assert spawn["cgroup"] is None
     assert any(a.endswith("cgroup.procs") for a in spawn["argv"])  # the sh enters it
     assert out["lingering"]["lingering_pids"] == [int(out["lingering"]["output"])]
+    # landlock: the fork server clones a job into its v2 cgroup (no posix_spawn: a move of the
+    # spawned child would wait for an RCU grace period after an idle spell); one with a v1
+    # limit directory is the restricted thread's, its gate sh entering through descriptors
+    for key in ("ll_argv", "ll_pty"):
+        assert_inside_with_its_child(out[key])
+        assert out[key]["spawns"] == [], out[key]
+    assert out["ll_shell_open"]["spawns"] == []
+    assert cgroup_lines(out["ll_shell"])[0].endswith("/" + out["ll_shell_open"]["shell_id"])
+    assert_landlock_memory_job(out["ll_memory"])

@@ -131,6 +131,7 @@ class Backends:
         self.seccomp = False
         self.bwrap_path: str | None = None
         self.seccomp_file: str | None = None
+        self.spawner: ll.Spawner | None = None
         self.forkserver: ll.ForkServer | None = None
         self.tmpdirs: ll.TempDirs | None = None
         self.layout: ll.Layout | None = None
@@ -221,17 +222,19 @@ class Backends:
             self.abi,
             self.root,
         )
-        server = ll.ForkServer()
+        spawner = ll.Spawner()
         true = shutil.which("true") or "/bin/true"
-        why = ll.probe(server, self.layout, true, seccomp=True)
+        why = ll.probe(spawner, self.layout, true, seccomp=True)
         seccomp = why is None
         if why is not None and "(seccomp)" in why:
-            why = ll.probe(server, self.layout, true, seccomp=False)
+            why = ll.probe(spawner, self.layout, true, seccomp=False)
         if why is not None:
-            server.close()
+            spawner.close()
             self.not_taken["landlock"] = why
             return False
-        self.forkserver, self.seccomp = server, seccomp
+        self.spawner, self.seccomp = spawner, seccomp
+        # (started at its first job: one that must start in a cgroup glibc cannot spawn into)
+        self.forkserver = ll.ForkServer()
         self.layout = dataclasses.replace(self.layout, seccomp=seccomp)
         self.tmpdirs = ll.TempDirs(self.data_dir, self.instance)
         return True
@@ -284,6 +287,8 @@ class Backends:
         return ""
 
     def close(self) -> None:
+        if self.spawner is not None:
+            self.spawner.close()
         if self.forkserver is not None:
             self.forkserver.close()
         if self.tmpdirs is not None:

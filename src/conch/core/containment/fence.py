@@ -76,7 +76,10 @@ class SpawnFence:
     place: str | None = None
     #: bwrap: the seccomp program's file for `network: off` (read by the sh, as fd 3)
     seccomp_file: str | None = None
-    #: the landlock backend: its fork server spawns the job (``spawner``), fenced before exec
+    #: the landlock backend: a thread that restricts itself spawns the job (``spawner``)
+    landlock: ll.Spawner | None = None
+    #: ... or, where the job starts in ``place`` and glibc cannot spawn it there, the fork
+    #: server (its clone3 does; a move afterwards waits for an RCU grace period when idle)
     forkserver: ll.ForkServer | None = None
     layout: ll.Layout | None = None
     job_tmp: str = ""  # the job's own TMPDIR (landlock)
@@ -88,8 +91,9 @@ class SpawnFence:
 
     @property
     def spawner(self) -> Callable[..., int] | None:
-        """What spawns the prepared argv instead of posix_spawn (the landlock fork server)."""
-        return self._spawn_landlock if self.forkserver is not None else None
+        """What spawns the prepared argv instead of posix_spawn alone (the landlock backend's
+        restricted thread, whose posix_spawn gives the child its restrictions)."""
+        return self._spawn_landlock if self.landlock is not None else None
 
     def _spawn_landlock(
         self,
@@ -103,7 +107,7 @@ class SpawnFence:
         stderr: int,
         terminal: str | None = None,
     ) -> int:
-        assert self.forkserver is not None and self.layout is not None
+        assert self.landlock is not None and self.layout is not None
         assert self.sandbox is not None
         spec = ll.job_spec(
             self.layout,
@@ -119,8 +123,23 @@ class SpawnFence:
             cgroup=self.place,
             brokered=self.broker is not None and bool(self.broker.allowed),
             broker_metadata=self.broker is not None,
+            env_prog=self.env_prog,
         )
-        fds = [] if terminal is not None else [stdin, stdout, stderr]
+        if self.forkserver is not None:
+            return self._spawn_forkserver(
+                spec, [] if terminal is not None else [stdin, stdout, stderr]
+            )
+        pid, listener = self.landlock.spawn(spec, stdin=stdin, stdout=stdout, stderr=stderr)
+        if listener >= 0:
+            assert self.broker is not None
+            # where its mode and time changes may land: what Landlock lets it write
+            roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp)
+            self.broker.watch(listener, roots)
+        return pid
+
+    def _spawn_forkserver(self, spec: dict[str, Any], fds: list[int]) -> int:
+        assert self.forkserver is not None and self.layout is not None
+        assert self.sandbox is not None
         if self.broker is None or not spec["notify"]:
             return self.forkserver.spawn(spec, fds)
         # the job's connect filter sends its listener back on this channel before exec
@@ -134,7 +153,6 @@ class SpawnFence:
             _, got, _, _ = socket.recv_fds(ours, 16, 1)
         if not got:  # (the child cannot exec without sending it)
             raise OSError(errno.EPROTO, "the job's connect filter sent no listener")
-        # where its mode and time changes may land: what Landlock lets it write
         roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp)
         self.broker.watch(got[0], roots)
         return pid
@@ -156,9 +174,10 @@ class SpawnFence:
     ) -> tuple[list[str], dict[str, str], str | None]:
         """``wrap``, spawning into ``place`` where that works for the argv it gives (glibc
         finds its program): (argv, env, the cgroup directory to spawn into or None)."""
-        if self.forkserver is not None:
-            # landlock: the fork server's child enters the cgroups and the fence itself, then
-            # execs argv (no sh, no wrapper); TMPDIR is the job's own
+        if self.landlock is not None:
+            # landlock: the spawner wraps argv in its own gate sh (which enters the cgroups
+            # where the spawn cannot start it there), the fork server execs argv itself;
+            # TMPDIR is the job's own
             hidden = self.sandbox.hidden if self.sandbox is not None else ()
             self._exposed = tuple(
                 sorted({*_inside(argv, hidden), *(os.path.realpath(e) for e in exposed)})
@@ -447,8 +466,9 @@ class Containment:
             self.no_cgroup_reason = support.reason
 
     def _start_broker(self) -> None:
-        """``sandbox_sockets``: a Linux backend (landlock: the fork server's child hands the
-        listener over; bwrap: a shim inside the sandbox does), and the seccomp filter."""
+        """``sandbox_sockets``: a Linux backend (landlock: the spawning thread's filter gives
+        the listener to Conch directly; bwrap: a shim inside the sandbox hands it over), and
+        the seccomp filter."""
         allowed = unotify.allow_list(self.backends.sockets)
         kind = self.backends.choose()
         if kind not in ("landlock", "bwrap"):
@@ -602,6 +622,7 @@ class Containment:
         limits = self.resolve_limits({"memory_max": memory_max, "pids_max": pids_max})
         policy = self.resolve_policy(sandbox, network)
         out = SpawnFence(root=self.root, env_prog=self.env_prog)
+        forkserver: ll.ForkServer | None = None
         if policy.active:
             refusal = self._workspace_write_refusal()
             if policy.sandbox == "workspace-write" and refusal is not None:
@@ -617,7 +638,8 @@ class Containment:
                 out.broker_dir = os.path.join(self.data_dir, "brokers")
             elif kind == "landlock":
                 assert b.tmpdirs is not None
-                out.forkserver, out.layout = b.forkserver, b.layout
+                out.landlock, out.layout = b.spawner, b.layout
+                forkserver = b.forkserver
                 out.broker = self._landlock_broker()
                 if policy.sandbox == "workspace-write" and out.broker is None:
                     self._metadata_unfenced(b.partial)
@@ -634,8 +656,9 @@ class Containment:
             except (OSError, ValueError) as e:
                 raise ConchError("spawn_failed", str(e)) from None
             cg = out.cgroup
-            # (the fork server clones into it with a raw clone3, whatever the glibc)
-            into = self.places_itself or out.forkserver is not None
-            if into and cg.kind == "v2" and cg.dirs == [cg.track]:
-                out.place = cg.track
+            if cg.kind == "v2" and cg.dirs == [cg.track]:
+                if self.places_itself:
+                    out.place = cg.track
+                elif forkserver is not None:  # (clone3 in the fork server: no grace period)
+                    out.place, out.forkserver = cg.track, forkserver
         return out

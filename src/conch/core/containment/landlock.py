@@ -1,6 +1,8 @@
-"""The ``landlock`` sandbox backend (SPEC §9a): what a job's Landlock ruleset holds, the fork
-server that applies it before the job's program runs (core/containment/lockdown.py), and what
-this backend guarantees on this kernel.
+"""The ``landlock`` sandbox backend (SPEC §9a): what a job's Landlock ruleset holds, how it is
+applied before the job's program runs (``Spawner``: a thread of the server restricts itself
+and spawns the job, which starts as a gate sh; where a job must start in a cgroup glibc cannot
+spawn into, the fork server of core/containment/lockdown.py), and what this backend
+guarantees on this kernel.
 
 Rules of one job (``job_spec``), all filesystem rights of the ABI handled:
 * read and execute beneath ``/`` except the holes: Conch's data dir (and in it every job's temp
@@ -23,23 +25,31 @@ kernel's): a cap of N builds the ruleset, the filter and the guarantees of a ker
 
 from __future__ import annotations
 
+import _thread
+import contextlib
+import ctypes
 import errno
+import functools
+import gc
 import marshal
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from conch.core.containment import lockdown as ld
-from conch.core.containment import metaops
+from conch.core.containment import metaops, shenv
 from conch.core.containment import sandbox as sb
+from conch.core.process import libc_spawn
 
 GUARANTEES = (
     "fs_write",
@@ -130,12 +140,13 @@ def job_spec(
     cgroup: str | None = None,
     brokered: bool = False,
     broker_metadata: bool = False,
+    env_prog: str = "/usr/bin/env",
 ) -> dict[str, Any]:
-    """The fork server's request for one job (marshal-able: str, int, bytes, lists).
-    ``cgroup``: the cgroup v2 directory to start the child in (clone3); else, or when the
-    kernel refuses that, the child writes itself into each of ``procs``. ``brokered``
-    (``sandbox_sockets``): a ``network: off`` job's connects go to Conch (``notify``; the
-    channel is the last descriptor sent).
+    """What ``Spawner.spawn`` (or the fork server: marshal-able) needs for one job: its
+    ruleset's rules, its filters, its program. ``cgroup``: the cgroup v2 directory to start it
+    in (glibc 2.39's ``posix_spawnattr_setcgroup_np``, or the fork server's clone3); else it
+    writes itself into each of ``procs`` before its program runs. ``brokered``
+    (``sandbox_sockets``): a ``network: off`` job's connects go to Conch (``notify``).
     ``broker_metadata``: a ``workspace-write`` job's mode and time changes go to Conch too
     (conch/core/containment/metaops.py); without it only setuid/setgid modes are refused."""
     abi = layout.abi
@@ -171,7 +182,6 @@ def job_spec(
         )
     if brokered or meta:
         notify = ld.notify_program(connect=brokered, metadata=meta)
-    enc = os.fsencode
     return {
         "abi": abi,
         "trees": trees,
@@ -182,17 +192,342 @@ def job_spec(
         "notify": notify,
         "drop_caps": layout.root,
         "path": path,
-        "argv": [enc(a) for a in argv],
-        "env": {enc(k): enc(v) for k, v in env.items()},
+        "argv": list(argv),
+        "env": dict(env),
         "cwd": cwd,
         "tty": tty,
         "procs": list(procs),
         "cgroup": cgroup or "",
+        "env_prog": env_prog,
     }
 
 
+#: the program every landlock job starts as (the same pid then execs the job's own)
+SH = "/bin/sh"
+
+
+@functools.lru_cache(maxsize=8)
+def gate_script(procs: int) -> str:
+    """The sh a landlock job starts as, restricted already: it waits until Conch closes the
+    other end of descriptor 3 (which Conch does once the thread that spawned it has left the
+    kernel: ``Spawner``), writes itself into the ``procs`` cgroup.procs files open as 4, 5, ...
+    (opened by Conch: the job could not open them), closes them all and execs the program
+    (``$@``). Nothing of the job's own runs before the gate opens."""
+    fds = range(4, 4 + procs)
+    script = "read -r __conch_gate <&3; exec 3<&-; "
+    script += "".join(f"echo 0 >&{n} || exit 125; " for n in fds)
+    if procs:
+        script += "exec " + " ".join(f"{n}>&-" for n in fds) + "; "
+    return script + 'exec "$@"'
+
+
+def _exec_refused(spec: dict[str, Any]) -> OSError | None:
+    """The error the job's exec of its program would meet, where Conch can tell ahead (the
+    gate sh execs it after the spawn has returned): a program inside a hole of the ruleset
+    that no rule grants (EACCES, as Landlock says), a file the kernel would not exec, which
+    sh would run as a script of its own (ENOEXEC, as a direct exec says)."""
+    path = spec["path"]
+    real = os.path.realpath(path)
+
+    def beneath(root: str) -> bool:
+        return real == root or real.startswith(root.rstrip("/") + "/")
+
+    hidden = any(beneath(h) for h in spec["trees"][0][1])
+    if hidden and not any(beneath(p) for p, access in spec["paths"] if access & ld.FS_EXECUTE):
+        return PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+    # (a file the server cannot read, execute-only, is left to the exec)
+    if shenv.runs_directly(real) is False:
+        return OSError(errno.ENOEXEC, os.strerror(errno.ENOEXEC), path)
+    return None
+
+
+# -- the restricted thread ------------------------------------------------------------------------
+
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_SECCOMP_MODE_FILTER = 2
+_SECCOMP_SET_MODE_FILTER = 1
+_SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+_ALL_SIGNALS = frozenset(signal.valid_signals())
+
+_pylib: Any = None
+
+
+def _lib() -> Any:
+    """libc as a ``PyDLL``: the restricted thread's calls keep the GIL (no other thread runs
+    between its steps, and it never waits to get the GIL back)."""
+    global _pylib
+    if _pylib is None:
+        lib = ctypes.PyDLL(None, use_errno=True)
+        lib.syscall.restype = ctypes.c_long
+        lib.prctl.restype = ctypes.c_int
+        lib.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+        _pylib = lib
+    return _pylib
+
+
+class _Restriction:
+    """One job's restriction and spawn, made ready by the caller: the thread that runs it
+    (``_restricted``) only makes the calls, with arguments built here. Its results: ``tid``,
+    ``stage`` and ``errno`` of a failed step (errno 0: the child runs, ``call.pid``),
+    ``listener`` (the notify filter's, or -1)."""
+
+    __slots__ = (
+        "call",
+        "caps",
+        "capset",
+        "done",
+        "drop_caps",
+        "errno",
+        "listener",
+        "notify",
+        "programs",
+        "ruleset",
+        "seccomp",
+        "stage",
+        "tid",
+    )
+
+    def __init__(self, spec: dict[str, Any], call: libc_spawn.Prepared, ruleset: int) -> None:
+        self.call = call
+        self.ruleset = ruleset
+        # (each sock_fprog and its buffer kept here while the thread may use them)
+        self.programs = [ld._fprog(p) for p in (spec["seccomp"], spec["notify"]) if p]
+        self.seccomp = ctypes.addressof(ld._fprog(spec["seccomp"])[0]) if spec["seccomp"] else 0
+        self.notify = ctypes.byref(ld._fprog(spec["notify"])[0]) if spec["notify"] else None
+        self.drop_caps = bool(spec["drop_caps"])
+        self.caps = range(ld._last_cap() + 1) if self.drop_caps else range(0)
+        header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+        self.capset = (
+            ctypes.create_string_buffer(header, 8),
+            ctypes.create_string_buffer(bytes(24), 24),  # every set empty
+        )
+        self.done = _thread.allocate_lock()
+        self.done.acquire()
+        self.tid = 0
+        self.stage = ""
+        self.errno = 0
+        self.listener = -1
+
+
+def _restricted(r: _Restriction) -> None:
+    """The spawning thread: it restricts itself (only itself: ``no_new_privs``, Landlock,
+    seccomp without TSYNC and capabilities are per thread) and spawns the job, which inherits
+    all of it, then ends. Every signal is blocked here (the process's signals go to the other
+    threads); the caller keeps the collector off until this thread is gone, so no finalizer of
+    another's object runs restricted; nothing is imported, opened or allocated that matters."""
+    lib = _lib()
+    try:
+        r.tid = _thread.get_native_id()
+        signal.pthread_sigmask(signal.SIG_BLOCK, _ALL_SIGNALS)
+        r.stage = "no_new_privs"
+        if lib.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0):
+            r.errno = ctypes.get_errno() or errno.EIO
+            return
+        r.stage = "landlock"
+        if lib.syscall(ld._sys("restrict_self"), r.ruleset, ctypes.c_uint32(0)):
+            r.errno = ctypes.get_errno() or errno.EIO
+            return
+        r.stage = "seccomp"
+        if r.notify is not None:
+            # the user-notification filter first: its listener lands in Conch's own table (the
+            # thread shares it); the network-off filter after it refuses sendmsg, not this
+            fd = lib.syscall(
+                ld._sys("seccomp"),
+                ctypes.c_uint(_SECCOMP_SET_MODE_FILTER),
+                ctypes.c_uint(_SECCOMP_FILTER_FLAG_NEW_LISTENER),
+                r.notify,
+            )
+            if fd < 0:
+                r.errno = ctypes.get_errno() or errno.EIO
+                return
+            r.listener = fd
+        if r.seccomp and lib.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, r.seccomp, 0, 0):
+            r.errno = ctypes.get_errno() or errno.EIO
+            return
+        if r.drop_caps:
+            # as bwrap's --cap-drop ALL: the bounding set emptied, ambient cleared, then
+            # permitted, effective and inheritable all zero (this thread's, then the child's)
+            r.stage = "capabilities"
+            for cap in r.caps:
+                lib.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+            lib.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+            if lib.syscall(ld._sys("capset"), *r.capset):
+                r.errno = ctypes.get_errno() or errno.EIO
+                return
+        r.stage = "exec"
+        r.errno = r.call.run()
+    except BaseException as e:  # (say so, never leave the caller waiting)
+        r.errno = getattr(e, "errno", None) or errno.EIO
+    finally:
+        r.done.release()
+
+
+_gc_lock = threading.Lock()
+_gc_holds = 0
+_gc_was_on = False
+
+
+@contextlib.contextmanager
+def _no_collection() -> Iterator[None]:
+    """The cyclic collector off while a restricted thread lives (a collection runs in the
+    thread that allocates: there, it would run other objects' finalizers restricted). Nested
+    and concurrent spawns share one switch; the collector's own state is restored after."""
+    global _gc_holds, _gc_was_on
+    with _gc_lock:
+        if _gc_holds == 0:
+            _gc_was_on = gc.isenabled()
+            gc.disable()
+        _gc_holds += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holds -= 1
+            if _gc_holds == 0 and _gc_was_on:
+                gc.enable()
+
+
+def _gone(tid: int, limit_s: float = 10.0) -> bool:
+    """Wait until thread ``tid`` of this process has left the kernel's task list (no longer
+    found by its id, so nothing can signal, trace or read through it); False after
+    ``limit_s``. Its Python state is released a moment before its kernel task goes."""
+    where = f"/proc/self/task/{tid}"
+    deadline = time.monotonic() + limit_s
+    n = 0
+    while True:
+        try:
+            os.stat(where)
+        except FileNotFoundError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0 if n < 50 else 0.0002)  # (first a few bare yields: it is ending)
+        n += 1
+
+
+def proc_tasks_visible() -> bool:
+    """Whether this process sees its own threads in /proc (``_gone`` needs it)."""
+    return os.path.isdir(f"/proc/self/task/{_thread.get_native_id()}")
+
+
+class Spawner:
+    """Starts landlock jobs (SPEC §9a) with no Python in the child (all but those the fork
+    server starts in their cgroup: ``ForkServer``). For each job a fresh thread of this
+    process restricts itself and spawns the job with glibc's ``posix_spawn``, which gives the
+    child the thread's restrictions; the thread then ends.
+
+    The job starts as ``gate_script``'s sh, not as its program: while the spawning thread
+    lives it shares the job's Landlock domain, so a program of the job's own could signal it
+    (SIGKILL or SIGSTOP reach all of Conch), trace it or read Conch's memory through it
+    (``/proc/<pid>/task/<tid>/mem``). The sh waits until this process has seen the thread
+    leave the kernel, and only then runs the program."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._plans = ld._Plans()
+
+    def spawn(
+        self, spec: dict[str, Any], *, stdin: int = -1, stdout: int = -1, stderr: int = -1
+    ) -> tuple[int, int]:
+        """Start one job (``spec``: ``job_spec``; the three descriptors unless it has a
+        terminal); (its pid, a child of this process; the listener of its notify filter or
+        -1, now the caller's). A failure is the ``OSError`` of the step that failed."""
+        refused = _exec_refused(spec)
+        if refused is not None:
+            raise refused
+        with self._lock:  # (the path plans are shared)
+            try:
+                ruleset = ld.build_ruleset(spec, self._plans)
+            except OSError as e:
+                raise OSError(e.errno, _setup_failed("landlock", str(e))) from None
+        opened: list[int] = []
+        call: libc_spawn.Prepared | None = None
+        r: _Restriction | None = None
+        gate = -1
+        waiting = False  # (the thread may still be using ``call``)
+        try:
+            gate_r, gate = os.pipe2(os.O_CLOEXEC)
+            opened.append(gate_r)
+            procs = []
+            if not spec["cgroup"]:  # (opened here, unrestricted: the sh only writes them)
+                for p in spec["procs"]:
+                    procs.append(os.open(p, os.O_WRONLY | os.O_CLOEXEC))
+                    opened.append(procs[-1])
+            fix, env = shenv.restore(spec["env"], spec["cwd"], spec["env_prog"])
+            call = libc_spawn.Prepared(
+                SH,
+                [SH, "-c", gate_script(len(procs)), "conch-enter", *fix, *spec["argv"]],
+                env=env,
+                cwd=spec["cwd"],
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                terminal=spec["tty"],
+                cgroup=spec["cgroup"] or None,
+                fds=[gate_r, *procs],
+            )
+            r = _Restriction(spec, call, ruleset)
+            with _no_collection():
+                try:
+                    _thread.start_new_thread(_restricted, (r,))
+                except RuntimeError as e:
+                    raise OSError(errno.EAGAIN, f"cannot start the spawning thread: {e}") from None
+                waiting = True
+                r.done.acquire()
+                waiting = False
+                if not _gone(r.tid):  # (never let the job's program run beside that thread)
+                    raise OSError(errno.ETIMEDOUT, "the spawning thread did not end")
+        except BaseException:
+            if r is not None:
+                if waiting:  # (interrupted while it ran: it ends before its call is freed)
+                    r.done.acquire()
+                if r.stage == "exec" and not r.errno and call is not None:
+                    _kill(call.pid)  # (before its gate opens: no job runs that nobody watches)
+                if r.listener >= 0:
+                    os.close(r.listener)
+            if gate >= 0:
+                os.close(gate)
+            raise
+        finally:
+            os.close(ruleset)
+            for fd in opened:
+                os.close(fd)
+            if call is not None:
+                call.close()
+        if r.errno:
+            os.close(gate)
+            if r.listener >= 0:
+                os.close(r.listener)
+            if r.stage == "exec":  # (the spawn failed: glibc has reaped the child)
+                raise OSError(r.errno, os.strerror(r.errno), spec["path"])
+            raise OSError(r.errno, _setup_failed(r.stage, os.strerror(r.errno)))
+        os.close(gate)  # the gate opens: the thread is gone
+        return call.pid, r.listener
+
+    def close(self) -> None:
+        with self._lock:
+            self._plans.close()
+
+
+def _setup_failed(stage: str, why: str) -> str:
+    return f"the landlock sandbox could not be set up ({stage}): {why}"
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
 class ForkServer:
-    """Conch's end of the fork server: started once (lazily), restarted if it died."""
+    """Conch's end of the fork server (lockdown.py): where a job must start in its cgroup v2
+    directory and glibc cannot spawn it there (before 2.39), the fork server clones it there
+    with clone3. Started once (at its first job), restarted if it died."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -295,9 +630,11 @@ class TempDirs:
             pass
 
 
-def probe(server: ForkServer, layout: Layout, true: str, *, seccomp: bool) -> str | None:
+def probe(spawner: Spawner, layout: Layout, true: str, *, seccomp: bool) -> str | None:
     """One job under the strictest spec (read-only, network off; without the seccomp filter
-    when not ``seccomp``) through the fork server: None when it ran and exited 0, else why."""
+    when not ``seccomp``) through ``spawner``: None when it ran and exited 0, else why."""
+    if not proc_tasks_visible():
+        return "landlock: this process cannot see its own threads in /proc/self/task"
     tmp = tempfile.mkdtemp(prefix="conch-probe.")
     try:
         spec = job_spec(
@@ -316,7 +653,7 @@ def probe(server: ForkServer, layout: Layout, true: str, *, seccomp: bool) -> st
             spec["seccomp"] = b""
         null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         try:
-            pid = server.spawn(spec, [null, null, null])
+            pid, _ = spawner.spawn(spec, stdin=null, stdout=null, stderr=null)
         finally:
             os.close(null)
         _, status = os.waitpid(pid, 0)

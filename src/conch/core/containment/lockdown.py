@@ -1,19 +1,22 @@
 """Landlock and seccomp through ctypes, and the fork server that applies them before a job's
-program runs (SPEC §9a, the ``landlock`` backend). Standard library only: Conch imports it, and
-it also runs on its own as the fork server (``python -I -S lockdown.py FD``), a small process
-that starts quickly and never imports Conch.
+program runs where a job must start in its cgroup and glibc cannot do it (SPEC §9a, the
+``landlock`` backend). Standard library only: Conch imports it, and it also runs on its own as
+the fork server (``python -I -S lockdown.py FD``) and as the socket broker's shim in a bwrap
+sandbox (``--broker``), small processes that start quickly and never import Conch.
 
-Why a fork server: glibc's ``posix_spawn`` (Conch's spawn path) has no hook between fork and
-exec, and a Landlock domain must be entered by the process itself. A fork of the threaded
-server (``preexec_fn``) copies its whole address space and may deadlock on a lock another
-thread held; an exec shim in Python pays the interpreter's start (~15 ms) on every job. This
-server is single-threaded and small: for each job it receives the spec and the three
-descriptors over a socketpair, builds the ruleset, and clones a child with ``CLONE_PARENT``,
-so the job is Conch's own child (reaped and watched by its pidfd like every other), not the
-fork server's. The child enters its cgroups, takes its terminal or descriptors, its
-directory, default signals, ``no_new_privs``, drops every capability (a root server), restricts
-itself (Landlock), loads the seccomp filter, closes every other descriptor and execs. An exec
-that fails comes back as its errno through a close-on-exec pipe.
+Most landlock jobs are started by a thread of Conch's that restricts itself and calls
+``posix_spawn`` (conch/core/containment/landlock.py, ``Spawner``). That spawn cannot start a
+child inside a cgroup before glibc 2.39 (``posix_spawnattr_setcgroup_np``), and moving it in
+afterwards (a write to ``cgroup.procs``) waits for an RCU grace period after an idle spell
+(~11 ms here). So where a job has a cgroup v2 directory to start in and glibc cannot, this fork
+server starts it: for each job it receives the spec and the three descriptors over a
+socketpair, builds the ruleset, and clones a child with ``clone3(CLONE_INTO_CGROUP)`` and
+``CLONE_PARENT``, so the job is Conch's own child (reaped and watched by its pidfd like every
+other), not the fork server's. The child takes its terminal or descriptors, its directory,
+default signals, ``no_new_privs``, drops every capability (a root server), restricts itself
+(Landlock), loads the seccomp filter, closes every other descriptor and execs. An exec that
+fails comes back as its errno through a close-on-exec pipe. The child restricts itself, so no
+thread outside the job ever shares its Landlock domain.
 
 Landlock (Linux 5.13+) has no deny rule: access is granted beneath the directories given. A
 hidden directory (Conch's data dir) is kept out by granting every sibling along its path and
@@ -561,7 +564,8 @@ class _Fprog(ctypes.Structure):
 def _fprog(program: bytes) -> tuple[_Fprog, Any]:
     """The ``sock_fprog`` of ``program`` and the buffer it points into, made once: the fork
     server makes it before it clones, so a job's child only passes its address (building it
-    there, in a copy-on-write Python, cost more than loading the filter)."""
+    there, in a copy-on-write Python, cost more than loading the filter); Conch's spawning
+    thread only passes its address too (its caller keeps the pair while it may be used)."""
     buf = ctypes.create_string_buffer(program, len(program))
     return _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p)), buf
 
@@ -644,6 +648,8 @@ class _Plans:
         self._plans: dict[tuple[str, tuple[str, ...]], tuple[list[tuple], _Fds]] = {}
 
     def get(self, root: str, holes: Sequence[str]) -> _Fds:
+        """(One caller at a time: the fork server is single-threaded, Conch's spawner holds
+        its lock.)"""
         key = (root, tuple(sorted(holes)))
         stamps = _stamps(walked(root, key[1]))
         plan = self._plans.get(key)
@@ -667,6 +673,12 @@ class _Plans:
             self._plans.clear()
         self._plans[key] = (stamps, fds)
         return fds
+
+    def close(self) -> None:
+        for _, fds in self._plans.values():
+            for fd, _ in fds:
+                os.close(fd)
+        self._plans.clear()
 
 
 def _stamps(dirs: Sequence[str]) -> list[tuple]:

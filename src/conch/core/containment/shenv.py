@@ -60,3 +60,15 @@ def restore(env: Mapping[str, str], cwd: str, env_prog: str) -> tuple[list[str],
     prefix += [f"{k}={env[k]}" for k in changed if not k.startswith("-")]
     start = {k: v for k, v in env.items() if k not in changed}
     return prefix, start
+
+
+def runs_directly(path: str) -> bool | None:
+    """Whether ``path`` is a file a direct exec runs (a binary or a ``#!`` script), not one sh
+    would run itself (dash runs a file the kernel refuses, ``ENOEXEC``, as a script of its
+    own); None when it cannot be read here."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return None
+    return head.startswith(b"#!") or head == b"\x7fELF"

@@ -1,6 +1,7 @@
 """``sandbox_sockets``: the host Unix sockets a ``network: off`` job may still connect to
 (SPEC §9a), decided by Conch for each ``connect`` (seccomp_unotify(2)), under either Linux
-backend (how the listener reaches Conch: ``Channel`` for bwrap, the fork server for landlock).
+backend (how the listener reaches Conch: ``Channel`` for bwrap; under landlock the spawning
+thread loads the filter, so the listener is in Conch's own descriptor table).
 
 The job's filter (``lockdown.notify_program``) stops every ``connect`` and hands it to the
 listener it sent back at spawn. For each one a supervisor thread here reads the address from

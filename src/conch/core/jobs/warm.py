@@ -67,14 +67,7 @@ def exec_line(argv: Sequence[str]) -> bytes:
     return b"exec " + b" ".join(words) + b"\n"
 
 
-def runs_directly(path: str) -> bool:
-    """A file a direct exec runs (a binary or a ``#!`` script), not one sh would run itself."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4)
-    except OSError:
-        return False
-    return head.startswith(b"#!") or head == b"\x7fELF"
+runs_directly = shenv.runs_directly
 
 
 @dataclass

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -163,6 +164,116 @@ def _strings(items: Sequence[bytes]) -> Any:
     return array
 
 
+class Prepared:
+    """One ``posix_spawn`` call made ready: its strings encoded, its file actions and attribute
+    set built, so that :meth:`run` is a single foreign call that allocates nothing (the landlock
+    spawner runs it on a thread that has just restricted itself: core/containment/landlock.py).
+    :meth:`close` frees what it holds; a ``Prepared`` runs at most once."""
+
+    def __init__(
+        self,
+        path: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str,
+        stdin: int,
+        stdout: int,
+        stderr: int,
+        terminal: str | None = None,
+        cgroup: str | None = None,
+        fds: Sequence[int] = (),
+    ) -> None:
+        enc = _encode
+        args = [enc(a) for a in argv]
+        envp = [enc(k) + b"=" + enc(v) for k, v in env.items()]
+        where, tty = enc(cwd), enc(terminal) if terminal is not None else b""
+        for word in (*args, *envp, where, tty):
+            if b"\0" in word:
+                raise ValueError("embedded null byte")
+        if not _load():
+            raise OSError(errno.ENOSYS, "glibc's posix_spawn with addchdir_np/addclosefrom_np")
+        if cgroup is not None and not _into_cgroup:
+            raise OSError(errno.ENOSYS, "glibc cannot spawn into a cgroup (2.39+)", cgroup)
+        libc = _libc
+        self.path = path
+        self._cgroup_fd = -1
+        self._attr = _attr
+        self._moved: list[int] = []  # copies of ``fds`` made above the numbers they go to
+        actions = ctypes.create_string_buffer(_ACTIONS_SIZE)
+        if libc.posix_spawn_file_actions_init(actions):
+            raise OSError(ctypes.get_errno(), "posix_spawn_file_actions_init")
+        self._actions: Any = actions
+        try:
+            if terminal is not None:  # (glibc calls setsid before the file actions)
+                err = (
+                    libc.posix_spawn_file_actions_addopen(actions, 0, tty, os.O_RDWR, 0)
+                    or libc.posix_spawn_file_actions_adddup2(actions, 0, 1)
+                    or libc.posix_spawn_file_actions_adddup2(actions, 0, 2)
+                )
+            else:
+                err = (
+                    libc.posix_spawn_file_actions_adddup2(actions, stdin, 0)
+                    or libc.posix_spawn_file_actions_adddup2(actions, stdout, 1)
+                    or libc.posix_spawn_file_actions_adddup2(actions, stderr, 2)
+                )
+            # the extra descriptors become 3, 4, ... after the three: one that sits where an
+            # earlier one goes would be overwritten first, so each is copied above them all
+            top = 3 + len(fds)
+            for n, fd in enumerate(fds):
+                if fd < top:
+                    fd = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, top)
+                    self._moved.append(fd)
+                err = err or libc.posix_spawn_file_actions_adddup2(actions, fd, 3 + n)
+            err = (
+                err
+                or libc.posix_spawn_file_actions_addchdir_np(actions, where)
+                or libc.posix_spawn_file_actions_addclosefrom_np(actions, top)
+            )
+            if err:
+                raise OSError(err, os.strerror(err))
+            if cgroup is not None:
+                self._cgroup_fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                self._attr = _new_attr(libc, self._cgroup_fd)
+            self._pid = ctypes.c_int()
+            self._call = (
+                libc.posix_spawn,
+                ctypes.byref(self._pid),
+                enc(path),
+                actions,
+                self._attr,
+                _strings(args),
+                _strings(envp),
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    def run(self) -> int:
+        """Spawn; 0 (the child's pid is :attr:`pid`) or the errno of what failed (the program,
+        the directory, the cgroup)."""
+        call, *args = self._call
+        return int(call(*args))
+
+    @property
+    def pid(self) -> int:
+        return self._pid.value
+
+    def close(self) -> None:
+        if self._actions is not None:
+            _libc.posix_spawn_file_actions_destroy(self._actions)
+            self._actions = None
+        if self._attr is not _attr:
+            _libc.posix_spawnattr_destroy(self._attr)
+            self._attr = _attr
+        if self._cgroup_fd >= 0:
+            os.close(self._cgroup_fd)
+            self._cgroup_fd = -1
+        for fd in self._moved:
+            os.close(fd)
+        self._moved.clear()
+
+
 def spawn(
     path: str,
     argv: Sequence[str],
@@ -174,63 +285,31 @@ def spawn(
     stderr: int,
     terminal: str | None = None,
     cgroup: str | None = None,
+    fds: Sequence[int] = (),
 ) -> int:
     """Start ``path`` with ``argv`` and exactly ``env``, in ``cwd``, as the leader of a new
     session with the three descriptors given (and inside the cgroup v2 directory ``cgroup``);
     its pid. ``terminal``: the PTY slave the descriptors are; the child opens it as its stdio
-    instead, after setsid, which makes it its controlling terminal. A failure (the program,
-    the directory, the cgroup) is the ``OSError`` Popen would raise. Needs :func:`available`
-    (and :func:`into_cgroup_available` for ``cgroup``)."""
-    enc = _encode
-    args = [enc(a) for a in argv]
-    envp = [enc(k) + b"=" + enc(v) for k, v in env.items()]
-    where, tty = enc(cwd), enc(terminal) if terminal is not None else b""
-    for word in (*args, *envp, where, tty):
-        if b"\0" in word:
-            raise ValueError("embedded null byte")
-    if not _load():
-        raise OSError(errno.ENOSYS, "glibc's posix_spawn with addchdir_np/addclosefrom_np")
-    if cgroup is not None and not _into_cgroup:
-        raise OSError(errno.ENOSYS, "glibc cannot spawn into a cgroup (2.39+)", cgroup)
-    libc = _libc
-    actions = ctypes.create_string_buffer(_ACTIONS_SIZE)
-    if libc.posix_spawn_file_actions_init(actions):
-        raise OSError(ctypes.get_errno(), "posix_spawn_file_actions_init")
-    fd = -1
-    attr = _attr
+    instead, after setsid, which makes it its controlling terminal. ``fds``: descriptors the
+    child gets as 3, 4, ... (every other one is closed). A failure (the program, the
+    directory, the cgroup) is the ``OSError`` Popen would raise. Needs :func:`available` (and
+    :func:`into_cgroup_available` for ``cgroup``)."""
+    call = Prepared(
+        path,
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        terminal=terminal,
+        cgroup=cgroup,
+        fds=fds,
+    )
     try:
-        if terminal is not None:  # (glibc calls setsid before the file actions)
-            err = (
-                libc.posix_spawn_file_actions_addopen(actions, 0, tty, os.O_RDWR, 0)
-                or libc.posix_spawn_file_actions_adddup2(actions, 0, 1)
-                or libc.posix_spawn_file_actions_adddup2(actions, 0, 2)
-            )
-        else:
-            err = (
-                libc.posix_spawn_file_actions_adddup2(actions, stdin, 0)
-                or libc.posix_spawn_file_actions_adddup2(actions, stdout, 1)
-                or libc.posix_spawn_file_actions_adddup2(actions, stderr, 2)
-            )
-        err = (
-            err
-            or libc.posix_spawn_file_actions_addchdir_np(actions, where)
-            or libc.posix_spawn_file_actions_addclosefrom_np(actions, 3)
-        )
-        if err:
-            raise OSError(err, os.strerror(err))
-        if cgroup is not None:
-            fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            attr = _new_attr(libc, fd)
-        pid = ctypes.c_int()
-        err = libc.posix_spawn(
-            ctypes.byref(pid), enc(path), actions, attr, _strings(args), _strings(envp)
-        )
+        err = call.run()
     finally:
-        libc.posix_spawn_file_actions_destroy(actions)
-        if fd >= 0:
-            if attr is not _attr:
-                libc.posix_spawnattr_destroy(attr)
-            os.close(fd)
+        call.close()
     if err:
         raise OSError(err, os.strerror(err), path)
-    return pid.value
+    return call.pid

@@ -44,7 +44,7 @@ def spawn(
     of the PTY slave the three descriptors are, which becomes the child's controlling terminal.
     ``cgroup``: the cgroup v2 directory the child starts in (only where
     ``SpawnFence.prepare`` said so for this argv and env). ``spawner``: what starts it instead
-    (``SpawnFence.spawner``: the landlock fork server, which fences the child before exec),
+    (``SpawnFence.spawner``: the landlock backend, which fences the child before its program),
     called as ``libc_spawn.spawn`` is."""
     try:
         path = program.resolved(argv[0], env)
