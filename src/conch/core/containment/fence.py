@@ -133,7 +133,7 @@ class SpawnFence:
         if listener >= 0:
             assert self.broker is not None
             # where its mode and time changes may land: what Landlock lets it write
-            roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp)
+            roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp, terminal)
             self.broker.watch(listener, roots)
         return pid
 
@@ -153,7 +153,7 @@ class SpawnFence:
             _, got, _, _ = socket.recv_fds(ours, 16, 1)
         if not got:  # (the child cannot exec without sending it)
             raise OSError(errno.EPROTO, "the job's connect filter sent no listener")
-        roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp)
+        roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp, spec["tty"])
         self.broker.watch(got[0], roots)
         return pid
 

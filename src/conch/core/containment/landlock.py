@@ -6,7 +6,8 @@ guarantees on this kernel.
 
 Rules of one job (``job_spec``), all filesystem rights of the ABI handled:
 * read and execute beneath ``/`` except the holes: Conch's data dir (and in it every job's temp
-  dir), the server's ``--env-file``, ``/dev`` (only ``DEVICES`` and ``/dev/pts`` are granted);
+  dir), the server's ``--env-file``, ``/dev`` (only ``DEVICES`` and the job's own terminal are
+  granted: no other terminal of the host, and no new one);
   the directories above a hole are not listable (Landlock grants hierarchies, never "all but");
 * writes where the level allows: ``workspace-write`` its workspace less ``.git``; ``off``
   (network off only) ``/`` less the holes, ``/proc`` and ``/sys``; ``read-only`` nothing;
@@ -118,11 +119,13 @@ def _workspace_tree(layout: Layout) -> tuple[str, tuple[str, ...]]:
     return ws, (*layout.hidden, *layout.masked, os.path.join(ws, ".git"))
 
 
-def metadata_roots(layout: Layout, policy: sb.Policy, tmpdir: str) -> metaops.Roots:
+def metadata_roots(
+    layout: Layout, policy: sb.Policy, tmpdir: str, tty: str | None = None
+) -> metaops.Roots:
     """Where a job's brokered mode and time changes may land: what job_spec's ruleset lets
-    it write (the workspace less its holes, its temp dir, the device directories)."""
+    it write (the workspace less its holes, its temp dir, its own terminal: ``mesg``)."""
     trees = (_workspace_tree(layout),) if policy.sandbox == "workspace-write" else ()
-    return metaops.Roots(trees, tuple(d for d in (tmpdir, *ld.DEVICE_DIRS) if d))
+    return metaops.Roots(trees, tuple(d for d in (tmpdir, tty) if d))
 
 
 def job_spec(
@@ -158,10 +161,11 @@ def job_spec(
         trees.append((ws, list(ws_holes), write))
     elif policy.sandbox == "off":  # network off alone: the filesystem stays writable
         trees.append(("/", [*holes, "/dev", "/proc", "/sys"], write))
-    for d in ld.DEVICE_DIRS:
-        trees.append((d, [], ld.READ | ld.FS_WRITE_FILE))
     paths: list[tuple[str, int]] = [(tmpdir, ld.fs_rights(abi))]
     paths += [(dev, ld.FS_READ_FILE | ld.FS_WRITE_FILE) for dev in ld.DEVICES]
+    if tty:  # its own terminal's slave only (a rule on its inode: a later one of the same
+        # number is another inode), never /dev/pts: see ld.DEVICES
+        paths.append((tty, ld.FS_READ_FILE | ld.FS_WRITE_FILE))
     paths += [(f, ld.FS_READ_FILE | ld.FS_EXECUTE) for f in exposed]
     scoped = ld.SCOPE_SIGNAL
     if policy.network == "off":

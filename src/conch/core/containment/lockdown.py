@@ -166,7 +166,14 @@ def write_rights(abi: int) -> int:
 
 
 #: device files a job may open (read and write) under the landlock backend: the rest of /dev
-#: (disks, /dev/mem, /dev/kmsg, ...) is not even readable
+#: (disks, /dev/mem, /dev/kmsg, ...) is not even readable. Of the terminals only its own (the
+#: slave it was started on, granted by path: landlock.job_spec) and ``/dev/tty`` (which opens
+#: the caller's controlling terminal, whatever it is): ``/dev/pts`` whole would let a job open
+#: any terminal of the host's devpts (another job's, a person's), read what is typed into it
+#: and write into it. Not ``/dev/ptmx`` either: a new terminal's slave appears in
+#: ``/dev/pts``, which no rule can grant ahead (Landlock checks ``TIOCGPTPEER``'s open of it
+#: too), so a master would be of no use, and every master taken counts against the host's
+#: ``kernel.pty.max`` (the initial devpts instance, the one Conch's own terminals come from).
 DEVICES = (
     "/dev/null",
     "/dev/zero",
@@ -174,9 +181,7 @@ DEVICES = (
     "/dev/random",
     "/dev/urandom",
     "/dev/tty",
-    "/dev/ptmx",
 )
-DEVICE_DIRS = ("/dev/pts",)
 
 _libc: Any = None
 
