@@ -16,7 +16,10 @@ Rules of one job (``job_spec``), all filesystem rights of the ABI handled:
 * read of the files a job must see inside the data dir (its script, a shell's command file);
 * ``network: off``: TCP bind/connect handled with no port granted (ABI 4), abstract Unix
   sockets scoped (ABI 6), and the seccomp filter (``lockdown.seccomp_program``);
-* signals scoped at every level (ABI 6): a job signals only its own processes;
+* signals scoped at every level (ABI 6): a job signals only its own processes; and at every
+  level the seccomp filter refuses what would change another process's limits (``prlimit64``:
+  RLIMIT_CPU set on the server is a SIGKILL from the kernel), priority, I/O priority,
+  scheduling or CPU affinity (``lockdown.seccomp_program``'s ``others``);
 * below ABI 3 (no TRUNCATE right) the seccomp filter refuses truncation by path at every
   level (``truncate``, a read-only ``open`` with O_TRUNC): ``fs_write`` holds by it.
 
@@ -88,7 +91,9 @@ def landlock_guarantees(abi: int, seccomp: bool) -> list[str]:
         out.append("net_tcp")
     if seccomp:
         out += ["net_all", "unix_sockets"]
-    if abi >= 6:
+    # signals scoped (ABI 6), and the filter refusing prlimit64 on another process (a
+    # RLIMIT_CPU set there is the kernel's SIGKILL) and the other calls on other processes
+    if abi >= 6 and seccomp:
         out.append("signals")
     return out
 
@@ -180,9 +185,9 @@ def job_spec(
     meta = broker_metadata and metadata == "setid" and layout.seccomp
     if meta:
         metadata = "brokered"
-    if layout.seccomp and (net_off or guard or metadata):
+    if layout.seccomp:  # (at every level: the calls on other processes, ``others``)
         program = ld.seccomp_program(
-            net_off=net_off, truncate=guard, connect_ok=brokered, metadata=metadata
+            net_off=net_off, truncate=guard, connect_ok=brokered, metadata=metadata, others=True
         )
     if brokered or meta:
         notify = ld.notify_program(connect=brokered, metadata=meta)
