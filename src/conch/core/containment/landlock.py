@@ -133,6 +133,34 @@ def metadata_roots(
     return metaops.Roots(trees, tuple(d for d in (tmpdir, tty) if d))
 
 
+def _trees(layout: Layout, policy: sb.Policy) -> list[tuple[str, list[str], int]]:
+    """The hierarchies a job's ruleset grants, each (root, holes, rights): the same for every
+    job of one layout and policy (what differs per job are single paths: ``job_spec``)."""
+    write = ld.write_rights(layout.abi)
+    holes = [*layout.hidden, *layout.masked]
+    trees: list[tuple[str, list[str], int]] = [("/", [*holes, "/dev"], ld.READ)]
+    if policy.sandbox == "workspace-write":
+        ws, ws_holes = _workspace_tree(layout)
+        trees.append((ws, list(ws_holes), write))
+    elif policy.sandbox == "off":  # network off alone: the filesystem stays writable
+        trees.append(("/", [*holes, "/dev", "/proc", "/sys"], write))
+    return trees
+
+
+def ruleset_stamps(layout: Layout, policy: sb.Policy) -> tuple[tuple[Any, ...], ...]:
+    """What the hierarchies of a ruleset for ``policy`` are found from: per tree, the holes
+    that exist (``lockdown.cover`` keeps out only those) and each directory it lists to keep
+    them out (inode and mtime: an entry made, removed or renamed there changes it). Equal
+    stamps: a ruleset built now grants what one built then did, so a warm process started
+    under the older one may stand for a new job (core/jobs/warm.py)."""
+    out = []
+    for root, holes, _ in _trees(layout, policy):
+        inside = root.rstrip("/") + "/"
+        there = sorted(h for h in holes if h.startswith(inside) and os.path.lexists(h))
+        out.append((tuple(there), tuple(ld._stamps(ld.walked(root, there)))))
+    return tuple(out)
+
+
 def job_spec(
     layout: Layout,
     policy: sb.Policy,
@@ -158,14 +186,7 @@ def job_spec(
     ``broker_metadata``: a ``workspace-write`` job's mode and time changes go to Conch too
     (conch/core/containment/metaops.py); without it only setuid/setgid modes are refused."""
     abi = layout.abi
-    write = ld.write_rights(abi)
-    holes = [*layout.hidden, *layout.masked]
-    trees: list[tuple[str, list[str], int]] = [("/", [*holes, "/dev"], ld.READ)]
-    if policy.sandbox == "workspace-write":
-        ws, ws_holes = _workspace_tree(layout)
-        trees.append((ws, list(ws_holes), write))
-    elif policy.sandbox == "off":  # network off alone: the filesystem stays writable
-        trees.append(("/", [*holes, "/dev", "/proc", "/sys"], write))
+    trees = _trees(layout, policy)
     paths: list[tuple[str, int]] = [(tmpdir, ld.fs_rights(abi))]
     paths += [(dev, ld.FS_READ_FILE | ld.FS_WRITE_FILE) for dev in ld.DEVICES]
     if tty:  # its own terminal's slave only (a rule on its inode: a later one of the same

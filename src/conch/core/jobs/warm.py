@@ -11,8 +11,13 @@ pipe write instead of a spawn. A replacement is started on the next loop turn. A
 level the bootstrap itself enters the job's cgroup (no sh before it).
 
 They serve only the plain case, and only when it behaves like a fresh spawn: the default
-working directory, no stdin, no sandbox or limits, and exactly the environment a fresh child
-would get now (compared at dispatch, so a changed server environment is never missed). What
+working directory, no stdin, no limits, and exactly the environment a fresh child would get now
+(compared at dispatch, so a changed server environment is never missed). No sandbox either,
+but one: where the server's own policy is a Landlock sandbox, the warm process was started
+under it (restricted, in its cgroup, with its own ``TMPDIR``), and a call with that very policy
+takes it when the ruleset it would get is the one the process has
+(``Containment.warm_fits``: no path of the data dir exposed, no program in a hole, the
+directories the ruleset was found from unchanged since); any other call spawns as usual. What
 differs from ``bash -c``: bash's own diagnostics name ``eval`` rather than ``-c``, and
 ``BASH_EXECUTION_STRING`` is the bootstrap. For ``argv`` the program gets the very argv and
 environment a direct spawn would give it: the sh is used only when it leaves the environment
@@ -82,7 +87,14 @@ class _Warm:
 class Warm:
     """Keeps one process ready. ``spawn(argv, cwd)`` makes a (job, driver, env) the way the
     runtime makes any pipe job, but not registered; ``discard(job)`` undoes it. ``argv``
-    starts the process (a bootstrap that reads what to run from stdin)."""
+    starts the process (a bootstrap that reads what to run from stdin).
+
+    ``refill_after``: None, the replacement of a process taken starts on the next loop turn;
+    a number of seconds, it starts once the job taken has ended, or that long after it was
+    taken, or at the next call, whichever comes first. A sandboxed replacement (Landlock: the
+    fork server's round trip, a millisecond or two) holds the loop long enough to delay the
+    end of the job just taken, and its cgroup work would contend with that job's; started
+    after the job, it costs no call anything (measured: bench/results/2026-12-06-landlock.md)."""
 
     def __init__(
         self,
@@ -90,11 +102,13 @@ class Warm:
         cwd: str,
         spawn: Callable[[list[str], str], Awaitable[tuple[Job, PipeDriver, dict[str, str]]]],
         discard: Callable[[Job], None],
+        refill_after: float | None = None,
     ) -> None:
         self._argv = argv
         self._cwd = cwd
         self._spawn = spawn
         self._discard = discard
+        self._refill_after = refill_after
         self._ready: _Warm | None = None
         self._filling = False
         self._closed = False
@@ -106,11 +120,14 @@ class Warm:
         cwd: str,
         env: Callable[[str], dict[str, str]],
         accept: Callable[[dict[str, str]], bool] | None = None,
+        fits: Callable[[Job], str | None] | None = None,
     ) -> Job | None:
         """The waiting job, now given ``data`` (then EOF) — or None (spawn as usual).
         ``env(job_id)`` is the environment a fresh child with that id would get; ``accept``
-        may refuse the process for it. The first call only starts the first warm process (a
-        server that never runs a command never has one)."""
+        may refuse the process for it. ``fits(job)``, asked last, says whether the process's
+        fence is the one this call would get: None (it is), ``"skip"`` (not for this call),
+        ``"stale"`` (for no call any more: replaced). The first call only starts the first
+        warm process (a server that never runs a command never has one)."""
         warm = self._ready
         if warm is None:
             self.fill_soon()
@@ -131,8 +148,20 @@ class Warm:
             warm.accepted = accept(warm.env)  # (of its own cwd and env: both are checked)
         if warm.accepted is False:
             return None
+        verdict = fits(warm.job) if fits is not None else None
+        if verdict == "stale":
+            self._ready = None
+            self._discard(warm.job)
+            self.fill_soon()
+            return None
+        if verdict is not None:
+            return None
         self._ready = None
-        self.fill_soon()
+        if self._refill_after is None:
+            self.fill_soon()
+        else:
+            warm.job.on_finish(lambda _job: self.fill_soon())
+            asyncio.get_running_loop().call_later(self._refill_after, self.fill_soon)
         warm.driver.feed(data, close=True)
         return warm.job
 
@@ -170,6 +199,10 @@ class Warm:
         if self._task is not None:
             with contextlib.suppress(BaseException):
                 await self._task
+
+
+#: a sandboxed warm process's replacement starts at the latest this long after it was taken
+SANDBOXED_REFILL_S = 0.1
 
 
 def warm_bash(bash: str, cwd: str, **kw: Any) -> Warm:
