@@ -111,7 +111,7 @@ class Starter:
             return
         hooks: dict[str, Any] = dict(spawn=self._spawn_warm, discard=self._discard_warm)
         if containment.policy.active:  # (started under the server's sandbox: warm.Warm)
-            hooks["refill_after"] = warm_start.SANDBOXED_REFILL_S
+            hooks["refill_idle"] = warm_start.SANDBOXED_REFILL_IDLE_S
         if self.bash:
             self.warm = warm_start.warm_bash(self.bash, cwd, **hooks)
         # an argv job at the cgroup level is a mkdir and a cgroup-entering sh before its

@@ -246,9 +246,9 @@ async def test_no_warm_process_is_started_under_a_bwrap_policy(base):
 
 
 async def test_a_warm_process_is_replaced_while_a_long_job_it_ran_still_runs(base):
-    """The replacement of a sandboxed warm process starts once the job taken has ended, or
-    a moment after it was taken (warm.SANDBOXED_REFILL_S): a long job does not leave the
-    next call without one."""
+    """The replacement of a sandboxed warm process starts once calls have left the runtime
+    alone a moment (warm.SANDBOXED_REFILL_IDLE_S), whether or not the job taken has ended: a
+    long job does not leave the next call without one."""
     async with conch.Runtime(cfg(base, sandbox="read-only")) as rt:
         r, warm_pid = await in_warm(
             rt, "sh", lambda: rt.exec(argv=["sh", "-c", "echo $$; exec sleep 30"], yield_ms=50)

@@ -89,12 +89,14 @@ class Warm:
     runtime makes any pipe job, but not registered; ``discard(job)`` undoes it. ``argv``
     starts the process (a bootstrap that reads what to run from stdin).
 
-    ``refill_after``: None, the replacement of a process taken starts on the next loop turn;
-    a number of seconds, it starts once the job taken has ended, or that long after it was
-    taken, or at the next call, whichever comes first. A sandboxed replacement (Landlock: the
-    fork server's round trip, a millisecond or two) holds the loop long enough to delay the
-    end of the job just taken, and its cgroup work would contend with that job's; started
-    after the job, it costs no call anything (measured: bench/results/2026-12-06-landlock.md)."""
+    ``refill_idle``: None, a replacement (or the first process) starts on the next loop turn;
+    a number of seconds, it starts once calls have left the runtime that long alone (each call
+    that finds no process ready, each process taken and each end of a job it ran puts it off
+    again). A sandboxed start (Landlock at the cgroup level: the fork server's round trip,
+    about 3 ms of the loop, as much as a fresh spawn) started at once would hold the loop
+    while the job just taken ends, and calls back to back would pay it and the warm process's
+    own exec each time; started in a quiet moment it costs no call anything, and calls back to
+    back simply spawn (measured: bench/results/2026-12-06-landlock.md)."""
 
     def __init__(
         self,
@@ -102,13 +104,14 @@ class Warm:
         cwd: str,
         spawn: Callable[[list[str], str], Awaitable[tuple[Job, PipeDriver, dict[str, str]]]],
         discard: Callable[[Job], None],
-        refill_after: float | None = None,
+        refill_idle: float | None = None,
     ) -> None:
         self._argv = argv
         self._cwd = cwd
         self._spawn = spawn
         self._discard = discard
-        self._refill_after = refill_after
+        self._refill_idle = refill_idle
+        self._idle: asyncio.TimerHandle | None = None
         self._ready: _Warm | None = None
         self._filling = False
         self._closed = False
@@ -130,7 +133,7 @@ class Warm:
         warm process (a server that never runs a command never has one)."""
         warm = self._ready
         if warm is None:
-            self.fill_soon()
+            self._refill()
             return None
         if (
             warm.job.terminal
@@ -140,7 +143,7 @@ class Warm:
         ):
             self._ready = None  # stale (the server's environment changed): replace it
             self._discard(warm.job)
-            self.fill_soon()
+            self._refill()
             return None
         if len(data) > MAX_COMMAND_BYTES or warm.cwd != cwd:
             return None  # not for this call; it stays ready for one it fits
@@ -152,18 +155,28 @@ class Warm:
         if verdict == "stale":
             self._ready = None
             self._discard(warm.job)
-            self.fill_soon()
+            self._refill()
             return None
         if verdict is not None:
             return None
         self._ready = None
-        if self._refill_after is None:
-            self.fill_soon()
-        else:
-            warm.job.on_finish(lambda _job: self.fill_soon())
-            asyncio.get_running_loop().call_later(self._refill_after, self.fill_soon)
+        self._refill()
+        if self._refill_idle is not None:
+            warm.job.on_finish(lambda _job: self._refill())
         warm.driver.feed(data, close=True)
         return warm.job
+
+    def _refill(self) -> None:
+        """Start a replacement: on the next loop turn, or (``refill_idle``) once calls have
+        been quiet that long (put off again by each call meanwhile)."""
+        if self._refill_idle is None:
+            self.fill_soon()
+            return
+        if self._closed or self._ready is not None:
+            return
+        if self._idle is not None:
+            self._idle.cancel()
+        self._idle = asyncio.get_running_loop().call_later(self._refill_idle, self.fill_soon)
 
     def fill_soon(self) -> None:
         """Start a replacement on the next loop turn (off the current call's path)."""
@@ -189,6 +202,8 @@ class Warm:
         """The runtime is closing: no more starts, the waiting process told EOF (the
         shutdown sweep kills it if it lingers)."""
         self._closed = True
+        if self._idle is not None:
+            self._idle.cancel()
         warm, self._ready = self._ready, None
         if warm is not None:
             self._discard(warm.job)
@@ -201,8 +216,8 @@ class Warm:
                 await self._task
 
 
-#: a sandboxed warm process's replacement starts at the latest this long after it was taken
-SANDBOXED_REFILL_S = 0.1
+#: a sandboxed warm process starts once calls have been quiet this long (``Warm``)
+SANDBOXED_REFILL_IDLE_S = 0.02
 
 
 def warm_bash(bash: str, cwd: str, **kw: Any) -> Warm:
