@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
+from typing import Any
 
 from conch.config import Config
 from conch.core.containment.fence import Containment, SpawnFence
@@ -104,8 +105,13 @@ class Starter:
     # -- processes started ahead (core/jobs/warm.py) --------------------------------------------
 
     def start_warm(self, containment: Containment, cwd: str, *, fill_now: bool) -> None:
-        """The warm bash (when there is a bash) and, where it saves work, the warm sh."""
-        hooks = dict(spawn=self._spawn_warm, discard=self._discard_warm)
+        """The warm bash (when there is a bash) and, where it saves work, the warm sh; none
+        under a sandbox of the server's own that no call could take them under (bwrap)."""
+        if not containment.warm_sandbox:
+            return
+        hooks: dict[str, Any] = dict(spawn=self._spawn_warm, discard=self._discard_warm)
+        if containment.policy.active:  # (started under the server's sandbox: warm.Warm)
+            hooks["refill_idle"] = warm_start.SANDBOXED_REFILL_IDLE_S
         if self.bash:
             self.warm = warm_start.warm_bash(self.bash, cwd, **hooks)
         # an argv job at the cgroup level is a mkdir and a cgroup-entering sh before its
@@ -164,9 +170,10 @@ class Starter:
             job.driver.feed(b"", close=True)
 
     def _may_take_warm(self, req: CheckedExec, ctx: CallContext, script: bool) -> bool:
-        """Nothing about this call needs a process of its own: no sandbox or limit (a cgroup
-        per job may apply: the warm process has one of its own), no stdin, terminal, script,
-        environment or caller context."""
+        """Nothing about this call needs a process of its own: no limit (a cgroup per job
+        may apply: the warm process has one of its own), no sandbox but the server's own
+        Landlock one (the warm process runs under it: ``_take_warm`` compares its ruleset),
+        no stdin, terminal, script, environment or caller context."""
         r = req.request
         if not ctx.warm or script or r.pty or r.stdin is not None or r.stdin_open:
             return False
@@ -176,7 +183,7 @@ class Starter:
         if c is None:
             return True
         limits = c.resolve_limits({"memory_max": r.memory_max, "pids_max": r.pids_max})
-        return not limits and not c.resolve_policy(r.sandbox, r.network).active
+        return not limits and c.resolve_policy(r.sandbox, r.network) == c.policy and c.warm_sandbox
 
     def _take_warm(
         self, req: CheckedExec, ctx: CallContext, cwd: str, args: list[str], program: str | None
@@ -188,6 +195,7 @@ class Starter:
         if r.command is not None and self.warm is not None:
             warm = self.warm
             data = r.command.encode("utf-8", "surrogateescape") + b"\0"
+            program = self.bash
         elif req.argv is not None and self.warm_sh is not None:
             if program is None:
                 program = launch.check_program(args[0], req.env, cwd)
@@ -200,8 +208,19 @@ class Starter:
         else:
             return None
         self.jobs.admit(check_name(r.name))
+        c = self.spawn.containment
+
+        def fits(job: Job) -> str | None:
+            # (the fence it was started with: the server's, a sandbox included)
+            fence = job.driver.fence if isinstance(job.driver, PipeDriver) else None
+            return c.warm_fits(fence, args, program) if c is not None else None
+
         job = warm.take(
-            data, cwd, lambda job_id: self.spawn.child_env(job_id, pty=False, cwd=cwd), accept
+            data,
+            cwd,
+            lambda job_id: self.spawn.child_env(job_id, pty=False, cwd=cwd),
+            accept,
+            fits,
         )
         if job is None:
             return None

@@ -112,6 +112,8 @@ def test_the_tmp_entries_holding_the_workspace_cwd_and_data_dir_stay_visible():
 def test_network_off_alone_leaves_the_filesystem_writable():
     argv = sb.bwrap_argv("bwrap", "env", _fence("off", "off"), ["true"], root=False)
     assert argv[1:4] == ["--bind", "/", "/"] and "--unshare-net" in argv
+    # but /dev is the sandbox's own there too: the host's /dev/pts holds every terminal
+    assert argv[4:6] == ["--dev", "/dev"] and "--dev-bind" not in argv
     assert "--ro-bind" in argv  # only the exposed script file
     assert "--tmpfs" in argv and "/tmp" not in argv  # the data dir is hidden; /tmp is the host's
 

@@ -390,3 +390,85 @@ def test_the_brokered_metadata_pair_hands_modes_and_times_to_conch(arch):
     both = ld.notify_program(arch, connect=True, metadata=True)
     assert _run(both, _NR[arch]["connect"], audit, (3, 0x1000, 16)) == user_notif
     assert _run(both, _NR[arch]["read"], audit) == ALLOW
+
+
+_OTHERS_NR = {
+    "x86_64": {
+        "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144,
+        "sched_setaffinity": 203, "ioprio_set": 251, "prlimit64": 302, "sched_setattr": 314,
+        "setrlimit": 160, "getpriority": 140, "sched_getaffinity": 204,
+    },
+    "aarch64": {
+        "ioprio_set": 30, "sched_setparam": 118, "sched_setscheduler": 119,
+        "sched_setaffinity": 122, "setpriority": 140, "prlimit64": 261, "sched_setattr": 274,
+        "setrlimit": 164, "getpriority": 141, "sched_getaffinity": 123,
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"net_off": False}, {"truncate": True, "metadata": "all"}, {"metadata": "brokered"}],
+    ids=["net", "plain", "trunc-meta", "brokered"],
+)
+def test_the_others_rules_refuse_calls_on_other_processes_alone(arch, kw):
+    """``others`` (every Landlock job): EPERM for a pid (args[0]) other than 0 of the
+    sched_set* calls, for prlimit64 with a pid other than 0 *and* a new limit (args[2], both
+    words), for setpriority/ioprio_set with a ``who`` (args[1]) other than 0 or a whole user;
+    the same calls on the caller itself, reads, and everything else pass. Combined with each
+    other rule set, whose verdicts stay as they were."""
+    nr, audit = _OTHERS_NR[arch], _AUDIT[arch]
+    prog = ld.seccomp_program(arch, others=True, **kw)
+    without = ld.seccomp_program(arch, **kw)
+    eperm = _err(errno.EPERM)
+    cases = {
+        ("sched_setaffinity", 4242, 8, 0x1000): eperm,
+        ("sched_setaffinity", 0, 8, 0x1000): ALLOW,
+        ("sched_setaffinity", 1 << 32, 8, 0x1000): ALLOW,  # (a pid is an int: the low word)
+        ("sched_setscheduler", 1, 5, 0x1000): eperm,
+        ("sched_setscheduler", 0, 5, 0x1000): ALLOW,
+        ("sched_setparam", 0xFFFFFFFF, 0x1000): eperm,
+        ("sched_setparam", 0, 0x1000): ALLOW,
+        ("sched_setattr", 77, 0x1000, 0): eperm,
+        ("sched_setattr", 0, 0x1000, 0): ALLOW,
+        ("prlimit64", 4242, 7, 0x1000, 0): eperm,
+        ("prlimit64", 4242, 0, 0x7F00_0000_0000, 0): eperm,  # (the high word of the pointer)
+        ("prlimit64", 4242, 7, 0, 0x1000): ALLOW,  # (a read)
+        ("prlimit64", 0, 7, 0x1000, 0x2000): ALLOW,
+        ("setpriority", 0, 4242, 19): eperm,
+        ("setpriority", 1, 4242, 19): eperm,
+        ("setpriority", 2, 0, 19): eperm,  # PRIO_USER 0: every process of the uid
+        ("setpriority", 2, 1000, 19): eperm,
+        ("setpriority", 0, 0, 19): ALLOW,
+        ("setpriority", 1, 0, 19): ALLOW,  # (its own process group)
+        ("ioprio_set", 1, 4242, 3 << 13): eperm,
+        ("ioprio_set", 2, 4242, 3 << 13): eperm,
+        ("ioprio_set", 3, 0, 3 << 13): eperm,  # IOPRIO_WHO_USER 0
+        ("ioprio_set", 1, 0, 3 << 13): ALLOW,
+        ("ioprio_set", 2, 0, 3 << 13): ALLOW,
+        ("setrlimit", 7, 0x1000): ALLOW,
+        ("getpriority", 0, 4242): ALLOW,
+        ("sched_getaffinity", 4242, 8, 0x1000): ALLOW,
+    }
+    for (name, *args), want in cases.items():
+        assert _run(prog, nr[name], audit, tuple(args)) == want, (name, args)
+        assert _run(without, nr[name], audit, tuple(args)) == ALLOW, (name, args)
+    # the other rules hold as before (a sample of each)
+    net = _run(prog, _NR[arch]["connect"], audit, (3, 0x1000, 16))
+    assert net == _run(without, _NR[arch]["connect"], audit, (3, 0x1000, 16))
+    for number in _META_NR[arch].values():
+        args = (3, 0x1000, 0o4755, 0)
+        assert _run(prog, number, audit, args) == _run(without, number, audit, args)
+    assert _run(prog, _NR[arch]["read"], audit) == ALLOW
+
+
+def test_signals_hold_under_landlock_only_with_its_filter():
+    """``signals`` means no process outside is signalled or changed: ABI 6 scopes signals,
+    the filter refuses prlimit64 on another process (RLIMIT_CPU there is the kernel's
+    SIGKILL) and the other calls on other processes; without the filter it does not hold."""
+    from conch.core.containment import landlock as ll
+
+    assert "signals" in ll.landlock_guarantees(6, seccomp=True)
+    assert "signals" not in ll.landlock_guarantees(6, seccomp=False)
+    assert "signals" not in ll.landlock_guarantees(5, seccomp=True)

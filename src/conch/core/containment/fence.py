@@ -88,6 +88,8 @@ class SpawnFence:
     broker_dir: str = ""  # bwrap: where each job's channel to the broker is made
     _channel: unotify.Channel | None = None
     _exposed: tuple[str, ...] = ()
+    #: landlock: what its ruleset's hierarchies were found from (``ll.ruleset_stamps``)
+    ruleset_stamps: tuple[Any, ...] | None = None
 
     @property
     def spawner(self) -> Callable[..., int] | None:
@@ -109,6 +111,8 @@ class SpawnFence:
     ) -> int:
         assert self.landlock is not None and self.layout is not None
         assert self.sandbox is not None
+        # (taken before the ruleset is built: a change after it makes them differ later)
+        self.ruleset_stamps = ll.ruleset_stamps(self.layout, self.sandbox.policy)
         spec = ll.job_spec(
             self.layout,
             self.sandbox.policy,
@@ -133,7 +137,7 @@ class SpawnFence:
         if listener >= 0:
             assert self.broker is not None
             # where its mode and time changes may land: what Landlock lets it write
-            roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp)
+            roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp, terminal)
             self.broker.watch(listener, roots)
         return pid
 
@@ -153,7 +157,7 @@ class SpawnFence:
             _, got, _, _ = socket.recv_fds(ours, 16, 1)
         if not got:  # (the child cannot exec without sending it)
             raise OSError(errno.EPROTO, "the job's connect filter sent no listener")
-        roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp)
+        roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp, spec["tty"])
         self.broker.watch(got[0], roots)
         return pid
 
@@ -571,6 +575,39 @@ class Containment:
         return out
 
     # -- per spawn ---------------------------------------------------------------------------
+
+    @property
+    def warm_sandbox(self) -> bool:
+        """Whether a process started ahead under the server's own policy may become a job
+        with that policy: only under Landlock, whose ruleset ``warm_fits`` can compare (a
+        bwrap job's mounts depend on its directory and files; a call there spawns)."""
+        return not self.policy.active or self.backends.chosen == "landlock"
+
+    def warm_fits(
+        self, fence: SpawnFence | None, argv: Sequence[str], program: str | None
+    ) -> str | None:
+        """Whether a process started ahead with ``fence`` may run ``argv`` (``program``:
+        where its program is) as a job whose policy is the server's (the caller checked
+        that): None when this call's fresh spawn would get the very same fence (Landlock: a
+        ruleset granting the same), ``"skip"`` when this call needs one of its own (a file
+        of the data dir it names, exposed to a fresh job; a program in a hole, which a fresh
+        spawn refuses with EACCES), ``"stale"`` when no call can take it any more (the
+        directories the ruleset was found from changed)."""
+        if not self.policy.active:
+            return None if fence is None or fence.sandbox is None else "stale"
+        if fence is None or fence.landlock is None or fence.sandbox is None:
+            return "stale"
+        if fence.sandbox.policy != self.policy or fence.layout is None:
+            return "stale"
+        if fence.ruleset_stamps != ll.ruleset_stamps(fence.layout, self.policy):
+            return "stale"
+        if _inside(argv, fence.sandbox.hidden):
+            return "skip"
+        holes = (*fence.layout.hidden, *fence.layout.masked, "/dev")
+        real = os.path.realpath(program) if program else ""
+        if not real or any(real == h or real.startswith(h.rstrip("/") + "/") for h in holes):
+            return "skip"
+        return None
 
     def resolve_limits(self, given: Mapping[str, int | None]) -> dict[str, int]:
         """The limits of one call: the server's defaults, lowered by the call's values."""

@@ -6,7 +6,8 @@ guarantees on this kernel.
 
 Rules of one job (``job_spec``), all filesystem rights of the ABI handled:
 * read and execute beneath ``/`` except the holes: Conch's data dir (and in it every job's temp
-  dir), the server's ``--env-file``, ``/dev`` (only ``DEVICES`` and ``/dev/pts`` are granted);
+  dir), the server's ``--env-file``, ``/dev`` (only ``DEVICES`` and the job's own terminal are
+  granted: no other terminal of the host, and no new one);
   the directories above a hole are not listable (Landlock grants hierarchies, never "all but");
 * writes where the level allows: ``workspace-write`` its workspace less ``.git``; ``off``
   (network off only) ``/`` less the holes, ``/proc`` and ``/sys``; ``read-only`` nothing;
@@ -15,7 +16,10 @@ Rules of one job (``job_spec``), all filesystem rights of the ABI handled:
 * read of the files a job must see inside the data dir (its script, a shell's command file);
 * ``network: off``: TCP bind/connect handled with no port granted (ABI 4), abstract Unix
   sockets scoped (ABI 6), and the seccomp filter (``lockdown.seccomp_program``);
-* signals scoped at every level (ABI 6): a job signals only its own processes;
+* signals scoped at every level (ABI 6): a job signals only its own processes; and at every
+  level the seccomp filter refuses what would change another process's limits (``prlimit64``:
+  RLIMIT_CPU set on the server is a SIGKILL from the kernel), priority, I/O priority,
+  scheduling or CPU affinity (``lockdown.seccomp_program``'s ``others``);
 * below ABI 3 (no TRUNCATE right) the seccomp filter refuses truncation by path at every
   level (``truncate``, a read-only ``open`` with O_TRUNC): ``fs_write`` holds by it.
 
@@ -87,7 +91,9 @@ def landlock_guarantees(abi: int, seccomp: bool) -> list[str]:
         out.append("net_tcp")
     if seccomp:
         out += ["net_all", "unix_sockets"]
-    if abi >= 6:
+    # signals scoped (ABI 6), and the filter refusing prlimit64 on another process (a
+    # RLIMIT_CPU set there is the kernel's SIGKILL) and the other calls on other processes
+    if abi >= 6 and seccomp:
         out.append("signals")
     return out
 
@@ -118,11 +124,41 @@ def _workspace_tree(layout: Layout) -> tuple[str, tuple[str, ...]]:
     return ws, (*layout.hidden, *layout.masked, os.path.join(ws, ".git"))
 
 
-def metadata_roots(layout: Layout, policy: sb.Policy, tmpdir: str) -> metaops.Roots:
+def metadata_roots(
+    layout: Layout, policy: sb.Policy, tmpdir: str, tty: str | None = None
+) -> metaops.Roots:
     """Where a job's brokered mode and time changes may land: what job_spec's ruleset lets
-    it write (the workspace less its holes, its temp dir, the device directories)."""
+    it write (the workspace less its holes, its temp dir, its own terminal: ``mesg``)."""
     trees = (_workspace_tree(layout),) if policy.sandbox == "workspace-write" else ()
-    return metaops.Roots(trees, tuple(d for d in (tmpdir, *ld.DEVICE_DIRS) if d))
+    return metaops.Roots(trees, tuple(d for d in (tmpdir, tty) if d))
+
+
+def _trees(layout: Layout, policy: sb.Policy) -> list[tuple[str, list[str], int]]:
+    """The hierarchies a job's ruleset grants, each (root, holes, rights): the same for every
+    job of one layout and policy (what differs per job are single paths: ``job_spec``)."""
+    write = ld.write_rights(layout.abi)
+    holes = [*layout.hidden, *layout.masked]
+    trees: list[tuple[str, list[str], int]] = [("/", [*holes, "/dev"], ld.READ)]
+    if policy.sandbox == "workspace-write":
+        ws, ws_holes = _workspace_tree(layout)
+        trees.append((ws, list(ws_holes), write))
+    elif policy.sandbox == "off":  # network off alone: the filesystem stays writable
+        trees.append(("/", [*holes, "/dev", "/proc", "/sys"], write))
+    return trees
+
+
+def ruleset_stamps(layout: Layout, policy: sb.Policy) -> tuple[tuple[Any, ...], ...]:
+    """What the hierarchies of a ruleset for ``policy`` are found from: per tree, the holes
+    that exist (``lockdown.cover`` keeps out only those) and each directory it lists to keep
+    them out (inode and mtime: an entry made, removed or renamed there changes it). Equal
+    stamps: a ruleset built now grants what one built then did, so a warm process started
+    under the older one may stand for a new job (core/jobs/warm.py)."""
+    out = []
+    for root, holes, _ in _trees(layout, policy):
+        inside = root.rstrip("/") + "/"
+        there = sorted(h for h in holes if h.startswith(inside) and os.path.lexists(h))
+        out.append((tuple(there), tuple(ld._stamps(ld.walked(root, there)))))
+    return tuple(out)
 
 
 def job_spec(
@@ -150,18 +186,12 @@ def job_spec(
     ``broker_metadata``: a ``workspace-write`` job's mode and time changes go to Conch too
     (conch/core/containment/metaops.py); without it only setuid/setgid modes are refused."""
     abi = layout.abi
-    write = ld.write_rights(abi)
-    holes = [*layout.hidden, *layout.masked]
-    trees: list[tuple[str, list[str], int]] = [("/", [*holes, "/dev"], ld.READ)]
-    if policy.sandbox == "workspace-write":
-        ws, ws_holes = _workspace_tree(layout)
-        trees.append((ws, list(ws_holes), write))
-    elif policy.sandbox == "off":  # network off alone: the filesystem stays writable
-        trees.append(("/", [*holes, "/dev", "/proc", "/sys"], write))
-    for d in ld.DEVICE_DIRS:
-        trees.append((d, [], ld.READ | ld.FS_WRITE_FILE))
+    trees = _trees(layout, policy)
     paths: list[tuple[str, int]] = [(tmpdir, ld.fs_rights(abi))]
     paths += [(dev, ld.FS_READ_FILE | ld.FS_WRITE_FILE) for dev in ld.DEVICES]
+    if tty:  # its own terminal's slave only (a rule on its inode: a later one of the same
+        # number is another inode), never /dev/pts: see ld.DEVICES
+        paths.append((tty, ld.FS_READ_FILE | ld.FS_WRITE_FILE))
     paths += [(f, ld.FS_READ_FILE | ld.FS_EXECUTE) for f in exposed]
     scoped = ld.SCOPE_SIGNAL
     if policy.network == "off":
@@ -176,9 +206,9 @@ def job_spec(
     meta = broker_metadata and metadata == "setid" and layout.seccomp
     if meta:
         metadata = "brokered"
-    if layout.seccomp and (net_off or guard or metadata):
+    if layout.seccomp:  # (at every level: the calls on other processes, ``others``)
         program = ld.seccomp_program(
-            net_off=net_off, truncate=guard, connect_ok=brokered, metadata=metadata
+            net_off=net_off, truncate=guard, connect_ok=brokered, metadata=metadata, others=True
         )
     if brokered or meta:
         notify = ld.notify_program(connect=brokered, metadata=meta)

@@ -82,6 +82,14 @@ _SYS = {
         "fchmodat2": 452,
         "setxattrat": 463,
         "removexattrat": 466,
+        # calls on another process's limits, priority, scheduling (Landlock scopes none)
+        "setpriority": 141,
+        "sched_setparam": 142,
+        "sched_setscheduler": 144,
+        "sched_setaffinity": 203,
+        "ioprio_set": 251,
+        "prlimit64": 302,
+        "sched_setattr": 314,
     },
     "aarch64": {
         "create_ruleset": 444,
@@ -117,6 +125,14 @@ _SYS = {
         "fchmodat2": 452,
         "setxattrat": 463,
         "removexattrat": 466,
+        # calls on another process's limits, priority, scheduling
+        "ioprio_set": 30,
+        "sched_setparam": 118,
+        "sched_setscheduler": 119,
+        "sched_setaffinity": 122,
+        "setpriority": 140,
+        "prlimit64": 261,
+        "sched_setattr": 274,
     },
 }
 ARCH = os.uname().machine
@@ -166,7 +182,14 @@ def write_rights(abi: int) -> int:
 
 
 #: device files a job may open (read and write) under the landlock backend: the rest of /dev
-#: (disks, /dev/mem, /dev/kmsg, ...) is not even readable
+#: (disks, /dev/mem, /dev/kmsg, ...) is not even readable. Of the terminals only its own (the
+#: slave it was started on, granted by path: landlock.job_spec) and ``/dev/tty`` (which opens
+#: the caller's controlling terminal, whatever it is): ``/dev/pts`` whole would let a job open
+#: any terminal of the host's devpts (another job's, a person's), read what is typed into it
+#: and write into it. Not ``/dev/ptmx`` either: a new terminal's slave appears in
+#: ``/dev/pts``, which no rule can grant ahead (Landlock checks ``TIOCGPTPEER``'s open of it
+#: too), so a master would be of no use, and every master taken counts against the host's
+#: ``kernel.pty.max`` (the initial devpts instance, the one Conch's own terminals come from).
 DEVICES = (
     "/dev/null",
     "/dev/zero",
@@ -174,9 +197,7 @@ DEVICES = (
     "/dev/random",
     "/dev/urandom",
     "/dev/tty",
-    "/dev/ptmx",
 )
-DEVICE_DIRS = ("/dev/pts",)
 
 _libc: Any = None
 
@@ -359,7 +380,13 @@ def _refuse_read_trunc(arg: int) -> list[tuple[Any, ...]]:
     ]
 
 
-@functools.lru_cache(maxsize=8)
+#: the calls that act on another process's scheduling when their pid (args[0]) is not 0
+_OTHERS_BY_PID = ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
+_PRIO_USER = 2  # setpriority's ``which``: PRIO_PROCESS 0, PRIO_PGRP 1, PRIO_USER 2
+_IOPRIO_WHO_USER = 3  # ioprio_set's: IOPRIO_WHO_PROCESS 1, IOPRIO_WHO_PGRP 2, IOPRIO_WHO_USER 3
+
+
+@functools.lru_cache(maxsize=16)
 def seccomp_program(
     arch: str = ARCH,
     *,
@@ -367,6 +394,7 @@ def seccomp_program(
     truncate: bool = False,
     connect_ok: bool = False,
     metadata: str = "",
+    others: bool = False,
 ) -> bytes:
     """A job's seccomp filter, as the bytes of its ``sock_filter`` array (what bwrap's
     ``--seccomp FD`` reads, and what ``load_seccomp`` loads): another architecture's syscalls
@@ -393,7 +421,19 @@ def seccomp_program(
     set extended attributes of files its uid owns outside the writable roots): ``all``
     (``read-only``) refuses every such call with EPERM; ``setid`` (``workspace-write``)
     refuses a mode with the setuid or setgid bit, so a job (a root server's: uid 0) cannot
-    make a host binary setuid (the other changes stay possible there: docs/containment.md)."""
+    make a host binary setuid (the other changes stay possible there: docs/containment.md).
+
+    ``others`` (every Landlock job: Landlock scopes signals and ptrace, not these; under bwrap
+    the PID namespace hides every process outside): a call that would change another
+    process's resources fails with EPERM, the job's own still work. ``prlimit64`` with a pid
+    other than 0 and a new limit (RLIMIT_NOFILE at 16 breaks the server, RLIMIT_CPU kills
+    it; reading one is left alone), ``sched_setaffinity``, ``sched_setscheduler``,
+    ``sched_setparam`` and ``sched_setattr`` with a pid other than 0, ``setpriority`` and
+    ``ioprio_set`` with a ``who`` other than 0 or for a whole user (``PRIO_USER``,
+    ``IOPRIO_WHO_USER``: 0 there is every process of the job's uid). The filter cannot tell the
+    job's own pids from others, so ``renice``/``taskset -p``/``prlimit --pid`` of the job's
+    own children, and the pthread calls that name a thread by its id
+    (``pthread_setaffinity_np``, ``pthread_setschedparam``), fail too."""
     nr = _SYS[arch]
     prog: list[tuple[int, int, int, int]] = []
 
@@ -436,6 +476,13 @@ def seccomp_program(
         ]
     elif metadata:
         raise ValueError(f"metadata must be '', 'setid', 'brokered' or 'all', not {metadata!r}")
+    if others:
+        table += [(nr[name], "pid0") for name in _OTHERS_BY_PID]
+        table += [
+            (nr["prlimit64"], "prlimit"),
+            (nr["setpriority"], "prio"),
+            (nr["ioprio_set"], "ioprio"),
+        ]
     if net_off or truncate or metadata:
         table.append((nr["io_uring_setup"], "enosys"))
     # each instruction: (code, k) or (code, k, jump-if-true tail, jump-if-false tail), a tail
@@ -460,6 +507,31 @@ def seccomp_program(
         # S_ISGID
         "mode1": [(_LD_ABS_W, 16 + 8), (_AND_K, _SETID), (_JEQ, 0, "allow", "eperm")],
         "mode2": [(_LD_ABS_W, 16 + 16), (_AND_K, _SETID), (_JEQ, 0, "allow", "eperm")],
+        # args[0], a pid (an int: the low word), must be 0 (the caller)
+        "pid0": [(_LD_ABS_W, 16), (_JEQ, 0, "allow", "eperm")],
+        # prlimit64(pid, resource, new, old): pid 0, or no new limit (args[2], 64 bits, NULL)
+        "prlimit": [
+            (_LD_ABS_W, 16),
+            (_JEQ, 0, "allow", None),
+            (_LD_ABS_W, 16 + 8 * 2),
+            (_JEQ, 0, None, "eperm"),
+            (_LD_ABS_W, 20 + 8 * 2),
+            (_JEQ, 0, "allow", "eperm"),
+        ],
+        # setpriority(which, who, prio): who (args[1]) 0, and which no PRIO_USER
+        "prio": [
+            (_LD_ABS_W, 16 + 8),
+            (_JEQ, 0, None, "eperm"),
+            (_LD_ABS_W, 16),
+            (_JGE, _PRIO_USER, "eperm", "allow"),
+        ],
+        # ioprio_set(which, who, ioprio): the same, IOPRIO_WHO_USER refused
+        "ioprio": [
+            (_LD_ABS_W, 16 + 8),
+            (_JEQ, 0, None, "eperm"),
+            (_LD_ABS_W, 16),
+            (_JGE, _IOPRIO_WHO_USER, "eperm", "allow"),
+        ],
         "allow": [(_RET, RET_ALLOW)],
         "eacces": [(_RET, _errno(errno.EACCES))],
         "eperm": [(_RET, _errno(errno.EPERM))],
@@ -468,7 +540,8 @@ def seccomp_program(
     # (jumps go forward only: the tails that jump come first, the RETs they reach last)
     used = {tail for _, tail in table}
     used |= {t for name in used for ins in tails[name] for t in ins[2:] if t is not None}
-    jumping = ("family", "address", "open", "openat", "mode1", "mode2")
+    jumping: tuple[str, ...] = ("family", "address", "open", "openat", "mode1", "mode2")
+    jumping += ("pid0", "prlimit", "prio", "ioprio")
     order: list[str] = [n for n in jumping if n in used]
     order += ["allow", "eacces", "enosys", "eperm"]
     start = len(prog) + len(table) + 1  # after the table and its fall-through RET ALLOW

@@ -3,13 +3,14 @@
 Levels: ``off`` < ``workspace-write`` < ``read-only``; network: ``on`` < ``off``. A per-call
 value may only tighten the server's (``effective``).
 
-Linux: bubblewrap. The whole filesystem is bound read-only, ``/dev``, ``/proc`` and ``/tmp`` are
-private, the workspace (the default cwd's tree) is bound writable for ``workspace-write``,
-Conch's data dir is hidden (an empty read-only tmpfs; the few files a job must read — its
-script, a shell's command file — are bound back read-only), a new PID namespace with
-``--die-with-parent`` takes every descendant down with the job, ``--unshare-net`` cuts the
-network. bwrap itself ignores the signals Conch forwards (so an interrupt reaches the program,
-not the monitor), and ``env --default-signal`` gives the program default dispositions again.
+Linux: bubblewrap. The whole filesystem is bound read-only, ``/dev`` (with a devpts of its own:
+no terminal of the host; at every level), ``/proc`` and ``/tmp`` are private, the workspace (the
+default cwd's tree) is bound writable for ``workspace-write``, Conch's data dir is hidden (an
+empty read-only tmpfs; the few files a job must read — its script, a shell's command file — are
+bound back read-only), a new PID namespace with ``--die-with-parent`` takes every descendant
+down with the job, ``--unshare-net`` cuts the network. bwrap itself ignores the signals Conch
+forwards (so an interrupt reaches the program, not the monitor), and ``env --default-signal``
+gives the program default dispositions again.
 
 macOS: a ``sandbox-exec`` profile with the same rules (untested in CI: no macOS runner).
 
@@ -111,8 +112,11 @@ def bwrap_argv(
     inside a hidden one that this sandbox sees at their own path (``sandbox_sockets``: the
     job's channel to Conch's broker)."""
     p, ws = fence.policy, fence.workspace
-    if p.sandbox == "off":  # network off only: the filesystem stays as it is
-        out = [bwrap, "--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+    if p.sandbox == "off":  # network off only: the filesystem stays as it is, but for /dev
+        # a private /dev at every level: the host's /dev/pts holds every terminal of the host
+        # (other jobs', a person's), which a job could open, read and write; bwrap's own /dev
+        # has the few devices and a devpts of the sandbox's own (new terminals work there)
+        out = [bwrap, "--bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         out += ["--ro-bind", "/sys", "/sys"]  # no host kernel setting, whatever the level
     else:
         out = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]

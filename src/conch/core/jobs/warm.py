@@ -11,8 +11,13 @@ pipe write instead of a spawn. A replacement is started on the next loop turn. A
 level the bootstrap itself enters the job's cgroup (no sh before it).
 
 They serve only the plain case, and only when it behaves like a fresh spawn: the default
-working directory, no stdin, no sandbox or limits, and exactly the environment a fresh child
-would get now (compared at dispatch, so a changed server environment is never missed). What
+working directory, no stdin, no limits, and exactly the environment a fresh child would get now
+(compared at dispatch, so a changed server environment is never missed). No sandbox either,
+but one: where the server's own policy is a Landlock sandbox, the warm process was started
+under it (restricted, in its cgroup, with its own ``TMPDIR``), and a call with that very policy
+takes it when the ruleset it would get is the one the process has
+(``Containment.warm_fits``: no path of the data dir exposed, no program in a hole, the
+directories the ruleset was found from unchanged since); any other call spawns as usual. What
 differs from ``bash -c``: bash's own diagnostics name ``eval`` rather than ``-c``, and
 ``BASH_EXECUTION_STRING`` is the bootstrap. For ``argv`` the program gets the very argv and
 environment a direct spawn would give it: the sh is used only when it leaves the environment
@@ -82,7 +87,16 @@ class _Warm:
 class Warm:
     """Keeps one process ready. ``spawn(argv, cwd)`` makes a (job, driver, env) the way the
     runtime makes any pipe job, but not registered; ``discard(job)`` undoes it. ``argv``
-    starts the process (a bootstrap that reads what to run from stdin)."""
+    starts the process (a bootstrap that reads what to run from stdin).
+
+    ``refill_idle``: None, a replacement (or the first process) starts on the next loop turn;
+    a number of seconds, it starts once calls have left the runtime that long alone (each call
+    that finds no process ready, each process taken and each end of a job it ran puts it off
+    again). A sandboxed start (Landlock at the cgroup level: the fork server's round trip,
+    about 3 ms of the loop, as much as a fresh spawn) started at once would hold the loop
+    while the job just taken ends, and calls back to back would pay it and the warm process's
+    own exec each time; started in a quiet moment it costs no call anything, and calls back to
+    back simply spawn (measured: bench/results/2026-12-06-landlock.md)."""
 
     def __init__(
         self,
@@ -90,11 +104,14 @@ class Warm:
         cwd: str,
         spawn: Callable[[list[str], str], Awaitable[tuple[Job, PipeDriver, dict[str, str]]]],
         discard: Callable[[Job], None],
+        refill_idle: float | None = None,
     ) -> None:
         self._argv = argv
         self._cwd = cwd
         self._spawn = spawn
         self._discard = discard
+        self._refill_idle = refill_idle
+        self._idle: asyncio.TimerHandle | None = None
         self._ready: _Warm | None = None
         self._filling = False
         self._closed = False
@@ -106,14 +123,17 @@ class Warm:
         cwd: str,
         env: Callable[[str], dict[str, str]],
         accept: Callable[[dict[str, str]], bool] | None = None,
+        fits: Callable[[Job], str | None] | None = None,
     ) -> Job | None:
         """The waiting job, now given ``data`` (then EOF) — or None (spawn as usual).
         ``env(job_id)`` is the environment a fresh child with that id would get; ``accept``
-        may refuse the process for it. The first call only starts the first warm process (a
-        server that never runs a command never has one)."""
+        may refuse the process for it. ``fits(job)``, asked last, says whether the process's
+        fence is the one this call would get: None (it is), ``"skip"`` (not for this call),
+        ``"stale"`` (for no call any more: replaced). The first call only starts the first
+        warm process (a server that never runs a command never has one)."""
         warm = self._ready
         if warm is None:
-            self.fill_soon()
+            self._refill()
             return None
         if (
             warm.job.terminal
@@ -123,7 +143,7 @@ class Warm:
         ):
             self._ready = None  # stale (the server's environment changed): replace it
             self._discard(warm.job)
-            self.fill_soon()
+            self._refill()
             return None
         if len(data) > MAX_COMMAND_BYTES or warm.cwd != cwd:
             return None  # not for this call; it stays ready for one it fits
@@ -131,10 +151,32 @@ class Warm:
             warm.accepted = accept(warm.env)  # (of its own cwd and env: both are checked)
         if warm.accepted is False:
             return None
+        verdict = fits(warm.job) if fits is not None else None
+        if verdict == "stale":
+            self._ready = None
+            self._discard(warm.job)
+            self._refill()
+            return None
+        if verdict is not None:
+            return None
         self._ready = None
-        self.fill_soon()
+        self._refill()
+        if self._refill_idle is not None:
+            warm.job.on_finish(lambda _job: self._refill())
         warm.driver.feed(data, close=True)
         return warm.job
+
+    def _refill(self) -> None:
+        """Start a replacement: on the next loop turn, or (``refill_idle``) once calls have
+        been quiet that long (put off again by each call meanwhile)."""
+        if self._refill_idle is None:
+            self.fill_soon()
+            return
+        if self._closed or self._ready is not None:
+            return
+        if self._idle is not None:
+            self._idle.cancel()
+        self._idle = asyncio.get_running_loop().call_later(self._refill_idle, self.fill_soon)
 
     def fill_soon(self) -> None:
         """Start a replacement on the next loop turn (off the current call's path)."""
@@ -160,6 +202,8 @@ class Warm:
         """The runtime is closing: no more starts, the waiting process told EOF (the
         shutdown sweep kills it if it lingers)."""
         self._closed = True
+        if self._idle is not None:
+            self._idle.cancel()
         warm, self._ready = self._ready, None
         if warm is not None:
             self._discard(warm.job)
@@ -170,6 +214,10 @@ class Warm:
         if self._task is not None:
             with contextlib.suppress(BaseException):
                 await self._task
+
+
+#: a sandboxed warm process starts once calls have been quiet this long (``Warm``)
+SANDBOXED_REFILL_IDLE_S = 0.02
 
 
 def warm_bash(bash: str, cwd: str, **kw: Any) -> Warm:
