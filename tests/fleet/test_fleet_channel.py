@@ -70,6 +70,28 @@ async def test_a_lone_call_is_one_ray_call_and_a_burst_is_fewer_than_its_calls()
     await ch.aclose(ConchError("closed", "done"))
 
 
+async def test_calls_made_while_a_batch_is_on_its_way_gather_for_the_next() -> None:
+    """One call per turn of the loop (an HTTP server's requests trickle in so), the node a
+    round trip of 20 ms away: a few Ray calls wait for replies, the rest gather."""
+    node = Node()
+
+    async def far(batch: bytes) -> bytes:
+        await asyncio.sleep(0.01)
+        reply = await node.transport(batch)
+        await asyncio.sleep(0.01)
+        return reply
+
+    ch = channel(far)
+    calls = []
+    for i in range(200):
+        calls.append(asyncio.ensure_future(ch.call(i, req(k=i, s=0.5), 5.0)))
+        await asyncio.sleep(0)
+    replies = await asyncio.gather(*calls)
+    assert [r[0]["echo"]["k"] for r in replies] == list(range(200))
+    assert ch.calls == 200 and ch.ray_calls < 40, ch.ray_calls
+    await ch.aclose(ConchError("closed", "done"))
+
+
 async def test_a_slow_call_does_not_hold_back_a_quick_one() -> None:
     node = Node()
     ch = channel(node.transport)

@@ -5,10 +5,11 @@ both ways (SPEC §9b).
 together as one Ray call (``NodeExecutor.call``), and that call comes back as soon as any reply
 of the node's is ready, with every reply ready then (its own calls' or earlier ones'). A few
 such calls wait on a node while replies are due; past that, a batch comes straight back with
-what is ready. A lone call so costs one Ray round trip, and a burst of calls to a node fewer
-Ray calls than tool calls (never more: every Ray call but the one that keeps a reply awaited
-carries a call). Requests and replies cross as one pickled ``bytes`` each way (Ray serializes
-each argument apart; one opaque argument is its cheapest).
+what is ready, and while it is on its way the calls made meanwhile gather for the next one. A
+lone call so costs one Ray round trip, and a burst of calls to a node fewer Ray calls than tool
+calls (never more: every Ray call but the one that keeps a reply awaited carries a call).
+Requests and replies cross as one pickled ``bytes`` each way (Ray serializes each argument
+apart; one opaque argument is its cheapest).
 
 :class:`Calls` is the node's end (its executor holds one): each request runs as a task, and its
 reply waits there until a Ray call takes it.
@@ -91,9 +92,11 @@ class Channel:
         self._cancels: list[tuple[int, bool]] = []
         self._flush_due = False
         self._waiting = 0  # Ray calls open on the node that wait for a reply
+        self._quick = False  # a Ray call that comes straight back is on its way
         self._tasks: set[asyncio.Future[Any]] = set()
         self._closed: ConchError | None = None
-        self.ray_calls = 0  # Ray calls made (the benchmark reports them)
+        self.calls = 0  # tool calls made (info.nodes shows both counts)
+        self.ray_calls = 0  # Ray calls that carried them
 
     async def call(
         self, call_id: int, request: Request, timeout_s: float, gave_up: GaveUp | None = None
@@ -107,6 +110,7 @@ class Channel:
         fut: asyncio.Future[Reply] = loop.create_future()
         self._pending[call_id] = fut
         self._out.append((call_id, request))
+        self.calls += 1
         self._soon()
         timer = loop.call_later(timeout_s, self._late, call_id, timeout_s)
         try:
@@ -177,23 +181,30 @@ class Channel:
             asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
-        """Send what this turn of the loop asked for in one Ray call; one that waits while
-        replies are due and not too many wait already (always one, when replies are due)."""
+        """Send what was asked since the last batch in one Ray call: one that waits for a
+        reply while fewer than MAX_WAITING do (always one, when replies are due), else one that
+        comes straight back; while such a call is on its way, what is asked meanwhile waits for
+        it to come back and leaves with the next (at most one round trip later)."""
         self._flush_due = False
         if self._closed is not None:
             return
+        due = bool(self._pending)
+        wait = due and self._waiting < MAX_WAITING
+        if not self._out and not self._cancels and not (due and self._waiting == 0):
+            return
+        if not wait and self._quick:
+            return  # sent when the quick call comes back
         out, self._out = self._out, []
         cancels, self._cancels = self._cancels, []
-        due = bool(self._pending)
-        if not out and not cancels and not (due and self._waiting == 0):
-            return
-        self._spawn(self._send(out, cancels, due and self._waiting < MAX_WAITING))
+        self._spawn(self._send(out, cancels, wait))
 
     async def _send(
         self, out: list[tuple[int, Request]], cancels: list[tuple[int, bool]], wait: bool
     ) -> None:
         if wait:
             self._waiting += 1
+        else:
+            self._quick = True
         self.ray_calls += 1
         batch: Batch = (out, cancels, self.wait_s if wait else 0.0)
         try:
@@ -223,8 +234,12 @@ class Channel:
         finally:
             if wait:
                 self._waiting -= 1
-            if self._pending and self._waiting == 0 and self._closed is None:
-                self._soon()  # replies are still due: one call waits for them
+            else:
+                self._quick = False
+            if self._closed is None and (
+                self._out or self._cancels or (self._pending and self._waiting == 0)
+            ):
+                self._soon()  # what waited for this call; or replies due: one call waits
 
 
 Run = Callable[[int, Request, GaveUp], Awaitable[Reply]]

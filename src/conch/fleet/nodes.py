@@ -48,6 +48,9 @@ class Node:
             "executor_pid": self.pid,
             "labels": dict(self.labels),
             "running_jobs": self.running,
+            # tool calls sent to this executor, and the Ray calls that carried them
+            "calls": self.channel.calls if self.channel is not None else 0,
+            "ray_calls": self.channel.ray_calls if self.channel is not None else 0,
         }
 
 
