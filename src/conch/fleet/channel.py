@@ -284,8 +284,9 @@ class Calls:
             except asyncio.TimeoutError:
                 return
             finally:
-                if not waiter.done():
+                if not waiter.done():  # (timed out, or the call was cancelled)
                     waiter.cancel()
+                    self._waiters.remove(waiter)
 
     def _wake(self) -> None:
         """The first call still waiting takes the replies (one, not all of them)."""
