@@ -484,7 +484,7 @@ async def scale(
         victim = cluster.add_node(labels={"zone": "b"}, **WORKER)
         cluster.wait_for_nodes()
         with tempfile.TemporaryDirectory() as tmp:
-            most = max([jobs, *sizes])
+            most = max([jobs, churn_jobs, *sizes])
             limits = ["--max-running", str(most * 2), "--max-shells", str(max(16, n_shells))]
             local_proc, local_url = serve(tmp, *limits)
             procs.append(local_proc)
