@@ -653,5 +653,16 @@ async def main() -> None:
         cluster.shutdown()
 
 
+def leaves(e: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups."""
+    inner = getattr(e, "exceptions", None)
+    return [x for sub in inner for x in leaves(sub)] if inner else [e]
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except BaseException as e:
+        for leaf in leaves(e):  # (a group's own trace stops ten levels deep)
+            traceback.print_exception(type(leaf), leaf, leaf.__traceback__)
+        raise
