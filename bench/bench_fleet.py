@@ -492,7 +492,6 @@ async def scale(
                 tmp, "--fleet", "ray", "--ray-address", cluster.address, *limits
             )
             procs.append(fleet_proc)
-            n = max(n_callers, *(size // 10 for size in sizes)) if sizes else n_callers
             print(
                 f"scale: {jobs} jobs (45 % sleep 1, 50 % echo, 5 % 1 MiB), {n_callers} MCP "
                 "callers over Streamable HTTP\n"
@@ -500,9 +499,11 @@ async def scale(
                 "of object store, a local and a fleet `conch serve --http`, the callers one "
                 "asyncio process; all share the cores with the jobs"
             )
+            # each phase has sessions of its own: a session idle through other phases met the
+            # server's close of its idle keep-alive connection as it sent (httpx ReadError)
             async with (
-                await callers(local_url, n) as lstack,
-                await callers(fleet_url, n) as fstack,
+                await callers(local_url, n_callers) as lstack,
+                await callers(fleet_url, n_callers) as fstack,
             ):
                 lc, fc = lstack.clients, fstack.clients  # type: ignore[attr-defined]
                 info = (await fc[0].call_tool("info", {})).structured_content or {}
@@ -510,40 +511,48 @@ async def scale(
                 cpu = CpuShares({"local": local_proc.pid, "fleet": fleet_proc.pid}, executors)
                 await mix(lc[:10], 20, "warm", False)
                 await mix(fc[:10], 20, "warm", True)
-                lm, fm, dm = await pairs(lc[:n_callers], fc[:n_callers], jobs, repeat, cpu)
+                lm, fm, dm = await pairs(lc, fc, jobs, repeat, cpu)
                 median = f"medians of {repeat}: " if repeat > 1 else ""
                 print(
                     f"  {median}fleet p99 above the job's own time {fm:.1f} ms vs local "
                     f"{lm:.1f} ms: {dm:+.1f} ms (goal <= +{GOAL_MS:.0f} ms)"
                 )
-                met: list[int] = []
-                for size in sizes:
-                    k = max(1, size // 10)
-                    print(f"  size {size}: {k} callers, each firing its 10 at once")
-                    lm, fm, dm = await pairs(lc[:k], fc[:k], size, repeat, cpu)
-                    ok = dm <= GOAL_MS
-                    met += [size] if ok else []
-                    print(
-                        f"  size {size}: fleet p99 above the job's own time {fm:.1f} ms vs local "
-                        f"{lm:.1f} ms: {dm:+.1f} ms ({'meets' if ok else 'misses'} the goal)"
-                    )
-                if sizes:
-                    print(
-                        "  largest size that meets the goal: "
-                        + (str(max(met)) if met else "none of " + ",".join(map(str, sizes)))
-                    )
-                if n_shells:
-                    try:
-                        await shells(fc[:n_callers], n_shells, 10)
-                    except Exception:
-                        traceback.print_exc()
-                        raise
-                if churn_jobs:
-                    try:
-                        await churn(fc[:n_callers], cluster, victim, churn_jobs, 10.0)
-                    except Exception:
-                        traceback.print_exc()
-                        raise
+            met: list[int] = []
+            for size in sizes:
+                k = max(1, size // 10)
+                print(f"  size {size}: {k} callers, each firing its 10 at once")
+                async with (
+                    await callers(local_url, k) as lstack,
+                    await callers(fleet_url, k) as fstack,
+                ):
+                    lc, fc = lstack.clients, fstack.clients  # type: ignore[attr-defined]
+                    lm, fm, dm = await pairs(lc, fc, size, repeat, cpu)
+                ok = dm <= GOAL_MS
+                met += [size] if ok else []
+                print(
+                    f"  size {size}: fleet p99 above the job's own time {fm:.1f} ms vs local "
+                    f"{lm:.1f} ms: {dm:+.1f} ms ({'meets' if ok else 'misses'} the goal)"
+                )
+            if sizes:
+                print(
+                    "  largest size that meets the goal: "
+                    + (str(max(met)) if met else "none of " + ",".join(map(str, sizes)))
+                )
+            if n_shells or churn_jobs:
+                async with await callers(fleet_url, n_callers) as fstack:
+                    fc = fstack.clients  # type: ignore[attr-defined]
+                    if n_shells:
+                        try:
+                            await shells(fc, n_shells, 10)
+                        except Exception:
+                            traceback.print_exc()
+                            raise
+                    if churn_jobs:
+                        try:
+                            await churn(fc, cluster, victim, churn_jobs, 10.0)
+                        except Exception:
+                            traceback.print_exc()
+                            raise
             with open("/proc/loadavg") as f:
                 print(f"  load: {f.read().strip()}")
     finally:
