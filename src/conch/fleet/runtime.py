@@ -306,8 +306,10 @@ class FleetRuntime(HostBase):
                 sent.add_done_callback(self._reports.discard)
         for snap in batch["jobs"]:
             fleet_id = qualify(snap["job_id"], node.tag)
-            self.mirrors.update(fleet_id, node.tag, snap)
-            self._fire(fleet_id)
+            # (a report that brings nothing new, a start the call's reply brought already,
+            # would only hold the next resource update back behind the notifier's pause)
+            if self.mirrors.update(fleet_id, node.tag, snap):
+                self._fire(fleet_id)
         for local in batch["gone"]:
             self.mirrors.forget(qualify(local, node.tag))
         if batch["set"] or batch["gone"]:
