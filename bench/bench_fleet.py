@@ -45,9 +45,11 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep 127.0.0.1 as it is
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
+import httpx2
 import mcp_types as types
 import psutil
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from ray.cluster_utils import Cluster
 
 from conch import Config
@@ -193,7 +195,17 @@ async def callers(url: str, n: int) -> AsyncExitStack:
     stack = AsyncExitStack()
     clients = []
     for _ in range(n):
-        clients.append(await stack.enter_async_context(Client(url)))
+        # the MCP transport's own timeouts, and idle connections let go after 1 s: httpx keeps
+        # them 5 s, as long as uvicorn does, and a request sent as the server closed one failed
+        # (httpx ReadError) when a caller had been idle through a burst of the other server
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(
+                timeout=httpx2.Timeout(30.0, read=300.0),
+                limits=httpx2.Limits(keepalive_expiry=1.0),
+            )
+        )
+        transport = streamable_http_client(url, http_client=http)
+        clients.append(await stack.enter_async_context(Client(transport)))
     await asyncio.gather(*(c.list_tools() for c in clients))
     stack.clients = clients  # type: ignore[attr-defined]
     return stack
