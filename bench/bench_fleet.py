@@ -7,8 +7,12 @@
   the last job's end;
 * ``--scale``: ``conch serve --http --fleet ray`` against a local ``conch serve --http``, both
   driven by the same MCP callers over Streamable HTTP: 1,000 concurrent jobs of a mix from 100
-  callers, 200 persistent shells x 10 commands, then churn (a node added, one removed, while
-  jobs run). ``--jobs N --callers N --shells N --churn N`` size it down;
+  callers (every caller has listed the tools first, as a host does when it connects), with the
+  CPU seconds each part of the box spent on the burst; 200 persistent shells x 10 commands,
+  then churn (a node added, one removed, while jobs run). ``--jobs N --callers N --shells N
+  --churn N`` size it down; ``--repeat R`` runs the local/fleet pair of bursts R times,
+  interleaved (medians after); ``--sizes 100,200,...`` also runs the mix at those sizes (a tenth
+  as many callers, each firing its 10 at once) and names the largest that meets the goal;
 * how late a resource update of ``conch://jobs/{id}/log`` reaches an MCP caller
   after the job printed, through ``conch serve --http --fleet ray`` and a local server, the
   same caller code (the printed line is the job's own CLOCK_MONOTONIC reading, the caller's
@@ -41,9 +45,11 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep 127.0.0.1 as it is
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
+import httpx2
 import mcp_types as types
 import psutil
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from ray.cluster_utils import Cluster
 
 from conch import Config
@@ -112,6 +118,7 @@ async def spread(fleet: FleetRuntime) -> None:
 # object store each; the callers are one asyncio process of Streamable HTTP MCP sessions; the
 # fleet server runs with max_running/max_shells raised so the limits are not what is measured.
 MB = 1024 * 1024
+GOAL_MS = 50.0  # fleet p99 above the job's own time, over local's
 
 
 def kind_of(i: int) -> str:
@@ -182,12 +189,82 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 async def callers(url: str, n: int) -> AsyncExitStack:
+    """``n`` MCP sessions; each lists the tools, as a host does when it connects (a session
+    that has not lists them at its first result: every result that comes before that listing
+    answered, up to all ten of a caller's, lists them again)."""
     stack = AsyncExitStack()
     clients = []
     for _ in range(n):
-        clients.append(await stack.enter_async_context(Client(url)))
+        # the MCP transport's own timeouts, and idle connections let go after 1 s: httpx keeps
+        # them 5 s, as long as uvicorn does, and a request sent as the server closed one failed
+        # (httpx ReadError) when a caller had been idle through a burst of the other server
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(
+                timeout=httpx2.Timeout(30.0, read=300.0),
+                limits=httpx2.Limits(keepalive_expiry=1.0),
+            )
+        )
+        transport = streamable_http_client(url, http_client=http)
+        clients.append(await stack.enter_async_context(Client(transport)))
+    await asyncio.gather(*(c.list_tools() for c in clients))
     stack.clients = clients  # type: ignore[attr-defined]
     return stack
+
+
+# -- where a burst's CPU goes: each part's CPU seconds, read from /proc before and after ----------
+
+
+def _cpu(p: psutil.Process, children: bool) -> float:
+    try:
+        t = p.cpu_times()
+    except psutil.Error:
+        return 0.0
+    own = t.user + t.system
+    return own + (t.children_user + t.children_system if children else 0.0)
+
+
+class CpuShares:
+    """CPU seconds of the local server, the fleet server, the node executors (each with the
+    jobs it started and reaped), Ray's own processes (raylets, GCS, agents, idle workers: the
+    rest of this process's descendants), the callers (this process) and the whole box."""
+
+    def __init__(self, servers: dict[str, int], executors: list[int]) -> None:
+        self.roots = {**{k: [v] for k, v in servers.items()}, "executors": executors}
+
+    def take(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        seen: set[int] = set()
+        for name, pids in self.roots.items():
+            own = jobs = 0.0
+            for pid in pids:
+                try:
+                    p = psutil.Process(pid)
+                    live = p.children(recursive=True)
+                except psutil.Error:
+                    continue
+                seen.add(pid)
+                mine = _cpu(p, False)
+                own += mine
+                jobs += _cpu(p, True) - mine + sum(_cpu(c, False) for c in live)
+                seen.update(c.pid for c in live)
+            out[name], out[name + " jobs"] = own, jobs
+        me = psutil.Process()
+        out["ray"] = sum(_cpu(c, False) for c in me.children(recursive=True) if c.pid not in seen)
+        out["callers"] = _cpu(me, False)
+        t = psutil.cpu_times()
+        out["box"] = t.user + t.system + t.nice + getattr(t, "irq", 0) + getattr(t, "softirq", 0)
+        return out
+
+    @staticmethod
+    def line(before: dict[str, float], after: dict[str, float], wall: float) -> str:
+        d = {k: after[k] - before[k] for k in after}
+        d["rest of the box"] = d["box"] - sum(v for k, v in d.items() if k != "box")
+        cores = os.cpu_count() or 1
+        parts = "  ".join(f"{k} {v:.2f}" for k, v in d.items() if k != "box")
+        return (
+            f"        CPU s: {parts}  (box {d['box']:.2f} of {cores * wall:.2f} core-s, "
+            f"{100 * d['box'] / (cores * wall):.0f} % busy)"
+        )
 
 
 async def call(c: Client, name: str, args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
@@ -196,7 +273,9 @@ async def call(c: Client, name: str, args: dict[str, Any]) -> tuple[float, dict[
     return time.perf_counter() - t, dict(r.structured_content or {"error": r.content[0].text})
 
 
-async def mix(clients: list[Client], jobs: int, label: str, fleet: bool) -> dict[str, Any]:
+async def mix(
+    clients: list[Client], jobs: int, label: str, fleet: bool, cpu: CpuShares | None = None
+) -> dict[str, Any]:
     per = max(1, jobs // len(clients))
 
     async def one_caller(k: int, c: Client) -> list[tuple[int, float, dict[str, Any]]]:
@@ -206,6 +285,7 @@ async def mix(clients: list[Client], jobs: int, label: str, fleet: bool) -> dict
         )
         return [(i, dt, r) for i, (dt, r) in zip(ids, got, strict=True)]
 
+    before = cpu.take() if cpu is not None else {}
     t = time.perf_counter()
     rows = [
         x
@@ -213,6 +293,7 @@ async def mix(clients: list[Client], jobs: int, label: str, fleet: bool) -> dict
         for x in part
     ]
     wall = time.perf_counter() - t
+    after = cpu.take() if cpu is not None else {}
     wrong = [(i, r) for i, _, r in rows if not correct(i, r)]
     lat = {k: [dt for i, dt, _ in rows if kind_of(i) == k] for k in ("echo", "sleep", "mb")}
     # what a call costs above its job's own time (sleep 1: a second of it is the job)
@@ -231,9 +312,42 @@ async def mix(clients: list[Client], jobs: int, label: str, fleet: bool) -> dict
         f"        above the job's own time: p50 {pct(over, 0.5):7.1f} ms  "
         f"p99 {pct(over, 0.99):7.1f} ms"
     )
+    if cpu is not None:
+        print(CpuShares.line(before, after, wall))
     for i, r in wrong[:3]:
         print(f"        wrong: job {i} ({kind_of(i)}): {str(r)[:200]}")
     return {"over": over, "wall": wall, "wrong": len(wrong)}
+
+
+async def carried(c: Client) -> tuple[int, int]:
+    """(tool calls sent to the nodes, Ray calls that carried them) so far, from ``info``."""
+    info = (await c.call_tool("info", {})).structured_content or {}
+    nodes = info.get("nodes", [])
+    return sum(n.get("calls", 0) for n in nodes), sum(n.get("ray_calls", 0) for n in nodes)
+
+
+async def pairs(
+    lc: list[Client], fc: list[Client], jobs: int, repeat: int, cpu: CpuShares
+) -> tuple[float, float, float]:
+    """The mix locally then on the fleet, ``repeat`` times interleaved (the box's load falls on
+    both alike); the medians of (local p99, fleet p99) above the jobs' own time, and of the
+    difference of each pair."""
+    local_p99, fleet_p99, diffs = [], [], []
+    for k in range(repeat):
+        tag = f" #{k + 1}" if repeat > 1 else ""
+        local = await mix(lc, jobs, "local" + tag, False, cpu)
+        before = await carried(fc[0])
+        fleet = await mix(fc, jobs, "fleet" + tag, True, cpu)
+        after = await carried(fc[0])
+        print(
+            f"        {after[0] - before[0]} tool calls to the nodes crossed Ray in "
+            f"{after[1] - before[1]} Ray calls (with the 3 of an info call)"
+        )
+        local_p99.append(pct(local["over"], 0.99))
+        fleet_p99.append(pct(fleet["over"], 0.99))
+        diffs.append(fleet_p99[-1] - local_p99[-1])
+    lm, fm, dm = map(statistics.median, (local_p99, fleet_p99, diffs))
+    return lm, fm, dm
 
 
 async def shells(clients: list[Client], n: int, rounds: int) -> None:
@@ -369,7 +483,9 @@ async def churn(
     )
 
 
-async def scale(jobs: int, n_callers: int, n_shells: int, churn_jobs: int) -> None:
+async def scale(
+    jobs: int, n_callers: int, n_shells: int, churn_jobs: int, repeat: int, sizes: list[int]
+) -> None:
     cluster = Cluster(
         initialize_head=True,
         head_node_args={**NODE, "include_dashboard": False, "labels": {"role": "head"}},
@@ -380,7 +496,8 @@ async def scale(jobs: int, n_callers: int, n_shells: int, churn_jobs: int) -> No
         victim = cluster.add_node(labels={"zone": "b"}, **WORKER)
         cluster.wait_for_nodes()
         with tempfile.TemporaryDirectory() as tmp:
-            limits = ["--max-running", str(jobs * 2), "--max-shells", str(max(16, n_shells))]
+            most = max([jobs, churn_jobs, *sizes])
+            limits = ["--max-running", str(most * 2), "--max-shells", str(max(16, n_shells))]
             local_proc, local_url = serve(tmp, *limits)
             procs.append(local_proc)
             fleet_proc, fleet_url = serve(
@@ -389,35 +506,65 @@ async def scale(jobs: int, n_callers: int, n_shells: int, churn_jobs: int) -> No
             procs.append(fleet_proc)
             print(
                 f"scale: {jobs} jobs (45 % sleep 1, 50 % echo, 5 % 1 MiB), {n_callers} MCP "
-                "callers over Streamable HTTP"
+                "callers over Streamable HTTP\n"
+                f"  sized for this box ({os.cpu_count()} cores): 3 Ray nodes of 1 CPU and 80 MB "
+                "of object store, a local and a fleet `conch serve --http`, the callers one "
+                "asyncio process; all share the cores with the jobs"
             )
+            # each phase has sessions of its own: a session idle through other phases met the
+            # server's close of its idle keep-alive connection as it sent (httpx ReadError)
             async with (
                 await callers(local_url, n_callers) as lstack,
                 await callers(fleet_url, n_callers) as fstack,
             ):
                 lc, fc = lstack.clients, fstack.clients  # type: ignore[attr-defined]
+                info = (await fc[0].call_tool("info", {})).structured_content or {}
+                executors = [node["executor_pid"] for node in info.get("nodes", [])]
+                cpu = CpuShares({"local": local_proc.pid, "fleet": fleet_proc.pid}, executors)
                 await mix(lc[:10], 20, "warm", False)
                 await mix(fc[:10], 20, "warm", True)
-                local = await mix(lc, jobs, "local", False)
-                fleet = await mix(fc, jobs, "fleet", True)
+                lm, fm, dm = await pairs(lc, fc, jobs, repeat, cpu)
+                median = f"medians of {repeat}: " if repeat > 1 else ""
                 print(
-                    f"  fleet p99 above the job's own time {pct(fleet['over'], 0.99):.1f} ms vs "
-                    f"local {pct(local['over'], 0.99):.1f} ms: "
-                    f"{pct(fleet['over'], 0.99) - pct(local['over'], 0.99):+.1f} ms "
-                    "(goal <= +50 ms)"
+                    f"  {median}fleet p99 above the job's own time {fm:.1f} ms vs local "
+                    f"{lm:.1f} ms: {dm:+.1f} ms (goal <= +{GOAL_MS:.0f} ms)"
                 )
-                if n_shells:
-                    try:
-                        await shells(fc, n_shells, 10)
-                    except Exception:
-                        traceback.print_exc()
-                        raise
-                if churn_jobs:
-                    try:
-                        await churn(fc, cluster, victim, churn_jobs, 10.0)
-                    except Exception:
-                        traceback.print_exc()
-                        raise
+            met: list[int] = []
+            for size in sizes:
+                k = max(1, size // 10)
+                print(f"  size {size}: {k} callers, each firing its 10 at once")
+                async with (
+                    await callers(local_url, k) as lstack,
+                    await callers(fleet_url, k) as fstack,
+                ):
+                    lc, fc = lstack.clients, fstack.clients  # type: ignore[attr-defined]
+                    lm, fm, dm = await pairs(lc, fc, size, repeat, cpu)
+                ok = dm <= GOAL_MS
+                met += [size] if ok else []
+                print(
+                    f"  size {size}: fleet p99 above the job's own time {fm:.1f} ms vs local "
+                    f"{lm:.1f} ms: {dm:+.1f} ms ({'meets' if ok else 'misses'} the goal)"
+                )
+            if sizes:
+                print(
+                    "  largest size that meets the goal: "
+                    + (str(max(met)) if met else "none of " + ",".join(map(str, sizes)))
+                )
+            if n_shells or churn_jobs:
+                async with await callers(fleet_url, n_callers) as fstack:
+                    fc = fstack.clients  # type: ignore[attr-defined]
+                    if n_shells:
+                        try:
+                            await shells(fc, n_shells, 10)
+                        except Exception:
+                            traceback.print_exc()
+                            raise
+                    if churn_jobs:
+                        try:
+                            await churn(fc, cluster, victim, churn_jobs, 10.0)
+                        except Exception:
+                            traceback.print_exc()
+                            raise
             with open("/proc/loadavg") as f:
                 print(f"  load: {f.read().strip()}")
     finally:
@@ -499,11 +646,14 @@ async def notify(cluster: Cluster, n: int) -> None:
 
 async def main() -> None:
     if "--scale" in sys.argv:
+        sizes = sys.argv[sys.argv.index("--sizes") + 1] if "--sizes" in sys.argv else ""
         await scale(
             flag("--jobs", 1000),
             flag("--callers", 100),
             flag("--shells", 200),
             flag("--churn", 300),
+            flag("--repeat", 1),
+            [int(x) for x in sizes.split(",") if x],
         )
         return
     cluster = Cluster(
@@ -524,5 +674,16 @@ async def main() -> None:
         cluster.shutdown()
 
 
+def leaves(e: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups."""
+    inner = getattr(e, "exceptions", None)
+    return [x for sub in inner for x in leaves(sub)] if inner else [e]
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except BaseException as e:
+        for leaf in leaves(e):  # (a group's own trace stops ten levels deep)
+            traceback.print_exception(type(leaf), leaf, leaf.__traceback__)
+        raise

@@ -3,6 +3,7 @@ MCP over stdio (`conch serve --fleet ray --ray-address ...`). One cluster for th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ from mcp import Client, StdioServerParameters
 
 from conch import ConchError, Config
 from conch.fleet import FleetRuntime
+from conch.tools.context import ToolContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -199,6 +201,36 @@ async def test_a_node_that_does_not_answer_is_node_unreachable(
             os.kill(node["executor_pid"], signal.SIGCONT)
         back = await rt.read(job_id=job["job_id"])  # nothing was lost: the node answers again
         assert back["state"] == "running"
+
+
+@pytest.mark.parametrize("host_timed_out", [False, True])
+async def test_a_cancelled_call_stops_the_job_it_started_on_its_node(
+    cluster: LocalCluster, tmp_path: Any, host_timed_out: bool
+) -> None:
+    """As locally (an MCP cancellation): the job goes, unless the host gave up for its own
+    timeout (then it runs on, and a later read finds it)."""
+
+    async def host_gave_up() -> bool:
+        return host_timed_out
+
+    async with fleet(cluster, tmp_path) as rt:
+        args = {"command": "sleep 30; echo survived", "yield_ms": 20000, "node": "zone=a"}
+        call = asyncio.ensure_future(
+            rt.call_tool_full("exec", args, ToolContext(host_gave_up=host_gave_up))
+        )
+        with anyio.fail_after(30):
+            while not (running := (await rt.list(state="running"))["jobs"]):
+                await anyio.sleep(0.1)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        job_id = running[0]["job_id"]
+        r = await rt.read(job_id=job_id, until="exit", wait_ms=3000)
+        if host_timed_out:
+            assert r["state"] == "running"
+            await rt.signal(job_id=job_id, signal="kill")
+        else:
+            assert r["state"] == "cancelled" and "survived" not in r["output"]
 
 
 async def test_shutdown_stops_every_executor_and_every_job(

@@ -1,9 +1,9 @@
 """The node executor: a Ray actor pinned to one node, embedding a Conch runtime there.
 
-Jobs, shells, logs and process hygiene stay on the node; the fleet calls ``call`` with a tool
-name and arguments and gets the structured result back (never a whole log: ``read`` pages).
-A call and its reply cross Ray as one pickled ``bytes`` each (Ray serializes every argument
-apart; one opaque argument is its cheapest). ``changes`` is the node's side of what the fleet
+Jobs, shells, logs and process hygiene stay on the node; the fleet's tool calls come in
+batches through ``call`` and their structured results go back in batches (never a whole log:
+``read`` pages), as conch.fleet.channel describes: each request runs as a task of its own, and
+``call`` returns once any reply is ready. ``changes`` is the node's side of what the fleet
 watches: it waits for the next changes of its jobs (their snapshots, conch.fleet.mirror) and
 the progress messages of calls that asked for them, and returns them in one batch. Jobs see
 ``CONCH_NODE_ID`` (the Ray node id) in their environment.
@@ -15,17 +15,16 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-import pickle
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 from conch.config import Config
 from conch.core import JobView
 from conch.errors import ConchError
+from conch.fleet.channel import Calls, GaveUp, Reply, Request, pack
 from conch.fleet.guard import STOP
 from conch.fleet.mirror import Snapshot, snapshot
 from conch.runtime import Runtime
@@ -46,20 +45,6 @@ WORKER_ONLY_ENV = (
     NICENESS_ENV,
     KILL_CHILDREN_ENV,
 )
-#: a call's request: (tool, arguments, _meta, trusted, progress call id or 0)
-Request = tuple[str, Mapping[str, Any], Mapping[str, Any] | None, bool, int]
-#: its reply: (result, is_error, result _meta, running jobs here, snapshot of its job or None)
-Reply = tuple[dict[str, Any], bool, dict[str, Any] | None, int, Snapshot | None]
-
-
-def pack(value: Any) -> bytes:
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def unpack(data: bytes) -> Any:
-    return pickle.loads(data)
-
-
 # what a fleet's dashboard may ask a node's watch (conch/fleet/watch.py)
 WATCH_OPS = frozenset(
     {"jobs", "log", "screen", "replay", "type_human", "hand_back", "resize", "run_human"}
@@ -82,6 +67,7 @@ class NodeExecutor:
         self._progress: list[tuple[int, str]] = []
         self._wake = asyncio.Event()
         self._watching = False
+        self._calls = Calls(self._run)
 
     async def start(self) -> dict[str, Any]:
         # Ray runs this loop on a thread that blocks SIGINT: jobs would inherit the mask, and
@@ -102,20 +88,24 @@ class NodeExecutor:
     def running(self) -> int:
         return self.rt.view.running
 
-    async def call(self, request: bytes) -> bytes:
-        """A packed :data:`Request` in, a packed :data:`Reply` out."""
-        name, args, meta, trusted, call_id = unpack(request)
+    async def call(self, batch: bytes) -> bytes:
+        """A packed batch of requests (and cancels) in; the packed replies ready once one is
+        (conch.fleet.channel)."""
+        return await self._calls.take(batch, self.running)
+
+    async def _run(self, call_id: int, request: Request, gave_up: GaveUp) -> Reply:
+        name, args, meta, trusted, progress = request
         started: list[JobView] = []
         ctx = ToolContext(
             meta=meta,
             trusted=trusted,
-            progress=self._progress_of(call_id) if call_id else None,
+            progress=self._progress_of(call_id) if progress else None,
             on_started=started.append,
+            host_gave_up=gave_up,
         )
         out = await self.rt.call_tool_full(name, args, ctx)
         snap = snapshot(started[0]) if started and self._watching else None
-        reply: Reply = (out.result, out.is_error, out.meta, self.running(), snap)
-        return pack(reply)
+        return out.result, out.is_error, out.meta, snap
 
     # -- what the fleet watches -------------------------------------------------------------
 

@@ -45,6 +45,10 @@ def snapshot(job: JobView) -> Snapshot:
     }
 
 
+def _without_duration(snap: Snapshot) -> Snapshot:
+    return {k: v for k, v in snap.items() if k != "duration_ms"}
+
+
 class _LastLine:
     """The log of a mirror: its last line only (``path`` is the node's, not readable here)."""
 
@@ -77,9 +81,12 @@ class JobMirror:
         self._waiters: list[asyncio.Future[None]] = []
         self.update(snap)
 
-    def update(self, snap: Snapshot) -> None:
+    def update(self, snap: Snapshot) -> bool:
+        """Take a newer report; whether it says anything the last did not (a running job's
+        ``duration_ms`` aside: it grows by itself)."""
         if self._snap and snap["version"] < self._snap["version"] and not snap.get("lost"):
-            return  # an older report overtaken by a newer one
+            return False  # an older report overtaken by a newer one
+        news = _without_duration(snap) != _without_duration(self._snap)
         self._snap = snap
         self._seen = time.monotonic()
         self._log = _LastLine(str(snap.get("last_line") or ""))
@@ -87,6 +94,7 @@ class JobMirror:
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
+        return news
 
     def lose(self) -> None:
         """The node left: the job ends here as ``lost`` (reading it answers node_lost)."""
@@ -210,14 +218,15 @@ class Mirrors:
     def get(self, fleet_id: str) -> JobMirror | None:
         return self._jobs.get(fleet_id)
 
-    def update(self, fleet_id: str, tag: str, snap: Snapshot) -> JobMirror:
+    def update(self, fleet_id: str, tag: str, snap: Snapshot) -> bool:
+        """Whether the report is news: a job not heard of, or a change the mirror did not have
+        (the node reports the start of a job the call's reply brought already, say)."""
         mirror = self._jobs.get(fleet_id)
         if mirror is None:
-            mirror = self._jobs[fleet_id] = JobMirror(fleet_id, tag, snap)
+            self._jobs[fleet_id] = JobMirror(fleet_id, tag, snap)
             self._trim()
-        else:
-            mirror.update(snap)
-        return mirror
+            return True
+        return mirror.update(snap)
 
     def forget(self, fleet_id: str) -> None:
         self._jobs.pop(fleet_id, None)

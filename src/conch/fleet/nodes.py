@@ -28,6 +28,7 @@ class Node:
     running: int = 0  # running jobs, as last reported by the node's executor
     pending: int = 0  # calls placed on it that have not answered yet
     executor: Any = None  # the Ray actor handle, once started
+    channel: Any = None  # its calls' channel (conch.fleet.channel), once started
     ready: bool = False  # the executor answered its start call
     lost_reason: str = ""
     executor_died: bool = False  # on a node still alive: a new executor is due
@@ -47,6 +48,9 @@ class Node:
             "executor_pid": self.pid,
             "labels": dict(self.labels),
             "running_jobs": self.running,
+            # tool calls sent to this executor, and the Ray calls that carried them
+            "calls": self.channel.calls if self.channel is not None else 0,
+            "ray_calls": self.channel.ray_calls if self.channel is not None else 0,
         }
 
 

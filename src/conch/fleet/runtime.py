@@ -24,15 +24,8 @@ from typing import TYPE_CHECKING, Any
 from conch.config import Config
 from conch.core import Once, is_loopback
 from conch.errors import ConchError, ConfigError, RuntimeClosedError
-from conch.fleet.executor import (
-    KILL_CHILDREN_ENV,
-    NICENESS_ENV,
-    NodeExecutor,
-    Reply,
-    Request,
-    pack,
-    unpack,
-)
+from conch.fleet.channel import Channel, Request, unpack
+from conch.fleet.executor import KILL_CHILDREN_ENV, NICENESS_ENV, NodeExecutor
 from conch.fleet.handles import REFUSED, Handles, give_out, taken_by
 from conch.fleet.ids import ID_KEYS, qualify, qualify_result, split
 from conch.fleet.mirror import Mirrors
@@ -57,6 +50,8 @@ LISTING = frozenset({"list", "bash.jobs", "shell_list"})
 #: the pause after a batch (at most ~100 batches a second from a busy node)
 CHANGES_WAIT_S = 30.0
 CHANGES_PAUSE_S = 0.005
+#: how long a call batch waits on its node for a reply before it comes back empty
+REPLY_WAIT_S = 30.0
 
 
 class FleetRuntime(HostBase):
@@ -184,6 +179,7 @@ class FleetRuntime(HostBase):
             started = await asyncio.wait_for(actor.start.remote(), _START_TIMEOUT_S)
             node.hostname = started.get("hostname", "")
             node.pid = int(started.get("pid", 0))
+            node.channel = self._channel(node)
             node.ready = True
             if self._listeners:
                 self._pump(node)
@@ -193,6 +189,18 @@ class FleetRuntime(HostBase):
             log.warning("node %s: %s", node.node_id, node.lost_reason)
         finally:
             self._starting.pop(node.node_id, None)
+
+    def _channel(self, node: Node) -> Channel:
+        def running(n: int) -> None:
+            node.running = n
+
+        return Channel(
+            node.node_id,
+            lambda batch: self._ask(node, "call", (batch,), None),
+            wait_s=REPLY_WAIT_S,
+            timeout_s=self.config.fleet_timeout_ms / 1000,
+            on_running=running,
+        )
 
     def _refresh_soon(self) -> None:
         """Look at the cluster now rather than at the next watch turn (an executor died)."""
@@ -244,6 +252,8 @@ class FleetRuntime(HostBase):
             with contextlib.suppress(Exception):
                 self._ray.kill(node.executor, no_restart=True)
             node.ready = False
+            if node.channel is not None:
+                await node.channel.aclose(ConchError("closed", "the Conch fleet is shutting down"))
 
         await asyncio.gather(*(close(n) for n in nodes))
         if self._owns_ray:
@@ -296,8 +306,10 @@ class FleetRuntime(HostBase):
                 sent.add_done_callback(self._reports.discard)
         for snap in batch["jobs"]:
             fleet_id = qualify(snap["job_id"], node.tag)
-            self.mirrors.update(fleet_id, node.tag, snap)
-            self._fire(fleet_id)
+            # (a report that brings nothing new, a start the call's reply brought already,
+            # would only hold the next resource update back behind the notifier's pause)
+            if self.mirrors.update(fleet_id, node.tag, snap):
+                self._fire(fleet_id)
         for local in batch["gone"]:
             self.mirrors.forget(qualify(local, node.tag))
         if batch["set"] or batch["gone"]:
@@ -308,6 +320,8 @@ class FleetRuntime(HostBase):
         pump = self._pumps.pop(node.tag, None)
         if pump is not None:
             pump.cancel()
+        if node.channel is not None:  # every call in flight there answers node_lost
+            node.channel.close(_lost_error(node))
         for fleet_id in self.mirrors.lose_node(node.tag):
             self._fire(fleet_id)
         self._fire(None)
@@ -414,29 +428,25 @@ class FleetRuntime(HostBase):
         self, node: Node, tool: Tool, args: dict[str, Any], ctx: ToolContext
     ) -> ToolOutcome:
         if not node.alive or node.lost_reason:
-            raise ConchError(
-                "node_lost",
-                f"node {node.node_id} is gone ({node.lost_reason or 'left the cluster'}); "
-                "its jobs and shells are lost and nothing was re-run",
-            )
+            raise _lost_error(node)
+        if not node.ready or node.channel is None:
+            raise ConchError("node_unreachable", f"node {node.node_id} has no executor yet")
         meta = dict(ctx.meta) if ctx.meta else None
         timeout = self._timeout_s(tool.name, args)
-        call_id = 0
-        if ctx.progress is not None and tool.progress:
+        call_id = next(self._call_ids)
+        report = ctx.progress if tool.progress else None
+        if report is not None:
             # the node runs the call's progress as a local call does; its messages come with
             # the node's changes
-            call_id = next(self._call_ids)
-            self._progress[call_id] = ctx.progress
+            self._progress[call_id] = report
             self._pump(node)
-        request: Request = (tool.name, args, meta, ctx.trusted, call_id)
+        request: Request = (tool.name, args, meta, ctx.trusted, report is not None)
         try:
-            packed = await self._ask(node, "call", (pack(request),), timeout)
+            reply = await node.channel.call(call_id, request, timeout, ctx.host_gave_up)
         finally:
-            if call_id:
+            if report is not None:
                 self._progress.pop(call_id, None)
-        reply: Reply = unpack(packed)
-        result, is_error, out_meta, running, snap = reply
-        node.running = running
+        result, is_error, out_meta, snap = reply
         if snap is not None:  # the job this call started, for the front ends that watch it
             self.mirrors.update(qualify(snap["job_id"], node.tag), node.tag, snap)
         conch_shaped = self.registry.error_result_of(tool) is None
@@ -448,15 +458,14 @@ class FleetRuntime(HostBase):
             self._changed(result)
         return ToolOutcome(result, is_error, out_meta)
 
-    async def _ask(self, node: Node, method: str, args: tuple[Any, ...], timeout: float) -> Any:
+    async def _ask(
+        self, node: Node, method: str, args: tuple[Any, ...], timeout: float | None
+    ) -> Any:
         """``node``'s executor's ``method(*args)``, with the fleet's faults: ``node_lost`` (the
-        node or its executor is gone), ``node_unreachable`` (no answer in ``timeout`` s)."""
+        node or its executor is gone), ``node_unreachable`` (no answer in ``timeout`` s; None:
+        the caller bounds the wait itself)."""
         if not node.alive or node.lost_reason:
-            raise ConchError(
-                "node_lost",
-                f"node {node.node_id} is gone ({node.lost_reason or 'left the cluster'}); "
-                "its jobs and shells are lost and nothing was re-run",
-            )
+            raise _lost_error(node)
         if not node.ready:
             raise ConchError("node_unreachable", f"node {node.node_id} has no executor yet")
         ray = self._ray
@@ -467,8 +476,8 @@ class FleetRuntime(HostBase):
         except asyncio.TimeoutError:
             raise ConchError(
                 "node_unreachable",
-                f"node {node.node_id} did not answer within {timeout:.0f} s; the call may or "
-                "may not have taken effect there",
+                f"node {node.node_id} did not answer within {timeout or 0:.0f} s; the call may "
+                "or may not have taken effect there",
             ) from None
         except ray.exceptions.ActorUnavailableError as e:
             raise ConchError(
@@ -479,11 +488,7 @@ class FleetRuntime(HostBase):
                 node.lost_reason = f"its executor died: {type(e).__name__}"
                 node.executor_died = True
                 self._refresh_soon()
-            raise ConchError(
-                "node_lost",
-                f"node {node.node_id} is gone ({node.lost_reason}); its jobs and shells are "
-                "lost and nothing was re-run",
-            ) from None
+            raise _lost_error(node) from None
 
     # -- resources (each node's, merged; a job's log read on its node) -------------------------
 
@@ -713,6 +718,14 @@ _LOCAL_ID = re.compile(r"\b([js]_[0-9a-f]{10})\b")
 def _qualify_ids(text: str, tag: str) -> str:
     """A node's overview with its job and shell ids made fleet ids."""
     return _LOCAL_ID.sub(lambda m: qualify(m.group(1), tag), text)
+
+
+def _lost_error(node: Node) -> ConchError:
+    return ConchError(
+        "node_lost",
+        f"node {node.node_id} is gone ({node.lost_reason or 'left the cluster'}); its jobs and "
+        "shells are lost and nothing was re-run",
+    )
 
 
 def _error(e: ConchError, shape: ErrorResult | None, args: Mapping[str, Any]) -> ToolOutcome:

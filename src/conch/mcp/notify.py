@@ -1,8 +1,8 @@
 """Resource-change notifications, debounced, for both protocol eras.
 
-Runtime changes mark resource URIs dirty; one task sends each dirty URI at most every
-``MIN_INTERVAL_S`` to the 2026-07-28 ``subscriptions/listen`` streams (through the SDK's bus)
-and to the handshake-era sessions that sent ``resources/subscribe``.
+Runtime changes mark resource URIs dirty; one task sends each dirty URI at once, and then
+not again before ``MIN_INTERVAL_S``, to the 2026-07-28 ``subscriptions/listen`` streams
+(through the SDK's bus) and to the handshake-era sessions that sent ``resources/subscribe``.
 
 This module holds Conch's only use of a private SDK attribute: ``ServerSession._connection``,
 the connection a legacy subscription belongs to (the SDK gives no public identity for it).
@@ -99,23 +99,45 @@ class ResourceNotifier:
             self._task = None
 
     async def _run(self) -> None:
+        """Each dirty URI goes out at once, unless it went to a subscriber less than
+        MIN_INTERVAL_S ago: then when that interval is over. (One pause after every round of
+        sends held back the first update of any other URI as well, by up to the interval: a
+        job's first output after another resource's update.)"""
+        loop = asyncio.get_running_loop()
+        sent: dict[str, float] = {}  # URI -> when it last reached a subscriber
+        timer: asyncio.TimerHandle | None = None  # the wake for URIs that must wait
         while True:
             await self._wake.wait()
             self._wake.clear()
-            uris, self._dirty = self._dirty, set()
-            for uri in sorted(uris):
-                await self.publish(uri)
-            await asyncio.sleep(MIN_INTERVAL_S)
+            now = loop.time()
+            for uri, when in list(sent.items()):
+                if now - when >= MIN_INTERVAL_S:
+                    del sent[uri]
+            due = sorted(uri for uri in self._dirty if uri not in sent)
+            self._dirty.difference_update(due)
+            for uri in due:
+                if await self.publish(uri):
+                    sent[uri] = now
+            if self._dirty:  # the rest went out too lately: wake when the first may again
+                first = min(sent.get(uri, now) for uri in self._dirty) + MIN_INTERVAL_S
+                if timer is None or timer.when() <= now or timer.when() > first:
+                    if timer is not None:
+                        timer.cancel()
+                    timer = loop.call_at(first, self._wake.set)
 
-    async def publish(self, uri: str) -> None:
-        """Send one update of ``uri`` to every subscriber of both eras (never raises)."""
+    async def publish(self, uri: str) -> bool:
+        """Send one update of ``uri`` to every subscriber of both eras (never raises);
+        whether it may have reached one (a listen stream may filter it out)."""
+        reached = self.bus.listeners > 0
         try:
             await self.bus.publish(ResourceUpdated(uri=uri))
         except Exception:
             log.exception("publishing a resource update failed")
         for conn, uris in list(self._legacy.items()):
             if uri in uris:
+                reached = True
                 try:
                     await conn.send_resource_updated(uri)
                 except Exception:
                     self._legacy.pop(conn, None)
+        return reached

@@ -196,9 +196,13 @@ class ConchMCP:
         self._tools = rt.registry.tools
         self._by_name = {t.name: t for t in self._tools}
         self._in_flight = 0
+        described = [t.describe(self.config) for t in self._tools]
         self._tool_list = types.ListToolsResult(
-            tools=[types.Tool.model_validate(t.describe(self.config)) for t in self._tools]
+            tools=[types.Tool.model_validate(d) for d in described]
         )
+        # what the SDK checks a 2026-era HTTP call's Mcp-Param headers against; without it the
+        # SDK runs (and serializes) the whole tools/list for every tools/call (~1 ms each)
+        self._input_schemas = {d["name"]: d.get("inputSchema") for d in described}
         self.tasks = ConchTasks(self)
         self.listen_handler = TaskListenHandler(
             ListenHandler(self.notifier.bus), self.notifier.bus, self.tasks
@@ -224,6 +228,7 @@ class ConchMCP:
         self.server: Server[Any] = Server(
             name,
             **ident,
+            get_tool_input_schema=self._input_schemas.get,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
