@@ -19,11 +19,19 @@ from typing import Any
 import anyio
 import psutil
 import pytest
-from fleet_cluster import LocalCluster, descendants, leftovers, non_loopback_sockets
+from fleet_cluster import (
+    LocalCluster,
+    descendants,
+    leftovers,
+    may_renice,
+    non_loopback_sockets,
+    thread_nices,
+)
 from mcp import Client, StdioServerParameters
 
 from conch import ConchError, Config
 from conch.fleet import FleetRuntime
+from conch.fleet.channel import pack, unpack
 from conch.tools.context import ToolContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
@@ -257,6 +265,49 @@ async def test_shutdown_stops_every_executor_and_every_job(
     with pytest.raises(ConchError) as e:
         await rt.exec(command="true")
     assert e.value.code == "closed"
+
+
+async def test_an_executor_in_a_worker_of_rays_runs_at_the_nodes_niceness_and_its_guard_outlives_it(
+    cluster: LocalCluster, tmp_path: Any
+) -> None:
+    """The kind of executor a new node gets first (a worker Ray has: Ray's nice 15, and Ray
+    SIGKILLs the worker's direct children when it ends)."""
+    if not may_renice():
+        pytest.fail("wants CAP_SYS_NICE (the suite runs as root); test_fleet_worker: without")
+    rt = FleetRuntime(
+        Config(fleet="ray", ray_address=cluster.address, data_dir=str(tmp_path / "d"))
+    )
+    async with rt:
+        assert rt._any_worker  # no executor had to get a worker of its own
+        node = next(n for n in rt.table.usable() if n.labels.get("zone") == "a")
+        actor = rt._actor(node, True)  # one more, of that kind, beside the node's own
+        try:
+            started = await actor.start.remote(True)
+            assert started["ready"] and started["nice"] == os.nice(0)
+            pid = started["pid"]
+            assert thread_nices(pid) == {os.nice(0)}  # every thread, not Ray's 15
+            request = ("exec", {"command": "nice; sleep 60 & sleep 60; wait", "yield_ms": 300})
+            batch = pack(([(1, (*request, None, False, False))], [], 5.0))
+            ((_, (result, is_error, _, _)),), _ = unpack(await actor.call.remote(batch))
+            assert not is_error and result["state"] == "running"
+            assert result["output"].split()[0] == str(os.nice(0))
+            executor = psutil.Process(pid)
+            children = {p.pid for p in executor.children()}
+            (guard,) = [
+                p
+                for p in psutil.process_iter(["cmdline"])
+                if (p.info["cmdline"] or [])[-3:] == ["-m", "conch.fleet.guard", str(pid)]
+            ]
+            assert guard.pid not in children  # not the worker's child: Ray would kill it
+            jobs = [p.pid for p in executor.children(recursive=True) if p.pid != guard.pid]
+            assert len(jobs) >= 3  # the job's shell and its two sleeps (and warm processes)
+        finally:
+            # Ray ends the worker and kills its direct children (the job's shell): the guard
+            # kills what they started, then exits
+            rt._ray.kill(actor, no_restart=True)
+        with anyio.fail_after(20):
+            while any(map(_running, jobs)) or _running(guard.pid):
+                await anyio.sleep(0.1)
 
 
 async def test_ray_traffic_stays_on_loopback(cluster: LocalCluster, tmp_path: Any) -> None:

@@ -142,3 +142,24 @@ def leftovers() -> list[str]:
     """Descendants of this process that are not part of the Ray cluster: jobs, guards and node
     executors of a fleet that was shut down."""
     return [_describe(p) for p in descendants() if _alive(p) and not is_ray_process(p)]
+
+
+CAP_SYS_NICE = 23
+
+
+def may_renice() -> bool:
+    """This process may lower a niceness (CAP_SYS_NICE in its effective set)."""
+    with open("/proc/self/status") as f:
+        eff = next(line for line in f if line.startswith("CapEff:"))
+    return bool(int(eff.split()[1], 16) >> CAP_SYS_NICE & 1)
+
+
+def thread_nices(pid: int) -> set[int]:
+    """The niceness of each thread of a process (Linux keeps one per thread)."""
+    out = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out.add(os.getpriority(os.PRIO_PROCESS, int(tid)))
+        except OSError:
+            pass  # the thread ended
+    return out

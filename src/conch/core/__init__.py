@@ -24,6 +24,7 @@ from conch.core.output.window import Window
 from conch.core.process.hygiene import kill_orphans_of_dead_servers
 from conch.core.process.keys import KEY_NAMES
 from conch.core.process.procfs import is_alive as pid_alive
+from conch.core.process.procfs import live_start_time
 from conch.core.requests import (
     SEARCH_MODES,
     SIGNALS,
@@ -85,6 +86,7 @@ __all__ = [
     "is_loopback",
     "job_summary",
     "kill_orphans_of_dead_servers",
+    "live_start_time",
     "log_window",
     "normalize",
     "parse_timestamp",

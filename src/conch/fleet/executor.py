@@ -9,7 +9,14 @@ the progress messages of calls that asked for them, and returns them in one batc
 ``CONCH_NODE_ID`` (the Ray node id) in their environment.
 """
 
+# ruff: noqa: E402  (the imports after leave_rays_niceness, on purpose)
 from __future__ import annotations
+
+# (a worker of Ray's imports this module at Ray's nice 15: it leaves it before the imports
+# below, a third of a second of CPU; conch.fleet.nice imports only os)
+from conch.fleet import nice
+
+nice.leave_rays_niceness()
 
 import asyncio
 import contextlib
@@ -19,10 +26,11 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from typing import Any
 
 from conch.config import Config
-from conch.core import JobView
+from conch.core import JobView, live_start_time
 from conch.errors import ConchError
 from conch.fleet.channel import Calls, GaveUp, Reply, Request, pack
 from conch.fleet.guard import STOP
@@ -31,10 +39,17 @@ from conch.runtime import Runtime
 from conch.tools.context import ToolContext
 
 NODE_ENV = "CONCH_NODE_ID"
-NICENESS_ENV = "RAY_worker_niceness"  # read by the raylet when it starts the worker
-#: Ray's worker kills its direct children when it exits (default true): the job leaders and
-#: the orphan guard, which then cannot kill what the jobs started. Off for the executor's
-#: worker; the guard kills every job process once the executor is gone.
+#: Ray starts its workers at nice 15 (``RAY_worker_niceness``, read by the raylet when it
+#: starts a worker); jobs are the user's work, not background chores. The executor first runs
+#: in whatever worker Ray has (no ``runtime_env``: a worker of its own costs ~0.7 s more, a
+#: node's new executor waits for it) and lowers its own threads to the node's niceness
+#: (conch.fleet.nice, as this module is imported); where it may not (no CAP_SYS_NICE: an
+#: unprivileged cluster, Docker's default capabilities), the fleet starts it again in a worker
+#: Ray starts at the right niceness (these variables).
+NICENESS_ENV = "RAY_worker_niceness"
+#: Ray's worker kills its direct children when it exits (default true): the job leaders, and
+#: so the orphan guard is not one (it is started through a shell that exits at once), or it
+#: could not kill what the jobs started. Off in the worker Ray starts for the executor.
 KILL_CHILDREN_ENV = "RAY_kill_child_processes_on_worker_exit"
 # Ray's internal per-worker flags (ray_constants.RAY_INTERNAL_FLAGS, which Ray strips from
 # submitted jobs too): a job that runs Ray itself must not inherit the executor's
@@ -61,7 +76,7 @@ class NodeExecutor:
         self.node_id = node_id
         self.config = dataclasses.replace(config, fleet="off")
         self.rt = Runtime(self.config)
-        self._guard: subprocess.Popen[bytes] | None = None
+        self._guard: Guard | None = None
         # what ``changes`` has to report: jobs changed (None: the job/shell set), progress
         self._dirty: set[str | None] = set()
         self._progress: list[tuple[int, str]] = []
@@ -69,21 +84,26 @@ class NodeExecutor:
         self._watching = False
         self._calls = Calls(self._run)
 
-    async def start(self) -> dict[str, Any]:
+    async def start(self, any_worker: bool = False) -> dict[str, Any]:
+        """Start the node's runtime; ``{"ready": False, "nice": n}`` (nothing started) when
+        this executor runs in ``any_worker`` of Ray's and may not leave Ray's niceness."""
+        niceness = nice.unnice()  # (threads started since the import too)
+        if any_worker and niceness > nice.node_niceness():
+            return {"ready": False, "nice": niceness, "pid": os.getpid()}
         # Ray runs this loop on a thread that blocks SIGINT: jobs would inherit the mask, and
         # undoing it in each child costs a full fork instead of vfork (a Ray worker is big)
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
         if blocked:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)
-        self._guard = subprocess.Popen(
-            [sys.executable, "-m", "conch.fleet.guard", str(os.getpid())],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-        )
+        self._guard = Guard.start(os.getpid())
         await self.rt.start()
-        return {"node": self.node_id, "hostname": socket.gethostname(), "pid": os.getpid()}
+        return {
+            "ready": True,
+            "node": self.node_id,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "nice": niceness,
+        }
 
     def running(self) -> int:
         return self.rt.view.running
@@ -182,14 +202,57 @@ class NodeExecutor:
         await self.rt.aclose()
         guard, self._guard = self._guard, None
         if guard is not None:
-            if guard.stdin is not None:
-                with contextlib.suppress(OSError):
-                    guard.stdin.write(STOP)  # the jobs are stopped: nothing for it to kill
-                    guard.stdin.flush()
-                with contextlib.suppress(OSError):
-                    guard.stdin.close()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                await asyncio.to_thread(guard.wait, 5)
-            if guard.poll() is None:
-                guard.kill()
-                guard.wait()
+            await asyncio.to_thread(guard.stop)  # the jobs are stopped: nothing for it to kill
+
+
+class Guard:
+    """The executor's orphan guard (conch.fleet.guard), not a child of the executor: Ray's
+    worker SIGKILLs its direct children when it exits, and the guard must outlive it. A shell
+    starts it in the background and exits; the guard keeps the read end of a pipe whose write
+    end only the executor holds (EOF: the executor is gone)."""
+
+    def __init__(self, pid: int, started: str | None, pipe: int) -> None:
+        self.pid = pid
+        self.started = started  # its start time: a reused pid is never killed
+        self.pipe = pipe
+
+    @classmethod
+    def start(cls, owner: int) -> Guard:
+        read, write = os.pipe()
+        try:
+            # (an asynchronous list's stdin is /dev/null before its own redirections: the
+            # pipe goes in as fd 3)
+            sh = subprocess.Popen(
+                [
+                    "/bin/sh",
+                    "-c",
+                    'exec 3<&0; "$0" -m conch.fleet.guard "$1" <&3 3<&- >/dev/null 2>&1 & echo $!',
+                    sys.executable,
+                    str(owner),
+                ],
+                stdin=read,
+                stdout=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+            )
+        finally:
+            os.close(read)
+        out, _ = sh.communicate()
+        pid = int(out.strip() or 0)
+        return cls(pid, live_start_time(pid) if pid else None, write)
+
+    def stop(self, wait_s: float = 5.0) -> None:
+        """Tell it the jobs are stopped, let it exit; kill it if it does not."""
+        with contextlib.suppress(OSError):
+            os.write(self.pipe, STOP)
+        with contextlib.suppress(OSError):
+            os.close(self.pipe)
+        deadline = time.monotonic() + wait_s
+        while self._alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if self._alive():
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def _alive(self) -> bool:
+        return bool(self.pid) and live_start_time(self.pid) == self.started

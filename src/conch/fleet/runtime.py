@@ -87,6 +87,9 @@ class FleetRuntime(HostBase):
         self._refreshing: asyncio.Task[None] | None = None
         self._starting: dict[str, asyncio.Task[None]] = {}
         self._owns_ray = False
+        # executors first start in any worker Ray has; False once one could not leave Ray's
+        # niceness there (see _start_executor)
+        self._any_worker = True
         self._remote: Any = None  # the NodeExecutor actor class
         self._ray: Any = None
         self._pumps: dict[str, asyncio.Task[None]] = {}  # by node tag
@@ -166,17 +169,7 @@ class FleetRuntime(HostBase):
 
     async def _start_executor(self, node: Node) -> None:
         try:
-            actor = self._remote.options(
-                scheduling_strategy=self._affinity(node_id=node.node_id, soft=False),
-                num_cpus=0,
-                max_concurrency=1000,
-                max_restarts=0,
-                max_task_retries=0,
-                # Ray starts workers at nice 15; jobs are the user's work, not background chores
-                runtime_env={"env_vars": {NICENESS_ENV: "0", KILL_CHILDREN_ENV: "false"}},
-            ).remote(self.config, node.node_id)
-            node.executor = actor
-            started = await asyncio.wait_for(actor.start.remote(), _START_TIMEOUT_S)
+            started = await self._first_executor(node)
             node.hostname = started.get("hostname", "")
             node.pid = int(started.get("pid", 0))
             node.channel = self._channel(node)
@@ -189,6 +182,48 @@ class FleetRuntime(HostBase):
             log.warning("node %s: %s", node.node_id, node.lost_reason)
         finally:
             self._starting.pop(node.node_id, None)
+
+    async def _first_executor(self, node: Node) -> dict[str, Any]:
+        """Start the node's executor; its start call's answer.
+
+        First in any worker Ray has on the node (an idle one if Ray prestarted it: no worker
+        start to wait for, ~0.7 s less on a quiet node), where the executor leaves Ray's nice
+        15 itself; where it may not (no CAP_SYS_NICE), again in a worker Ray starts for it
+        with the executor's variables (conch.fleet.executor), and so for every later node."""
+        if self._any_worker:
+            node.executor = self._actor(node, True)
+            started: dict[str, Any] = await asyncio.wait_for(
+                node.executor.start.remote(True), _START_TIMEOUT_S
+            )
+            if started.get("ready"):
+                return started
+            log.info(
+                "node %s: the executor may not lower its niceness (%s) in a worker of Ray's; "
+                "executors get workers of their own from now on",
+                node.node_id,
+                started.get("nice"),
+            )
+            self._any_worker = False
+            with contextlib.suppress(Exception):
+                self._ray.kill(node.executor, no_restart=True)
+        node.executor = self._actor(node, False)
+        started = await asyncio.wait_for(node.executor.start.remote(False), _START_TIMEOUT_S)
+        return started
+
+    def _actor(self, node: Node, any_worker: bool) -> Any:
+        """A new executor actor pinned to the node: in any worker Ray has there, or in one Ray
+        starts for it with the executor's own variables."""
+        options: dict[str, Any] = {}
+        if not any_worker:
+            options["runtime_env"] = {"env_vars": {NICENESS_ENV: "0", KILL_CHILDREN_ENV: "false"}}
+        return self._remote.options(
+            scheduling_strategy=self._affinity(node_id=node.node_id, soft=False),
+            num_cpus=0,
+            max_concurrency=1000,
+            max_restarts=0,
+            max_task_retries=0,
+            **options,
+        ).remote(self.config, node.node_id)
 
     def _channel(self, node: Node) -> Channel:
         def running(n: int) -> None:
