@@ -83,14 +83,14 @@ def stop_cluster(c: LocalCluster, limit_s: float = 30.0) -> list[str]:
     c.cluster.shutdown()
     deadline = time.monotonic() + limit_s
     while True:
-        _reap_zombie_children()  # Ray's processes reparent to us (the suite is a subreaper)
+        reap_zombie_children()  # Ray's processes reparent to us (the suite is a subreaper)
         left = [p for p in descendants() if _alive(p)]
         if not left or time.monotonic() > deadline:
             return [_describe(p) for p in left]
         time.sleep(0.2)
 
 
-def _reap_zombie_children() -> None:
+def reap_zombie_children() -> None:
     for p in psutil.Process().children():
         try:
             if p.status() == psutil.STATUS_ZOMBIE:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 # (a worker of Ray's imports this module at Ray's nice 15: it leaves it before the imports
 # below, a third of a second of CPU; conch.fleet.nice imports only os)
-from conch.fleet import nice
+from conch.fleet.nice import leave_rays_niceness, node_niceness, unnice
 
-nice.leave_rays_niceness()
+leave_rays_niceness()
 
 import asyncio
 import contextlib
@@ -87,14 +87,16 @@ class NodeExecutor:
     async def start(self, any_worker: bool = False) -> dict[str, Any]:
         """Start the node's runtime; ``{"ready": False, "nice": n}`` (nothing started) when
         this executor runs in ``any_worker`` of Ray's and may not leave Ray's niceness."""
-        niceness = nice.unnice()  # (threads started since the import too)
-        if any_worker and niceness > nice.node_niceness():
+        niceness = unnice()  # (threads started since the import too)
+        if any_worker and niceness > node_niceness():
             return {"ready": False, "nice": niceness, "pid": os.getpid()}
         # Ray runs this loop on a thread that blocks SIGINT: jobs would inherit the mask, and
         # undoing it in each child costs a full fork instead of vfork (a Ray worker is big)
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
         if blocked:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)
+        # (before the runtime starts: it makes this process a child subreaper, and the guard
+        # would come back to it as its child)
         self._guard = Guard.start(os.getpid())
         await self.rt.start()
         return {
