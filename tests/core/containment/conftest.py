@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-from sandbox_backends import backend_settings
 
 import conch
 
@@ -23,21 +22,15 @@ def workspace(tmp_path) -> str:
 
 
 @pytest.fixture
-def config(tmp_path, workspace, request) -> Callable[..., conch.Config]:
-    """A Config on a private data dir with the workspace as default cwd, plus ``settings``; on
-    the module's ``backend`` (a parametrized fixture of sandbox backends) where it has one."""
-    chosen = (
-        backend_settings(request.getfixturevalue("backend"))
-        if "backend" in request.fixturenames
-        else {}
-    )
+def config(tmp_path, workspace) -> Callable[..., conch.Config]:
+    """A Config on a private data dir with the workspace as default cwd, plus ``settings``."""
 
     def make(**settings: object) -> conch.Config:
         return conch.Config(
             result_detail="full",
             data_dir=str(tmp_path / "data"),
             default_cwd=workspace,
-            **{**chosen, **settings},  # type: ignore[arg-type]
+            **settings,  # type: ignore[arg-type]
         )
 
     return make

@@ -60,6 +60,21 @@ def denied(backend) -> str:
 
 
 @pytest.fixture
+def config(tmp_path, workspace, backend):
+    """A Config on a private data dir with the workspace as default cwd, on ``backend``."""
+
+    def make(**settings: object) -> conch.Config:
+        return conch.Config(
+            result_detail="full",
+            data_dir=str(tmp_path / "data"),
+            default_cwd=workspace,
+            **{**backend_settings(backend), **settings},  # type: ignore[arg-type]
+        )
+
+    return make
+
+
+@pytest.fixture
 async def rt(config):
     async with conch.Runtime(config()) as runtime:
         yield runtime

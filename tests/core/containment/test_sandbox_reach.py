@@ -29,7 +29,7 @@ import time
 import pytest
 from job_ends import until_exit
 from job_programs import ATTEMPT
-from sandbox_backends import BACKENDS, kind
+from sandbox_backends import BACKENDS, backend_settings, kind
 
 import conch
 
@@ -41,6 +41,19 @@ LEVELS = [("read-only", "on"), ("workspace-write", "off"), ("off", "off")]
 @pytest.fixture(params=BACKENDS)
 def backend(request) -> str:
     return request.param
+
+
+@pytest.fixture
+def config(tmp_path, workspace, backend):
+    def make(**settings: object) -> conch.Config:
+        return conch.Config(
+            result_detail="full",
+            data_dir=str(tmp_path / "data"),
+            default_cwd=workspace,
+            **{**backend_settings(backend), **settings},  # type: ignore[arg-type]
+        )
+
+    return make
 
 
 def _results(output: str) -> dict[str, str]:
