@@ -22,7 +22,14 @@ def workspace(tmp_path) -> str:
 
 
 @pytest.fixture
-def config(tmp_path, workspace) -> Callable[..., conch.Config]:
+def sandbox_settings() -> dict[str, object]:
+    """Settings every ``config`` of a test starts from; a module that runs its tests on each
+    sandbox backend overrides it with its parametrized backend's."""
+    return {}
+
+
+@pytest.fixture
+def config(tmp_path, workspace, sandbox_settings) -> Callable[..., conch.Config]:
     """A Config on a private data dir with the workspace as default cwd, plus ``settings``."""
 
     def make(**settings: object) -> conch.Config:
@@ -30,7 +37,7 @@ def config(tmp_path, workspace) -> Callable[..., conch.Config]:
             result_detail="full",
             data_dir=str(tmp_path / "data"),
             default_cwd=workspace,
-            **settings,  # type: ignore[arg-type]
+            **{**sandbox_settings, **settings},  # type: ignore[arg-type]
         )
 
     return make

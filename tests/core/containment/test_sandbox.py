@@ -60,18 +60,9 @@ def denied(backend) -> str:
 
 
 @pytest.fixture
-def config(tmp_path, workspace, backend):
-    """A Config on a private data dir with the workspace as default cwd, on ``backend``."""
-
-    def make(**settings: object) -> conch.Config:
-        return conch.Config(
-            result_detail="full",
-            data_dir=str(tmp_path / "data"),
-            default_cwd=workspace,
-            **{**backend_settings(backend), **settings},  # type: ignore[arg-type]
-        )
-
-    return make
+def sandbox_settings(backend) -> dict[str, object]:
+    """Every ``config`` of this module's tests on the backend (conftest.py)."""
+    return backend_settings(backend)
 
 
 @pytest.fixture
