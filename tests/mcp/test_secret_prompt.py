@@ -182,7 +182,13 @@ async def test_without_url_elicitation_the_result_names_a_page_for_the_person(tm
         assert status == 200
         status, done = await submit(page)
         assert status == 200 and "Sent to the terminal" in done, done
-        # the second prompt gets a new page: one page, one value
+        # the second prompt gets a new page: one page, one value (first the answer to the
+        # first: until bash has read it, the terminal still waits with echo off)
+        first_done = await c.call_tool(
+            "read",
+            {"job_id": snap["job_id"], "wait_ms": 10000, "until": {"pattern": "MATCH-read"}},
+        )
+        assert "MATCH-read" in first_done.structured_content["output"]
         second = await c.call_tool(
             "read", {"job_id": snap["job_id"], "wait_ms": 10000, "until": "input"}
         )
@@ -199,8 +205,53 @@ async def test_without_url_elicitation_the_result_names_a_page_for_the_person(tm
         log = await c.call_tool("read", {"job_id": snap["job_id"], "cursor": 0, "raw": True})
         assert log.structured_content["output"].count("MATCH-read") == 2
     nowhere_but_the_terminal(
-        tmp_path, r.model_dump(), again.model_dump(), second.model_dump(), end.model_dump()
+        tmp_path,
+        r.model_dump(),
+        again.model_dump(),
+        first_done.model_dump(),
+        second.model_dump(),
+        end.model_dump(),
     )
+
+
+# two processes read the terminal with echo off; the one that gets the line is silent for 2.5 s,
+# so meanwhile the terminal still waits for a secret (the other reader) though it was answered
+TWO_READERS = (
+    f'{sys.executable} -c "\n'
+    "import os, sys, termios, time\n"
+    "fd = sys.stdin.fileno()\n"
+    "old = termios.tcgetattr(fd); new = termios.tcgetattr(fd); new[3] &= ~termios.ECHO\n"
+    "termios.tcsetattr(fd, termios.TCSANOW, new)\n"
+    "print('Password: ', end='', flush=True)\n"
+    "child = os.fork()\n"
+    "line = sys.stdin.readline()\n"
+    "time.sleep(2.5)\n"
+    "os.kill(child or os.getppid(), 9)\n"
+    "termios.tcsetattr(fd, termios.TCSANOW, old)\n"
+    f"print('GOT-MATCH' if line.strip() == '{SECRET}' else 'GOT-OTHER', flush=True)\n"
+    '"'
+)
+
+
+async def test_no_new_page_while_the_value_just_typed_is_being_read(tmp_path: Path):
+    """A page serves one value, and a prompt asked again gets a new one; but right after a page
+    typed its value the terminal can still wait with echo off (the program has not printed yet).
+    That prompt was answered: no page is offered for it until the job prints."""
+    async with stdio_client(tmp_path, "auto", None, "--secret-prompt", "elicit") as c:
+        r = await c.call_tool("exec", {"command": TWO_READERS, "pty": True, "yield_ms": 1500})
+        snap = r.structured_content
+        assert snap["state"] == "running" and snap["awaiting_secret"] is True, snap
+        status, _ = await submit(snap["secret_page"])
+        assert status == 200
+        now = await c.call_tool("read", {"job_id": snap["job_id"], "wait_ms": 0})
+        assert now.structured_content["awaiting_secret"] is True, now.structured_content
+        assert "secret_page" not in now.structured_content, now.structured_content
+        assert "/secret/" not in now.content[0].text
+        end = await c.call_tool(
+            "read", {"job_id": snap["job_id"], "wait_ms": 15000, "until": "exit"}
+        )
+        assert "GOT-MATCH" in end.structured_content["output"], end.structured_content
+    nowhere_but_the_terminal(tmp_path, r.model_dump(), now.model_dump(), end.model_dump())
 
 
 async def test_over_streamable_http_in_both_eras(tmp_path: Path):

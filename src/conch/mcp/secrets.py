@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("conch.mcp")
 WATCH_INTERVAL_S = 0.1
+#: after a page typed a value, how long a job that prints nothing and keeps echo off is taken as
+#: still reading it (not yet asking again)
+ANSWERED_S = 3.0
 PENDING_TTL_S = 300.0  # a 2026-era call waiting for its retry (the page's own lifetime)
 WATCHED_TOOLS = ("exec", "read", "write")
 MAX_PENDING = 256
@@ -108,6 +111,9 @@ class SecretPrompter:
         self._side: set[asyncio.Future[Any]] = set()
         self._declined: set[str] = set()  # page ids the person declined (tasks)
         self._offered: dict[str, SecretPage] = {}  # job id -> the page named in its results
+        # job id -> (its log size, monotonic time) when a page typed a value into it: until the
+        # job prints or ANSWERED_S pass, it is taken as still reading that value
+        self._typed: dict[str, tuple[int, float]] = {}
 
     # -- the waiting call ----------------------------------------------------------------------
 
@@ -211,6 +217,10 @@ class SecretPrompter:
                 self._pages.cancel(self._offered.pop(job_id).page_id)
         page = self._offered.get(job.job_id)
         if page is None or not self._pages.usable(page.page_id):
+            if self._answered(job):
+                # the terminal still has echo off because the program is reading the value a
+                # page typed a moment ago: a new page now would be for a prompt already answered
+                return result
             page = await self._pages.open(_message(job), self._deliverer(job))
             self._offered[job.job_id] = page
         content = list(result.content)
@@ -264,12 +274,29 @@ class SecretPrompter:
     def _deliverer(self, job: JobView) -> Callable[[str], Awaitable[bool]]:
         async def deliver(secret: str) -> bool:
             """Type the secret and Enter, only into a terminal still waiting with echo off."""
-            if not awaiting_secret(job):
+            if not awaiting_secret(job) or self._answered(job):
                 return False
             await self._rt.view.type_secret(job.job_id, secret)
+            for job_id in [j for j in self._typed if j != job.job_id]:
+                known = self._job(job_id)
+                if known is None or known.terminal:
+                    del self._typed[job_id]
+            self._typed[job.job_id] = (job.log.size(), time.monotonic())
             return True
 
         return deliver
+
+    def _answered(self, job: JobView) -> bool:
+        """A value was typed into the job's terminal and the job has printed nothing since (for
+        at most ANSWERED_S): its prompt is taken as answered, though echo is still off."""
+        typed = self._typed.get(job.job_id)
+        if typed is None:
+            return False
+        size, at = typed
+        if job.log.size() != size or time.monotonic() - at > ANSWERED_S:
+            del self._typed[job.job_id]
+            return False
+        return True
 
     def _job(self, job_id: str | None) -> JobView | None:
         if job_id is None:
