@@ -125,6 +125,7 @@ def ray_chain(nodeid: str) -> str | None:
 # originals, the browser, Node, the nested pytest runs, and single tests of 5 s or more
 SLOW_TESTS = (
     *RAY_TESTS,
+    "tests/fleet/test_fleet_worker.py::test_without_cap_sys_nice",  # a Ray cluster of its own
     "tests/test_bench_smoke.py::",
     "tests/tools/profiles/differential/",
     "tests/test_provisioning.py::",
@@ -145,8 +146,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.nodeid.startswith(SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
     # the longest serial chain first, so it starts at once while the other workers share
-    # everything else
-    items.sort(key=lambda item: not item.nodeid.startswith(RAY_TESTS))
+    # everything else; then the slow tests (the differential runs, the hosts, the bench smoke
+    # runs, the nested suites: tens of seconds each), which at the end of the collection order
+    # made a tail with one or two workers busy and the others done
+    items.sort(
+        key=lambda item: (
+            not item.nodeid.startswith(RAY_TESTS),
+            item.get_closest_marker("slow") is None,
+        )
+    )
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
