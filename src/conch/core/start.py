@@ -140,6 +140,7 @@ class Starter:
         fence: SpawnFence | None = None
         try:
             fence = await self.spawn.fence(job_id)
+            fence.ahead = True
             if self._closed():
                 raise RuntimeClosedError()
             # a bootstrap of Conch's own: the very shell that runs it enters the cgroup

@@ -57,6 +57,15 @@ Transport = Callable[[bytes], Awaitable[bytes]]
 GaveUp = Callable[[], Awaitable[bool]]
 
 
+def unanswered(node_id: str, timeout_s: float) -> ConchError:
+    """A node that did not answer a call in time: it may or may not have run it."""
+    return ConchError(
+        "node_unreachable",
+        f"node {node_id} did not answer within {timeout_s:.0f} s; the call may or may not "
+        "have taken effect there",
+    )
+
+
 def pack(value: Any) -> bytes:
     return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -141,14 +150,7 @@ class Channel:
     # -- inside ------------------------------------------------------------------------------
 
     def _late(self, call_id: int, timeout_s: float) -> None:
-        self._fail(
-            [call_id],
-            ConchError(
-                "node_unreachable",
-                f"node {self.node_id} did not answer within {timeout_s:.0f} s; the call may or "
-                "may not have taken effect there",
-            ),
-        )
+        self._fail([call_id], unanswered(self.node_id, timeout_s))
 
     def _fail(self, call_ids: list[int], error: ConchError) -> None:
         for call_id in call_ids:

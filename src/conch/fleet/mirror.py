@@ -86,7 +86,8 @@ class JobMirror:
         ``duration_ms`` aside: it grows by itself)."""
         if self._snap and snap["version"] < self._snap["version"] and not snap.get("lost"):
             return False  # an older report overtaken by a newer one
-        news = _without_duration(snap) != _without_duration(self._snap)
+        news = snap["version"] != self._snap.get("version")  # (else compare: no copies)
+        news = news or _without_duration(snap) != _without_duration(self._snap)
         self._snap = snap
         self._seen = time.monotonic()
         self._log = _LastLine(str(snap.get("last_line") or ""))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from conch.config import Config
 from conch.core import Once, is_loopback
 from conch.errors import ConchError, ConfigError, RuntimeClosedError
-from conch.fleet.channel import Channel, Request, unpack
+from conch.fleet.channel import Channel, Request, unanswered, unpack
 from conch.fleet.executor import KILL_CHILDREN_ENV, NICENESS_ENV, NodeExecutor
 from conch.fleet.handles import REFUSED, Handles, give_out, taken_by
 from conch.fleet.ids import ID_KEYS, qualify, qualify_result, split
@@ -509,11 +509,7 @@ class FleetRuntime(HostBase):
             # an asyncio future of the reply (no task per call), bounded by the call's deadline
             return await asyncio.wait_for(asyncio.wrap_future(ref.future()), timeout)
         except asyncio.TimeoutError:
-            raise ConchError(
-                "node_unreachable",
-                f"node {node.node_id} did not answer within {timeout or 0:.0f} s; the call may "
-                "or may not have taken effect there",
-            ) from None
+            raise unanswered(node.node_id, timeout or 0) from None
         except ray.exceptions.ActorUnavailableError as e:
             raise ConchError(
                 "node_unreachable", f"node {node.node_id} is unreachable right now ({e})"

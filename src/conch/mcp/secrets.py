@@ -277,11 +277,9 @@ class SecretPrompter:
             if not awaiting_secret(job) or self._answered(job):
                 return False
             await self._rt.view.type_secret(job.job_id, secret)
-            for job_id in [j for j in self._typed if j != job.job_id]:
-                known = self._job(job_id)
-                if known is None or known.terminal:
-                    del self._typed[job_id]
-            self._typed[job.job_id] = (job.log.size(), time.monotonic())
+            now = time.monotonic()  # (older entries answer nothing any more: they go)
+            self._typed = {j: t for j, t in self._typed.items() if now - t[1] <= ANSWERED_S}
+            self._typed[job.job_id] = (job.log.size(), now)
             return True
 
         return deliver

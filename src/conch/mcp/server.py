@@ -309,11 +309,7 @@ class ConchMCP:
     ) -> types.CallToolResult | types.InputRequiredResult:
         meta = dict(params.meta) if params.meta else None
         prompter = self.secrets
-        if (
-            prompter is None
-            or params.name not in WATCHED_TOOLS
-            or not any(t.name == params.name for t in self._tools)
-        ):
+        if prompter is None or params.name not in WATCHED_TOOLS or params.name not in self._by_name:
             return await self.run_tool(ctx, params.name, params.arguments, meta)
         result: types.CallToolResult | types.InputRequiredResult
         if not url_elicitation_supported(ctx):

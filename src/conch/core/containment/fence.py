@@ -88,7 +88,9 @@ class SpawnFence:
     broker_dir: str = ""  # bwrap: where each job's channel to the broker is made
     _channel: unotify.Channel | None = None
     _exposed: tuple[str, ...] = ()
-    #: landlock: what its ruleset's hierarchies were found from (``ll.ruleset_stamps``)
+    #: a process started ahead of need (a warm one): ``warm_fits`` compares its ruleset later
+    ahead: bool = False
+    #: landlock, ahead: what its ruleset's hierarchies were found from (``ll.ruleset_stamps``)
     ruleset_stamps: tuple[Any, ...] | None = None
 
     @property
@@ -111,8 +113,8 @@ class SpawnFence:
     ) -> int:
         assert self.landlock is not None and self.layout is not None
         assert self.sandbox is not None
-        # (taken before the ruleset is built: a change after it makes them differ later)
-        self.ruleset_stamps = ll.ruleset_stamps(self.layout, self.sandbox.policy)
+        if self.ahead:  # (before the ruleset is built: a change after it makes them differ)
+            self.ruleset_stamps = ll.ruleset_stamps(self.layout, self.sandbox.policy)
         spec = ll.job_spec(
             self.layout,
             self.sandbox.policy,
@@ -130,10 +132,10 @@ class SpawnFence:
             env_prog=self.env_prog,
         )
         if self.forkserver is not None:
-            return self._spawn_forkserver(
-                spec, [] if terminal is not None else [stdin, stdout, stderr]
-            )
-        pid, listener = self.landlock.spawn(spec, stdin=stdin, stdout=stdout, stderr=stderr)
+            fds = [] if terminal is not None else [stdin, stdout, stderr]
+            pid, listener = self._spawn_forkserver(spec, fds)
+        else:
+            pid, listener = self.landlock.spawn(spec, stdin=stdin, stdout=stdout, stderr=stderr)
         if listener >= 0:
             assert self.broker is not None
             # where its mode and time changes may land: what Landlock lets it write
@@ -141,11 +143,11 @@ class SpawnFence:
             self.broker.watch(listener, roots)
         return pid
 
-    def _spawn_forkserver(self, spec: dict[str, Any], fds: list[int]) -> int:
-        assert self.forkserver is not None and self.layout is not None
-        assert self.sandbox is not None
+    def _spawn_forkserver(self, spec: dict[str, Any], fds: list[int]) -> tuple[int, int]:
+        """(pid, its connect filter's listener or -1), as ``ll.Spawner.spawn``."""
+        assert self.forkserver is not None
         if self.broker is None or not spec["notify"]:
-            return self.forkserver.spawn(spec, fds)
+            return self.forkserver.spawn(spec, fds), -1
         # the job's connect filter sends its listener back on this channel before exec
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with ours:
@@ -157,9 +159,7 @@ class SpawnFence:
             _, got, _, _ = socket.recv_fds(ours, 16, 1)
         if not got:  # (the child cannot exec without sending it)
             raise OSError(errno.EPROTO, "the job's connect filter sent no listener")
-        roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp, spec["tty"])
-        self.broker.watch(got[0], roots)
-        return pid
+        return pid, got[0]
 
     def drop_tmp(self) -> None:
         """The job is done: its TMPDIR goes (landlock)."""
@@ -603,9 +603,8 @@ class Containment:
             return "stale"
         if _inside(argv, fence.sandbox.hidden):
             return "skip"
-        holes = (*fence.layout.hidden, *fence.layout.masked, "/dev")
         real = os.path.realpath(program) if program else ""
-        if not real or any(real == h or real.startswith(h.rstrip("/") + "/") for h in holes):
+        if not real or ll.in_hole(fence.layout, real):
             return "skip"
         return None
 

@@ -133,12 +133,27 @@ def metadata_roots(
     return metaops.Roots(trees, tuple(d for d in (tmpdir, tty) if d))
 
 
+def read_holes(layout: Layout) -> list[str]:
+    """What a job's ruleset keeps out of its read of ``/``: the hidden and masked paths and
+    ``/dev`` (single paths of them, its own terminal say, are granted one by one)."""
+    return [*layout.hidden, *layout.masked, "/dev"]
+
+
+def _beneath(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def in_hole(layout: Layout, real: str) -> bool:
+    """Whether the resolved path ``real`` lies in one of ``read_holes``."""
+    return any(_beneath(real, h) for h in read_holes(layout))
+
+
 def _trees(layout: Layout, policy: sb.Policy) -> list[tuple[str, list[str], int]]:
     """The hierarchies a job's ruleset grants, each (root, holes, rights): the same for every
     job of one layout and policy (what differs per job are single paths: ``job_spec``)."""
     write = ld.write_rights(layout.abi)
     holes = [*layout.hidden, *layout.masked]
-    trees: list[tuple[str, list[str], int]] = [("/", [*holes, "/dev"], ld.READ)]
+    trees: list[tuple[str, list[str], int]] = [("/", read_holes(layout), ld.READ)]
     if policy.sandbox == "workspace-write":
         ws, ws_holes = _workspace_tree(layout)
         trees.append((ws, list(ws_holes), write))
@@ -258,12 +273,9 @@ def _exec_refused(spec: dict[str, Any]) -> OSError | None:
     sh would run as a script of its own (ENOEXEC, as a direct exec says)."""
     path = spec["path"]
     real = os.path.realpath(path)
-
-    def beneath(root: str) -> bool:
-        return real == root or real.startswith(root.rstrip("/") + "/")
-
-    hidden = any(beneath(h) for h in spec["trees"][0][1])
-    if hidden and not any(beneath(p) for p, access in spec["paths"] if access & ld.FS_EXECUTE):
+    hidden = any(_beneath(real, h) for h in spec["trees"][0][1])  # (read_holes)
+    granted = (p for p, access in spec["paths"] if access & ld.FS_EXECUTE)
+    if hidden and not any(_beneath(real, p) for p in granted):
         return PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
     # (a file the server cannot read, execute-only, is left to the exec)
     if shenv.runs_directly(real) is False:
@@ -273,14 +285,16 @@ def _exec_refused(spec: dict[str, Any]) -> OSError | None:
 
 # -- the restricted thread ------------------------------------------------------------------------
 
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_SECCOMP = 22
-_PR_CAPBSET_DROP = 24
-_PR_CAP_AMBIENT = 47
-_PR_CAP_AMBIENT_CLEAR_ALL = 4
-_SECCOMP_MODE_FILTER = 2
-_SECCOMP_SET_MODE_FILTER = 1
-_SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+# (the fork server's steps, in lockdown.py, are the same: this thread makes its own calls, on
+# a PyDLL that keeps the GIL and with arguments built ahead, so it allocates nothing)
+_PR_SET_NO_NEW_PRIVS = ld._PR_SET_NO_NEW_PRIVS
+_PR_SET_SECCOMP = ld._PR_SET_SECCOMP
+_PR_CAPBSET_DROP = ld._PR_CAPBSET_DROP
+_PR_CAP_AMBIENT = ld._PR_CAP_AMBIENT
+_PR_CAP_AMBIENT_CLEAR_ALL = ld._PR_CAP_AMBIENT_CLEAR_ALL
+_SECCOMP_MODE_FILTER = ld._SECCOMP_MODE_FILTER
+_SECCOMP_SET_MODE_FILTER = ld._SECCOMP_SET_MODE_FILTER
+_SECCOMP_FILTER_FLAG_NEW_LISTENER = ld._SECCOMP_FILTER_FLAG_NEW_LISTENER
 _ALL_SIGNALS = frozenset(signal.valid_signals())
 
 _pylib: Any = None
@@ -325,9 +339,11 @@ class _Restriction:
         self.call = call
         self.ruleset = ruleset
         # (each sock_fprog and its buffer kept here while the thread may use them)
-        self.programs = [ld._fprog(p) for p in (spec["seccomp"], spec["notify"]) if p]
-        self.seccomp = ctypes.addressof(ld._fprog(spec["seccomp"])[0]) if spec["seccomp"] else 0
-        self.notify = ctypes.byref(ld._fprog(spec["notify"])[0]) if spec["notify"] else None
+        sec = ld._fprog(spec["seccomp"]) if spec["seccomp"] else None
+        note = ld._fprog(spec["notify"]) if spec["notify"] else None
+        self.programs = [p for p in (sec, note) if p is not None]
+        self.seccomp = ctypes.addressof(sec[0]) if sec is not None else 0
+        self.notify = ctypes.byref(note[0]) if note is not None else None
         self.drop_caps = bool(spec["drop_caps"])
         self.caps = range(ld._last_cap() + 1) if self.drop_caps else range(0)
         header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
@@ -611,7 +627,7 @@ class ForkServer:
                     pass
             filename = spec["path"] if stage == "exec" else None
             if stage != "exec":
-                message = f"the landlock sandbox could not be set up ({stage}): {message}"
+                message = _setup_failed(stage, message)
             raise OSError(code, message, filename)
         return int(pid)
 

@@ -728,8 +728,8 @@ class _Plans:
         plan = self._plans.get(key)
         if plan is not None and plan[0] == stamps:
             return plan[1]
-        if plan is not None:
-            for fd, _ in plan[1]:
+        if plan is not None:  # (stale: its fds go, and so does its entry)
+            for fd, _ in self._plans.pop(key)[1]:
                 os.close(fd)
         fds = []
         for path in cover(root, key[1]):
@@ -740,10 +740,7 @@ class _Plans:
                 continue
             fds.append((fd, isdir))
         if len(self._plans) > 64:
-            for _, old in self._plans.values():
-                for fd, _ in old:
-                    os.close(fd)
-            self._plans.clear()
+            self.close()
         self._plans[key] = (stamps, fds)
         return fds
 

@@ -196,7 +196,6 @@ class Prepared:
         if cgroup is not None and not _into_cgroup:
             raise OSError(errno.ENOSYS, "glibc cannot spawn into a cgroup (2.39+)", cgroup)
         libc = _libc
-        self.path = path
         self._cgroup_fd = -1
         self._attr = _attr
         self._moved: list[int] = []  # copies of ``fds`` made above the numbers they go to
