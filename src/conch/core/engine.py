@@ -14,6 +14,8 @@ import contextlib
 import os
 import platform
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -46,6 +48,10 @@ from conch.core.start import Starter
 from conch.errors import ConchError, RuntimeClosedError
 
 _HOUSEKEEPING_S = 0.5
+#: how long the search for a loopback peer's process may take before the guard refuses it
+PEER_BUDGET_S = 0.25
+#: verdicts kept by socket inode (one a connection: a keep-alive client pays the search once)
+PEER_CACHE = 4096
 _NO_CONTEXT = rq.CallContext()
 
 
@@ -60,6 +66,8 @@ class Engine:
         self._started = False
         self._once = Once(self._start)
         self._closed = False
+        self._peers: dict[int, str] = {}  # socket inode -> what holds it, "" for no fence
+        self._peers_lock = threading.Lock()
         self._close_task: asyncio.Task[None] | None = None
         self._listeners: builtins.list[Callable[[str | None], None]] = []
         self.data = DataDir(self.config.resolved_data_dir)
@@ -111,23 +119,67 @@ class Engine:
         return self.spawn.instance
 
     def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
-        """The sandboxed job or shell that holds the client end of a loopback connection to
-        ``server`` (its id), or None: a request from inside a sandbox must not get more than
-        its fence (SPEC §9a). Under bwrap every process of a sandboxed job descends from its
-        leader (a PID namespace: orphans go to its init); under Landlock an orphan comes back to
-        the server, so the job's cgroup is searched too (without a cgroup such an orphan is
-        not found: docs/containment.md)."""
-        units = self.starter.sandboxed()
-        if self._shells is not None:
-            units += self._shells.sandboxed()
-        if not units:
+        """What holds the client end of a loopback connection to ``server`` when it is inside
+        a sandbox (a job or shell id, or a phrase naming a leftover), else None: a request from
+        inside a sandbox must not get more than its fence (SPEC §9a).
+
+        The fence travels with the processes: every process of the server's tree that carries
+        a fence the kernel keeps for it (another PID namespace: bwrap; more seccomp filters
+        than the server: every sandboxed job, Landlock's included) is a suspect for as long as
+        it lives, its job's leader gone or not (a Landlock job's leftover comes back to the
+        server, a subreaper, and stays in its tree). Fails closed: a socket that cannot be
+        found, or a search that runs past ``PEER_BUDGET_S``, is refused. Blocking (procfs
+        reads): the HTTP guard calls it off the event loop. A runtime that never sandboxed
+        anything answers at once."""
+        if not self.spawn.fenced:
             return None
         inode = peer.socket_inode(client, server)
         if inode is None:
-            return None
+            return "an untraceable peer (its socket is not in /proc/net/tcp)"
+        with self._peers_lock:
+            cached = self._peers.get(inode)
+        if cached is not None:
+            return cached or None
+        try:
+            verdict = self._trace_peer(inode)
+        except peer.Untraceable:  # (not kept: the next request searches again)
+            return "an untraceable peer (the search for its process ran out of time)"
+        with self._peers_lock:
+            self._peers[inode] = verdict or ""
+            while len(self._peers) > PEER_CACHE:
+                del self._peers[next(iter(self._peers))]
+        return verdict
+
+    def _trace_peer(self, inode: int) -> str | None:
+        """``sandboxed_caller``'s search (from a thread other than the loop's: a table that
+        changes meanwhile is searched again, up to the deadline)."""
+        deadline = time.monotonic() + PEER_BUDGET_S
+        while True:
+            try:
+                return self._search_peer(inode, deadline)
+            except RuntimeError:  # a dict changed size under the iteration
+                if time.monotonic() > deadline:
+                    raise peer.Untraceable("the job tables kept changing") from None
+
+    def _search_peer(self, inode: int, deadline: float) -> str | None:
+        units = self.starter.sandboxed()
+        if self._shells is not None:
+            units += self._shells.sandboxed()
+        named: set[int] = set()
         for unit, leader, members in units:
-            if peer.holders(inode, {leader} | procfs.descendants({leader}) | members):
+            pids = {leader} | procfs.descendants({leader}) | members
+            named |= pids
+            if peer.holders(inode, pids, deadline):
                 return unit
+        tree = procfs.descendants({os.getpid()}) - named
+        own = peer.Marks.of("self")
+        suspects = [p for p in tree if peer.Marks.of(p).fenced_against(own)]
+        if self.spawn.unmarked:  # a fence the kernel does not mark: every leftover
+            free = self.starter.unfenced_leaders()
+            free |= procfs.descendants(free)
+            suspects = sorted(tree - free)
+        if peer.holders(inode, suspects, deadline):
+            return "a process a sandboxed job left running"
         return None
 
     # -- lifecycle -----------------------------------------------------------------------------

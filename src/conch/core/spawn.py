@@ -49,6 +49,12 @@ class SpawnContext:
     instance: str = ""  # set when the engine starts (hygiene.instance_id())
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     containment: Containment | None = None  # set when the engine starts (SPEC §9a)
+    # whether any spawn of this runtime was sandboxed (until then no process of it can be
+    # inside a fence: the HTTP guard has nothing to look for), and whether one was without a
+    # fence the kernel marks (Landlock where seccomp does not load): then the guard cannot
+    # tell a leftover of it from an unsandboxed one and refuses both
+    fenced: bool = False
+    unmarked: bool = False
 
     @property
     def grace_s(self) -> float:
@@ -106,7 +112,12 @@ class SpawnContext:
     async def fence(self, name: str, **fence_args: Any) -> SpawnFence:
         """The cgroup and sandbox of the job or shell ``name`` (SPEC §9a)."""
         assert self.containment is not None
-        return await self.containment.fence(name, **fence_args)
+        out = await self.containment.fence(name, **fence_args)
+        if out.sandbox is not None:
+            self.fenced = True
+            if out.bwrap is None and (out.layout is None or not out.layout.seccomp):
+                self.unmarked = True
+        return out
 
     def spawn_task(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """A background task the runtime owns (cancelled at close if still running)."""

@@ -317,6 +317,16 @@ class Starter:
             and not d.job.terminal
         ]
 
+    def unfenced_leaders(self) -> set[int]:
+        """The leaders of the running one-shot jobs without a sandbox."""
+        return {
+            d.pid
+            for d in self.drivers.values()
+            if d.pid is not None
+            and not d.job.terminal
+            and (d.fence is None or d.fence.sandbox is None)
+        }
+
     def watch_cgroups(self) -> None:
         """Cgroup level: end jobs the kernel hit for their memory limit; remove the cgroups
         of finished jobs once what they left running is gone."""
