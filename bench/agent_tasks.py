@@ -91,30 +91,72 @@ SHELL_SERVER_VENV = REPO / ".cache" / "bench" / "mcp-shell-server"
 # --- tool sets -----------------------------------------------------------------------------------
 
 
+#: makes a tool set's MCP server for a run: (run dir, what Conch is told of the host's timeout)
+ServerMaker = Callable[[Path, "int | None"], "McpServer | None"]
+
+
 @dataclass(frozen=True)
 class ToolSetSpec:
     key: str
     host: str
     make: Callable[[Path], ToolSet]
-    server: Callable[[Path, float], McpServer | None]
+    server: ServerMaker
 
 
-def _conch(profile: str | None, elicit: bool = False) -> Callable[[Path, float], McpServer]:
-    def make(run_dir: Path, timeout_s: float) -> McpServer:
+def _conch(profile: str | None, elicit: bool = False) -> ServerMaker:
+    def make(run_dir: Path, told_ms: int | None) -> McpServer:
         argv = [str(CONCH), "serve", "--data-dir", str(run_dir / "conch-data")]
         if profile:
             argv += ["--profile", profile]
         if elicit:
             argv += ["--secret-prompt", "elicit"]
-        return McpServer(
-            "conch", tuple(argv), {"CONCH_HOST_TIMEOUT_MS": str(int(timeout_s * 1000))}
-        )
+        env = {"CONCH_HOST_TIMEOUT_MS": str(told_ms)} if told_ms is not None else {}
+        return McpServer("conch", tuple(argv), env)
 
     return make
 
 
-def _original(name: str) -> Callable[[Path, float], McpServer]:
-    def make(run_dir: Path, timeout_s: float) -> McpServer:
+#: the configurations a host runs in (``--config``)
+CONFIGS = {
+    "shipped": "as shipped: no timeout setting in the host, Conch told nothing",
+    "installed": "after `conch install HOST`: the host config and Conch's command line it writes",
+    "constrained": "a 60 s MCP tool timeout set in the host, Conch not told (reported, no goal)",
+}
+
+
+def installed_entry(host: str, run_dir: Path) -> tuple[list[str], dict[str, str], float | None]:
+    """What ``conch install`` registers for ``host`` in a fresh config home: the server's
+    command line, its environment and the host's tool timeout it wrote (None: none)."""
+    import tomllib
+
+    home = run_dir / "install-home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    if host == "codex":
+        env["CODEX_HOME"] = str(home / "codex")
+        (home / "codex").mkdir(exist_ok=True)
+        subprocess.run([str(CONCH), "install", "codex"], env=env, check=True, capture_output=True)
+        entry = tomllib.loads((home / "codex" / "config.toml").read_text())["mcp_servers"]["conch"]
+        tt = entry.get("tool_timeout_sec")
+        return [entry["command"], *entry.get("args", [])], entry.get("env", {}), tt
+    env["CLAUDE_CONFIG_DIR"] = str(home / "claude")
+    (home / "claude").mkdir(exist_ok=True)
+    subprocess.run([str(CONCH), "install", "claude-code"], env=env, check=True, capture_output=True)
+    found = [p for p in (home / "claude").rglob("*.json") if "conch" in p.read_text()]
+    found += [p for p in home.glob(".claude*.json") if "conch" in p.read_text()]
+    if not found:
+        raise RuntimeError("conch install claude-code wrote no config with a conch server")
+    entry = json.loads(found[0].read_text())["mcpServers"]["conch"]
+    timeout_ms = entry.get("timeout")
+    return (
+        [entry["command"], *entry.get("args", [])],
+        entry.get("env", {}),
+        timeout_ms / 1000 if timeout_ms else None,
+    )
+
+
+def _original(name: str) -> ServerMaker:
+    def make(run_dir: Path, told_ms: int | None) -> McpServer:
         from harness import original_venv, venv_script
 
         if name == "tfbash":
@@ -158,7 +200,7 @@ def shell_server_bin() -> Path:
         return exe
 
 
-def _shell_server(run_dir: Path, timeout_s: float) -> McpServer:
+def _shell_server(run_dir: Path, told_ms: int | None) -> McpServer:
     scripts = ("build.sh", "run_tests.sh", "job.sh", "deploy.sh", "fetch_deps.sh", "long_job.sh")
     allow = ",".join(["cat", "curl", "python3", "git", "kill", "sleep", "tail", "grep", "echo"])
     allow += "," + ",".join(f"{s},./{s}" for s in scripts)
@@ -250,15 +292,22 @@ class Result:
     run_dir: str
 
 
-def run_one(task: Task, spec: ToolSetSpec, root: Path, quick: bool) -> Result:
+def run_one(
+    task: Task, spec: ToolSetSpec, root: Path, quick: bool, config: str = "installed"
+) -> Result:
     run_dir = root / task.key / spec.key.replace("@", "-at-")
     work = run_dir / "work"
     work.mkdir(parents=True, exist_ok=True)
     setup: Setup = task.setup(work, quick)
-    timeout_s = setup.host_timeout_s or 60
     ts = spec.make(work)
+    timeout_s: float | None = None  # the host's own default
     try:
-        server = spec.server(run_dir, timeout_s)
+        server = spec.server(run_dir, None)  # Conch is told nothing but what install writes
+        if config == "constrained":
+            timeout_s = setup.host_timeout_s or 60
+        elif config == "installed" and spec.key in CONCH_KEYS and server is not None:
+            argv, env, timeout_s = installed_entry(spec.host, run_dir)
+            server = McpServer("conch", (*argv, *server.argv[2:]), {**env, **server.env})
     except Exception as e:  # an install failed: say so in the table
         return Result(task.key, spec.key, 0, 0, 0.0, False, f"not run: {e}", "", str(run_dir))
     stop = threading.Event()
@@ -359,25 +408,32 @@ def table(results: list[Result], tasks: list[Task], keys: list[str]) -> str:
     return "\n".join(lines)
 
 
+#: the host's own shell tool set, per host
+OWN = {"codex": "codex@codex", "claude": "claude@claude"}
+#: the byte goal per host: Conch's best at most this many times the host's own shell
+BYTE_GOAL = {"codex": 1.0, "claude": 0.8}
+
+
 def goals(results: list[Result], tasks: list[Task]) -> str:
-    """The issue's goals, per host: Conch's best profile against the best other tool set."""
+    """The goals, per host: Conch's best profile against the host's own shell: no more turns
+    on any task both pass, and its total bytes within the host's ratio."""
     host = {s.key: s.host for s in TOOLSETS}
     lines = []
     for h in ("codex", "claude"):
         mine = [r for r in results if host.get(r.toolset) == h and r.toolset in CONCH_KEYS]
-        other = [r for r in results if host.get(r.toolset) == h and r.toolset not in CONCH_KEYS]
-        if not mine or not other:
+        own = [r for r in results if r.toolset == OWN[h]]
+        if not mine or not own:
             continue
         worse = []
         for t in tasks:
             a = [r.turns for r in mine if r.task == t.key and r.ok]
-            b = [r.turns for r in other if r.task == t.key and r.ok]
+            b = [r.turns for r in own if r.task == t.key and r.ok]
             if a and b and min(a) > min(b):
                 worse.append(f"{t.key} ({min(a)} vs {min(b)})")
             elif b and not a:
-                worse.append(f"{t.key} (Conch failed, another passed)")
+                worse.append(f"{t.key} (Conch failed, the host's shell passed)")
         lines.append(
-            f"- {h}: turns, Conch's best ≤ the best other on every task passed by both: "
+            f"- {h}: turns, Conch's best ≤ `{OWN[h]}` on every task both pass: "
             + ("yes" if not worse else "no: " + ", ".join(worse))
         )
 
@@ -388,20 +444,22 @@ def goals(results: list[Result], tasks: list[Task]) -> str:
             return sum(r.ok for r in rs if r.toolset == key)
 
         mk = {r.toolset for r in mine}
-        ok_ = {r.toolset for r in other}
-        best_m = min(mk, key=lambda k: (-passed(mine, k), total(mine, k)))
-        best_o = min(ok_, key=lambda k: (-passed(other, k), total(other, k)))
-        bm, bo = total(mine, best_m), total(other, best_o)
+        best = min(mk, key=lambda k: (-passed(mine, k), total(mine, k)))
+        bm, bo = total(mine, best), total(own, OWN[h])
+        ratio = bm / max(bo, 1)
+        met = "met" if ratio <= BYTE_GOAL[h] else "not met"
         lines.append(
-            f"- {h}: bytes, Conch's best by passes then bytes (`{best_m}`, {passed(mine, best_m)}"
-            f" passed) {bm / 1024:.1f} KB against the best other (`{best_o}`,"
-            f" {passed(other, best_o)} passed) {bo / 1024:.1f} KB: {bm / max(bo, 1):.2f}×"
-            f" (goal ≤ 0.5×)"
+            f"- {h}: bytes, Conch's best by passes then bytes (`{best}`, {passed(mine, best)}"
+            f" passed) {bm / 1024:.1f} KB against `{OWN[h]}` ({passed(own, OWN[h])} passed)"
+            f" {bo / 1024:.1f} KB: {ratio:.2f}× (goal ≤ {BYTE_GOAL[h]}×: {met})"
         )
     for key in sorted(CONCH_KEYS):
-        r10 = [r for r in results if r.task == "t10" and r.toolset == key]
-        if r10:
-            lines.append(f"- t10 `{key}`: {'survived' if r10[0].ok else 'FAILED: ' + r10[0].why}")
+        for tk in ("t10", "t11"):
+            rl = [r for r in results if r.task == tk and r.toolset == key]
+            if rl:
+                lines.append(
+                    f"- {tk} `{key}`: {'survived' if rl[0].ok else 'FAILED: ' + rl[0].why}"
+                )
     leaks = [r for r in results if r.task == "t9" and "LEAK" in r.why]
     lines.append(f"- t9 leaks (the secret in what the model was shown): {len(leaks)}")
     return "\n".join(lines)
@@ -424,6 +482,12 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=3, help="runs at once (long tasks run beside)")
     ap.add_argument("--no-write", action="store_true", help="print the table only")
     ap.add_argument(
+        "--config",
+        choices=sorted(CONFIGS),
+        default="installed",
+        help="how the hosts are set up: " + "; ".join(f"{k}: {v}" for k, v in CONFIGS.items()),
+    )
+    ap.add_argument(
         "--merge",
         default="",
         help="comma-separated earlier log dirs: their results are in the table unless rerun here",
@@ -432,7 +496,7 @@ def main() -> None:
     tasks = [t for t in TASKS if not args.tasks or t.key in args.tasks.split(",")]
     specs = [s for s in TOOLSETS if not args.policies or s.key in args.policies.split(",")]
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    root = LOGS / (stamp + ("-quick" if args.quick else ""))
+    root = LOGS / (stamp + f"-{args.config}" + ("-quick" if args.quick else ""))
     root.mkdir(parents=True, exist_ok=True)
     if args.quick:
         print(
@@ -445,7 +509,7 @@ def main() -> None:
     lock = threading.Lock()
 
     def one(t: Task, s: ToolSetSpec) -> None:
-        r = run_one(t, s, root, args.quick)
+        r = run_one(t, s, root, args.quick, args.config)
         with lock:
             results.append(r)
             print(f"{t.key:4} {s.key:26} {cell(r):24} {r.why[:100]}", flush=True)
@@ -491,13 +555,14 @@ def main() -> None:
         return
     merged = [d for d in args.merge.split(",") if d]
     date = datetime.date.today().isoformat()
-    name = f"{date}-agent-tasks{'-quick' if args.quick else ''}.md"
+    name = f"{date}-agent-tasks-{args.config}{'-quick' if args.quick else ''}.md"
     doc = [
         f"# Agent tasks through the real hosts ({'quick' if args.quick else 'full'} run, {date})",
         "",
         "`bench/agent_tasks.py`" + (" --quick" if args.quick else "") + ": Codex CLI 0.171.0 and"
-        " Claude Code 2.1.197, a reactive fake model on loopback, MCP tool timeout 60 s"
-        + (" (quick: 6 s for t10; durations scaled down)" if args.quick else "")
+        " Claude Code 2.1.197, a reactive fake model on loopback; configuration"
+        f" **{args.config}**: {CONFIGS[args.config]}"
+        + (" (quick: 6 s for t10 when constrained; durations scaled down)" if args.quick else "")
         + ".",
         "Each cell: model turns / KB the model received for tool results / seconds (host"
         " start-up included) ✓ pass or ✗ fail. Through Codex an MCP server's tools are"
@@ -507,7 +572,7 @@ def main() -> None:
         "",
         body,
         "",
-        "Goals (issue 21):",
+        "Goals (Conch's best profile against the host's own shell):",
         "",
         goals(results, tasks),
         "",

@@ -537,7 +537,10 @@ class HostRun:
     requests: list[dict[str, Any]]
 
 
-def codex_config(base_url: str, server: McpServer | None, wrapper: Path | None, tt: float) -> str:
+def codex_config(
+    base_url: str, server: McpServer | None, wrapper: Path | None, tt: float | None
+) -> str:
+    """The run's Codex config; ``tt`` None leaves ``tool_timeout_sec`` out (Codex's default)."""
     lines = [
         f'model = "{CODEX_MODEL}"',
         'model_provider = "fake"',
@@ -568,7 +571,7 @@ def codex_config(base_url: str, server: McpServer | None, wrapper: Path | None, 
             "args = []",
             "required = true",
             "startup_timeout_sec = 120",
-            f"tool_timeout_sec = {tt}",
+            *([f"tool_timeout_sec = {tt}"] if tt is not None else []),
             "",
         ]
     return "\n".join(lines)
@@ -580,7 +583,7 @@ def run_host(
     run_dir: Path,
     workdir: Path,
     server: McpServer | None,
-    host_timeout_s: float,
+    host_timeout_s: float | None,
     deadline_s: float,
     env: dict[str, str] | None = None,
     person: Callable[[Path, Callable[..., Any]], None] | None = None,
@@ -588,8 +591,9 @@ def run_host(
 ) -> HostRun:
     """Run ``host`` ("codex" or "claude") in ``workdir`` with the policy playing the model, with
     ``server`` as its one MCP server (None: the host's own tools only), ``host_timeout_s`` as
-    the host's MCP tool timeout. Returns once the policy has answered and the host has ended
-    (or ``deadline_s`` has passed); everything the run started is killed. ``person`` runs in
+    the host's MCP tool timeout (None: the host's own default, no setting at all). Returns
+    once the policy has answered and the host has ended (or ``deadline_s`` has passed);
+    everything the run started is killed. ``person`` runs in
     a thread beside the host (given the run dir and a way to call into the host's network
     namespace); ``at_done`` is called inside that namespace when the policy answers, before
     anything is killed (to check the live state)."""
@@ -635,9 +639,10 @@ def run_host(
                 "CLAUDE_CONFIG_DIR": str(config),
                 "CLAUDE_CODE_TMPDIR": str(tmp),
                 "TERM": "dumb",
-                "MCP_TOOL_TIMEOUT": str(int(host_timeout_s * 1000)),
                 "BASH_MAX_TIMEOUT_MS": "600000",
             }
+            if host_timeout_s is not None:
+                full_env["MCP_TOOL_TIMEOUT"] = str(int(host_timeout_s * 1000))
             argv = [str(claude), "-p", "do it", "--dangerously-skip-permissions"]
             argv += ["--output-format", "stream-json", "--verbose"]
             if server is not None and wrapper is not None:

@@ -252,13 +252,15 @@ DEF = "def f(x):\n    return 1000 // x\n"
 
 def repl_policy(ts: ToolSet, w: Path, s: Setup) -> G:
     if ts.pty:
-        h: Out = yield from ts.start("python3 -q -i", tty=True)
-        yield from ts.write(h, DEF + "\n")
+        # the definition goes in with the start where the tool takes input for it (Conch's
+        # exec: stdin with stdin_open), else in a write; the last call leaves the REPL
+        h: Out = yield from ts.start("python3 -q -i", tty=True, text=DEF + "\n")
+        if not ts.start_input:
+            yield from ts.write(h, DEF + "\n")
         a: Out = yield from ts.write(h, "f(8)\n")
-        b: Out = yield from ts.write(h, "f(0)\n")
+        b: Out = yield from ts.write(h, "f(0)\nexit()\n")
         if "Error" not in b.text:
             b = yield from ts.wait(h, "pattern", r"Error", wait_s=10)
-        yield from ts.write(h, "exit()\n")
         return a.text + "\n" + b.text
     # no REPL: the function goes to a file, each call is a new interpreter
     yield from ts.run(f"cat > f.py <<'EOF'\n{DEF}EOF")
@@ -478,9 +480,10 @@ def sudo_check(answer: str, w: Path, s: Setup, live: dict[str, Any]) -> tuple[bo
 # 10 ------------------------------------------------------------------------------------------
 
 
-def long_setup(w: Path, quick: bool) -> Setup:
+def long_setup(w: Path, quick: bool, steps_full: int = 20) -> Setup:
+    """A job of ``steps_full`` × 30 s (10 minutes; t11: 4), a line every 30 s."""
     token = secrets.token_hex(4)
-    steps, pause = (10, 2) if quick else (20, 30)
+    steps, pause = (max(2, steps_full // 2), 2) if quick else (steps_full, 30)
     _write(
         w / "long_job.sh",
         f"""
@@ -535,5 +538,13 @@ TASKS = [
         "t8", "3 parallel jobs, act on the first", parallel_setup, parallel_policy, parallel_check
     ),
     Task("t9", "sudo-style password prompt", sudo_setup, sudo_policy, sudo_check),
-    Task("t10", "10-min job, 60 s host timeout", long_setup, long_policy, long_check, long=True),
+    Task("t10", "10-min job", long_setup, long_policy, long_check, long=True),
+    Task(
+        "t11",
+        "4-min job",
+        lambda w, q: long_setup(w, q, steps_full=8),
+        long_policy,
+        long_check,
+        long=True,
+    ),
 ]

@@ -63,6 +63,7 @@ class ToolSet:
     secret = False  # a secret can be entered without the model (by the person)
     max_wait_s = 600.0  # the longest single wait call (the host's cap or the tool's)
     cumulative = False  # a wait shows the whole output so far (not what is new)
+    start_input = False  # ``start`` takes the first input for the program (``text``)
 
     def call(self, name: str, **args: Any) -> Call:
         return Call(name, args, self.server)
@@ -72,7 +73,11 @@ class ToolSet:
         raise NotImplementedError
         yield
 
-    def start(self, cmd: str, tty: bool = False, ready_port: int | None = None) -> G:
+    def start(
+        self, cmd: str, tty: bool = False, ready_port: int | None = None, text: str | None = None
+    ) -> G:
+        """Start ``cmd`` in the background; ``text``: its first input, where ``start_input``
+        (else ignored: the policy writes it)."""
         raise NotImplementedError
         yield
 
@@ -121,13 +126,14 @@ def _json_after_prefix(text: str) -> Any:
 
 class ConchTools(ToolSet):
     pty = True
+    start_input = True  # exec's stdin, kept open (stdin_open) for later writes
 
     def __init__(self, host: str, secret: bool = False) -> None:
         self.host = host
         self.name = f"conch@{host}"
         self.server = "conch"
         self.secret = secret
-        self.max_wait_s = 54 if host == "codex" else 120  # Conch caps waits below the host's
+        self.max_wait_s = 600  # one read waits up to 10 minutes; Conch ends it before the host
 
     def _out(self, text: str) -> Out:
         d = _json_after_prefix(text)
@@ -147,7 +153,7 @@ class ConchTools(ToolSet):
         text, waited = out.text, 0.0
         while out.running and waited < wait_s:
             r = self._out(
-                (yield self.call("read", job_id=out.handle, until="exit", wait_ms=120000))
+                (yield self.call("read", job_id=out.handle, until="exit", wait_ms=600000))
             )
             waited += 30  # give up after wait_s / 30 reads at the least
             text += r.text
@@ -157,13 +163,17 @@ class ConchTools(ToolSet):
         return out
 
     def run(self, cmd: str, wait_s: float = 120) -> G:
-        out = self._out((yield self.call("exec", command=cmd, yield_ms=120000)))
+        out = self._out((yield self.call("exec", command=cmd, yield_ms=600000)))
         return (yield from self._follow(out, wait_s))
 
-    def start(self, cmd: str, tty: bool = False, ready_port: int | None = None) -> G:
+    def start(
+        self, cmd: str, tty: bool = False, ready_port: int | None = None, text: str | None = None
+    ) -> G:
         args: dict[str, Any] = {"command": cmd, "yield_ms": 1000}
         if tty:
             args["pty"] = True
+        if text is not None:
+            args |= {"stdin": text, "stdin_open": True}
         if ready_port:
             args |= {"ready": {"port": ready_port}, "yield_ms": 30000}
         return self._out((yield self.call("exec", **args)))
@@ -179,7 +189,7 @@ class ConchTools(ToolSet):
         cond: Any = {"pattern": pattern} if until == "pattern" else until
         text, waited = "", 0.0
         while True:
-            args = {"job_id": h.handle, "until": cond, "wait_ms": int(min(wait_s, 120) * 1000)}
+            args = {"job_id": h.handle, "until": cond, "wait_ms": int(min(wait_s, 600) * 1000)}
             r = self._out((yield Call("read", args, self.server, say)))
             say = None  # (said once)
             text += r.text
@@ -262,7 +272,9 @@ class CodexTools(ToolSet):
         out = self._out((yield self.call("exec_command", cmd=cmd, yield_time_ms=30000)))
         return (yield from self._follow(out, wait_s))
 
-    def start(self, cmd: str, tty: bool = False, ready_port: int | None = None) -> G:
+    def start(
+        self, cmd: str, tty: bool = False, ready_port: int | None = None, text: str | None = None
+    ) -> G:
         # tty, so that it can be stopped with Ctrl-C or typed into
         return self._out((yield self.call("exec_command", cmd=cmd, tty=True, yield_time_ms=1000)))
 
@@ -367,7 +379,9 @@ class ClaudeTools(ToolSet):
             return (yield from self.wait(out, "exit", wait_s=wait_s))
         return out
 
-    def start(self, cmd: str, tty: bool = False, ready_port: int | None = None) -> G:
+    def start(
+        self, cmd: str, tty: bool = False, ready_port: int | None = None, text: str | None = None
+    ) -> G:
         return self._bash((yield self.call("Bash", command=cmd, run_in_background=True)))
 
     def _output(self, h: Out, block: bool, ms: int) -> G:
@@ -498,7 +512,9 @@ class TfbashTools(ToolSet):
         out = yield from self._exec(sid, cmd, 50000)
         return (yield from self._follow(out, wait_s))
 
-    def start(self, cmd: str, tty: bool = False, ready_port: int | None = None) -> G:
+    def start(
+        self, cmd: str, tty: bool = False, ready_port: int | None = None, text: str | None = None
+    ) -> G:
         sid = yield from self._new_shell()  # a shell of its own: one execution per shell
         # its default timeout_ms (120 s) would kill a long job: 30 min, as Conch's default
         return (yield from self._exec(sid, cmd, 1000, timeout_ms=1800000))
@@ -589,7 +605,9 @@ class AiDeviceBashTools(ToolSet):
             return (yield from self.wait(out, "exit", wait_s=wait_s))
         return out
 
-    def start(self, cmd: str, tty: bool = False, ready_port: int | None = None) -> G:
+    def start(
+        self, cmd: str, tty: bool = False, ready_port: int | None = None, text: str | None = None
+    ) -> G:
         return self._out((yield self.call("bash", command=cmd, timeout=1)))
 
     def wait(
@@ -677,7 +695,9 @@ class ShellServerTools(ToolSet):
                 return Out(text, False, None, error=r.error)
         return Out(text, False, last)
 
-    def start(self, cmd: str, tty: bool = False, ready_port: int | None = None) -> G:
+    def start(
+        self, cmd: str, tty: bool = False, ready_port: int | None = None, text: str | None = None
+    ) -> G:
         return Out("", error="mcp-shell-server runs no background jobs")
         yield
 
