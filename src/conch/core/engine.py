@@ -36,6 +36,7 @@ from conch.core.jobs.screens import Screens
 from conch.core.jobs.snapshot import summary
 from conch.core.jobs.table import JobTable
 from conch.core.jobs.view import JobView
+from conch.core.netaddr import is_loopback
 from conch.core.once import Once
 from conch.core.output.cast import cast_lines, session_cast_lines
 from conch.core.output.screen import ScreenSnapshot
@@ -129,12 +130,16 @@ class Engine:
         it lives, its job's leader gone or not (a Landlock job's leftover comes back to the
         server, a subreaper, and stays in its tree). Fails closed: a socket that cannot be
         found, or a search that runs past ``PEER_BUDGET_S``, is refused. Blocking (procfs
-        reads): the HTTP guard calls it off the event loop. A runtime that never sandboxed
-        anything answers at once."""
+        reads): the HTTP guard calls it off the event loop, for every peer: a job reaches a
+        server bound to every interface by this machine's own address as well as by the
+        loopback (a peer whose socket is not in this machine's table is another machine). A
+        runtime that never sandboxed anything answers at once."""
         if not self.spawn.fenced:
             return None
         inode = peer.socket_inode(client, server)
         if inode is None:
+            if not is_loopback(client[0]):
+                return None  # another machine's (a local process's socket is in the table)
             return "an untraceable peer (its socket is not in /proc/net/tcp)"
         with self._peers_lock:
             cached = self._peers.get(inode)
