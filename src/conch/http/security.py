@@ -121,7 +121,7 @@ class Guard:
             await _reject(403, "Forbidden: cross-origin request", scope, receive, send)
             return
         peer, server = scope.get("client"), scope.get("server")
-        if self._sandboxed_caller is not None and peer and server and is_loopback(peer[0]):
+        if self._sandboxed_caller is not None and peer and server:
             unit = self._sandboxed_caller((peer[0], peer[1]), (server[0], server[1]))
             if unit is not None:
                 await _reject(
