@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from conch._version import __version__
+from conch.cli import install as install_cmd
 from conch.config import Config, local_url, parse_setting
 from conch.errors import ConfigError
 from conch.http import IS_ERROR_HEADER
@@ -363,6 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--host", help="service host (default: as installed)")
     status.add_argument("--port", type=int, help="service port (default: as installed)")
+
+    add_setting_flags(install_cmd.add_parser(sub))
     return parser
 
 

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -237,21 +238,28 @@ def run(
     timeout: float = 60,
     interrupt_on: str | None = None,
     conch_args: tuple[str, ...] = (),
+    prepare: Callable[[Path], None] | None = None,
 ) -> tuple[Run, Offline]:
     """Run ``claude -p "do it"`` in ``workdir`` with Conch as its MCP server and the fake model
     playing ``script``. ``env`` adds variables (``MCP_TOOL_TIMEOUT``, say); ``interrupt_on``
     names a Conch tool whose call a person interrupts; ``conch_args`` are added to
-    ``conch serve`` (``--profile claude-code``, say)."""
+    ``conch serve`` (``--profile claude-code``, say). With ``prepare``, no Conch server is
+    given on the command line: ``prepare(config_dir)`` registers one in the host's own config
+    (``CLAUDE_CONFIG_DIR``) before it starts."""
     config, tmp = workdir / "config", workdir / "tmp"
     project = workdir / "project"  # the host's cwd: no CLAUDE.md or .mcp.json of this repo
     for d in (config, tmp, project):
         d.mkdir(parents=True, exist_ok=True)
-    mcp_config = workdir / "mcp.json"
-    server = {"command": str(_conch_wrapper(workdir, conch_args))}
-    mcp_config.write_text(json.dumps({"mcpServers": {"conch": server}}))
     cmd = [str(binary), "-p", "do it", "--dangerously-skip-permissions"]
     cmd += ["--output-format", "stream-json", "--verbose"]
-    cmd += ["--mcp-config", str(mcp_config), "--strict-mcp-config"]
+    if prepare is None:
+        mcp_config = workdir / "mcp.json"
+        server = {"command": str(_conch_wrapper(workdir, conch_args))}
+        mcp_config.write_text(json.dumps({"mcpServers": {"conch": server}}))
+        cmd += ["--mcp-config", str(mcp_config), "--strict-mcp-config"]
+    else:
+        (workdir / "conch.stderr").touch()
+        prepare(config)
     out_path, err_path = workdir / "claude.stdout", workdir / "claude.stderr"
 
     offline = Offline()

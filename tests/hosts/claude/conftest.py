@@ -34,10 +34,10 @@ def claude_binary() -> Path:
 
 @pytest.fixture
 def claude(claude_binary: Path, tmp_path: Path) -> Callable[..., claude_host.Run]:
-    """``claude(script, env={...}, interrupt_on=None, conch_args=(), timeout=60)``: one
-    finished offline run of the host playing ``script`` (see :func:`claude_host.run`). It fails
-    the test if the run tried to leave loopback, started without Conch's tools or did not end
-    cleanly."""
+    """``claude(script, env={...}, interrupt_on=None, conch_args=(), timeout=60,
+    prepare=None)``: one finished offline run of the host playing ``script`` (see
+    :func:`claude_host.run`). It fails the test if the run tried to leave loopback, started
+    without Conch's tools or did not end cleanly."""
     runs = 0
 
     def go(
@@ -46,6 +46,7 @@ def claude(claude_binary: Path, tmp_path: Path) -> Callable[..., claude_host.Run
         interrupt_on: str | None = None,
         conch_args: tuple[str, ...] = (),
         timeout: float = 60,
+        prepare: Callable[[Path], None] | None = None,
     ) -> claude_host.Run:
         nonlocal runs
         runs += 1
@@ -58,6 +59,7 @@ def claude(claude_binary: Path, tmp_path: Path) -> Callable[..., claude_host.Run
             timeout=timeout,
             interrupt_on=interrupt_on,
             conch_args=conch_args,
+            prepare=prepare,
         )
         assert offline.attempts() == [], f"{offline.describe()} saw: {offline.attempts()}"
         assert run.fake.errors == [], run.fake.errors

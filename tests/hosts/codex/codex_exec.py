@@ -41,12 +41,14 @@ PROMPT = "do it"
 
 def config_toml(
     base_url: str,
-    conch: Path,
+    conch: Path | None,
     *,
     model: str,
     tool_timeout_sec: float | None,
     conch_env: dict[str, str] | None = None,
 ) -> str:
+    """Codex's config.toml for a run; without ``conch``, no ``[mcp_servers.conch]`` table (a
+    test adds it, with ``conch install codex`` say)."""
     conch_table = [
         "[mcp_servers.conch]",
         f"command = {json.dumps(str(conch))}",
@@ -59,6 +61,8 @@ def config_toml(
     if conch_env:
         pairs = ", ".join(f"{k} = {json.dumps(v)}" for k, v in conch_env.items())
         conch_table.append(f"env = {{ {pairs} }}")
+    if conch is None:
+        conch_table = []
     return "\n".join(
         [
             f'model = "{model}"',
@@ -207,9 +211,12 @@ def run_codex(
     conch_env: dict[str, str] | None = None,
     model: str = MODEL,
     timeout: float = 90,
+    prepare: Callable[[Path], None] | None = None,
 ) -> CodexRun:
     """Run ``codex exec`` once through ``script``; ``loopback``, ``conch`` and ``spawn`` are
-    the fixtures of tests/hosts/conftest.py (the namespace, the logged Conch, the tree kill)."""
+    the fixtures of tests/hosts/conftest.py (the namespace, the logged Conch, the tree kill).
+    With ``conch=None`` the config has no Conch server and ``prepare(codex_home)`` puts one
+    there before Codex starts."""
     fake = loopback.start(lambda: FakeResponses(script))
     home, work = tmp / "codex-home", tmp / "work"
     home.mkdir()
@@ -217,12 +224,14 @@ def run_codex(
     (home / "config.toml").write_text(
         config_toml(
             fake.base_url,
-            conch.command,
+            None if conch is None else conch.command,
             model=model,
             tool_timeout_sec=tool_timeout_sec,
             conch_env=conch_env,
         )
     )
+    if prepare is not None:
+        prepare(home)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", str(tmp)),
