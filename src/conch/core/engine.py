@@ -316,6 +316,7 @@ class Engine:
         result = await self._exec_result(
             job, yield_ms=req.yield_ms, budget=req.budget, ready=req.ready, context=context
         )
+        result = await ops.with_digest(job, result, request.digest)
         if request.shell_id is not None:
             result["shell_id"] = job.shell_id
             result["cwd"] = job.cwd
