@@ -337,36 +337,37 @@ DIGEST = {
             "summary lines. `text` is the log's line at `cursor`, normalized, cut at 300 "
             "characters (then ending in …); `read {cursor}` shows it in place.",
         },
-        "counts": {
-            "type": "object",
-            "additionalProperties": {"type": "integer"},
-            "description": "The totals the program printed in its last summary line, in its "
-            "words; absent when it printed none.",
-        },
-        "counts_from": {"type": "integer", "description": "Cursor of that summary line."},
-        "summaries": {
-            "type": "integer",
-            "description": "How many summary-shaped lines the log holds, when more than one "
-            "(a test can print one): counts are from the last.",
-        },
-        "omitted": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "kind": {"enum": ["failure", "flagged", "warning"]},
-                    "lines": {"type": "integer"},
-                    "first": {"type": "integer"},
-                    "last": {"type": "integer"},
+        "counts": _d(
+            {"type": "object", "additionalProperties": {"type": "integer"}},
+            {},
+            "The totals the program printed in its last summary line, in its words; absent "
+            "when it printed none.",
+        ),
+        "counts_from": _d(_NULLABLE_INT, None, "Cursor of that summary line."),
+        "summaries": _d(
+            {"type": "integer"},
+            1,
+            "How many summary-shaped lines the log holds, when more than one (a test can "
+            "print one): counts are from the last.",
+        ),
+        "omitted": _d(
+            {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "kind": {"enum": ["failure", "flagged", "warning"]},
+                        "lines": {"type": "integer"},
+                        "first": {"type": "integer"},
+                        "last": {"type": "integer"},
+                    },
+                    "required": ["kind", "lines", "first", "last"],
                 },
             },
-            "description": "Lines found but not listed, per kind, with the cursors of the "
-            "first and last of them.",
-        },
-        "incomplete": {
-            "type": "string",
-            "description": "Why the digest does not cover all the job printed.",
-        },
+            [],
+            "Lines found but not listed, per kind, with the cursors of the first and last of them.",
+        ),
+        "incomplete": _d(_NULLABLE_STR, None, "Why the digest does not cover all the job printed."),
     },
     "required": ["lines"],
 }

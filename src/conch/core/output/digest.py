@@ -642,6 +642,7 @@ class Digester:
             return
         if self._verdict(cursor, end, text):
             return
+        self._ran = None  # a verdict comes right after `Ran N tests`, with nothing between
         if text.startswith("Traceback (most recent call last)"):
             self._start(_Traceback())
             return
