@@ -328,7 +328,10 @@ def test_go_test_failures_with_their_messages() -> None:
 
 
 def test_go_panic_keeps_its_first_frame() -> None:
-    log = b"panic: runtime error: index out of range\n\ngoroutine 1 [running]:\nmain.main()\n\t/src/main.go:7 +0x1d\nexit status 2\n"
+    log = (
+        b"panic: runtime error: index out of range\n\ngoroutine 1 [running]:\n"
+        b"main.main()\n\t/src/main.go:7 +0x1d\nexit status 2\n"
+    )
     assert texts(digest_bytes(log)) == [
         "panic: runtime error: index out of range",
         "\t/src/main.go:7 +0x1d",
@@ -344,7 +347,10 @@ def test_node_uncaught_error_keeps_its_first_at_line() -> None:
 
 
 def test_jest_summary_counts() -> None:
-    log = b"  \xe2\x97\x8f math \xe2\x80\xba adds\n\nTest Suites: 1 failed, 1 total\nTests:       1 failed, 3 passed, 4 total\n"
+    log = (
+        b"  \xe2\x97\x8f math \xe2\x80\xba adds\n\nTest Suites: 1 failed, 1 total\n"
+        b"Tests:       1 failed, 3 passed, 4 total\n"
+    )
     d = digest_bytes(log)
     assert d is not None and d["counts"] == {"failed": 1, "passed": 3, "total": 4}
     assert d["summaries"] == 2
