@@ -202,6 +202,7 @@ class Engine:
             await asyncio.sleep(_HOUSEKEEPING_S)
             self.reaper.sweep()
             self.jobs.evict()
+            ops.follow_digests(self.jobs, self.spawn.spawn_task)
             self.starter.watch_cgroups()
             await self._remove_retired_cgroups()
 
@@ -310,6 +311,7 @@ class Engine:
             job = await self._start_shell_command(req, context)
         else:
             job = await self.starter.start_process(req, context)
+        job.digest_off = request.digest is False
         if context.on_start is not None:
             context.on_start(job)
         self.spawn.deadline(job, req.timeout_ms)

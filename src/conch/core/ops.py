@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import signal as signal_mod
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from conch.core.jobs import waits
@@ -18,7 +18,7 @@ from conch.core.jobs.takeover import Attendance
 from conch.core.jobs.view import JobView
 from conch.core.jobs.waits import Watch
 from conch.core.output import window as win
-from conch.core.output.digest_log import LogDigest, digest_of
+from conch.core.output.digest_log import FOLLOW_FROM, LogDigest, digest_of, follow
 from conch.core.output.screen import screen_text
 from conch.core.process.keys import encode_keys, pipe_keys
 from conch.core.requests import CallContext, CheckedRead, SignalRequest, WriteRequest
@@ -87,6 +87,27 @@ async def with_digest(job: Job, snap: JobSnapshot, want: bool | None) -> JobSnap
         held.shown = True
         snap["digest"] = found
     return snap
+
+
+def follow_digests(
+    jobs: Iterable[Job], spawn_task: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]]
+) -> None:
+    """Start digesting the log of each running job that printed more than any window holds
+    (``FOLLOW_FROM``), unless its exec said ``digest: false``: the digest of a job printing
+    100 MB is then built while it prints, not after (core/output/digest_log.py)."""
+    for job in jobs:
+        if job.terminal or job.digest_off or job.log.size() < FOLLOW_FROM:
+            continue
+        held = job.digest
+        if held is None:
+            held = job.digest = LogDigest()
+        if not held.following:
+            held.following = True
+            spawn_task(follow(job.log, held, _runs(job)))
+
+
+def _runs(job: Job) -> Callable[[], bool]:
+    return lambda: not job.terminal
 
 
 async def read(jobs: Sequence[Job], req: CheckedRead, screens: Screens) -> JobSnapshot:

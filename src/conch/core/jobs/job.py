@@ -114,6 +114,7 @@ class Job:
         self.tmp_files: list[str] = []  # removed when the job ends (its script file)
         self.parsed: tuple[Any, str | None] | None = None  # cached (data, parse_error)
         self.digest: LogDigest | None = None  # its output's digest, once a result wanted one
+        self.digest_off = False  # its exec said digest: false (none is built as it runs)
         self.label = label  # what the call runs and why: for the dashboard only
         # a terminal job's recording (when each part of its log arrived; a shell sets its
         # own size), and who types into it from the dashboard (core/jobs/takeover.py)

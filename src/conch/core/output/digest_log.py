@@ -12,6 +12,7 @@ import asyncio
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Final
 
 from conch.core.output.digest import Digest, Digester
@@ -23,6 +24,13 @@ BLOCK_BYTES: Final = 256 << 10
 TIME_BUDGET_S: Final = 2.0
 """Longest a result waits for its digest."""
 
+FOLLOW_FROM: Final = 4 << 20
+"""A running job's log this large is digested as it grows (its result will want a digest:
+no window holds it), so that little is left to do when the job ends."""
+
+FOLLOW_STEP: Final = 8 << 20
+"""Most bytes one turn of following digests (a turn holds a worker thread)."""
+
 
 class LogDigest:
     """The digest of one job's log, built up as far as the log has been read."""
@@ -31,6 +39,7 @@ class LogDigest:
         self.digester = Digester()
         self._lock = threading.Lock()
         self.shown = False  # a result carried it already (later ones repeat it on request)
+        self.following = False  # a task digests the log as it grows (``follow``)
 
     @property
     def scanned(self) -> int:
@@ -72,6 +81,26 @@ async def build(log: JobLog, held: LogDigest, *, final: bool, budget_s: float) -
         return  # (said by `incomplete`)
     deadline = time.monotonic() + budget_s
     await asyncio.to_thread(held.advance, fd, upto, final, deadline)
+
+
+async def follow(log: JobLog, held: LogDigest, running: Callable[[], bool]) -> None:
+    """Digest a growing log in turns of at most ``FOLLOW_STEP`` bytes in a worker thread,
+    while ``running()``: the job's result then only has the rest to do."""
+    held.following = True
+    try:
+        while running():
+            upto = log.size()
+            if upto - held.scanned < 1 << 20:
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                fd = log.reader()
+            except OSError:
+                return
+            upto = min(upto, held.scanned + FOLLOW_STEP)
+            await asyncio.to_thread(held.advance, fd, upto, False, time.monotonic() + 2.0)
+    finally:
+        held.following = False
 
 
 def incomplete(log: JobLog, held: LogDigest, *, cut: bool) -> str | None:
