@@ -6,8 +6,6 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, TypedDict
 
-from conch.core.output.digest import Digest
-
 
 def timestamp(when: datetime) -> str:
     """A time as results carry it: ISO 8601, UTC, milliseconds (``2026-01-02T03:04:05.678Z``)."""
@@ -86,7 +84,7 @@ class JobSnapshot(JobIdentity):
     attended: bool  # a person is typing into the job's terminal (the agent's write is busy)
     human_input: HumanInput | None
     screen: ScreenInfo | None  # read {screen: true}: output is this screen, not the stream
-    digest: Digest | None  # a finished job's digest (core/output/digest.py), when any
+    digest: Any  # a finished job's digest (core/output/digest.py's Digest), or None
 
 
 class ShellSummary(TypedDict):
