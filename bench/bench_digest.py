@@ -25,13 +25,14 @@ SIZE = (10 if QUICK else 100) * 10**6
 def build_log(path: str, size: int) -> None:
     """Compiler noise, a warning every 5,000 lines, two errors in the middle."""
     lines, n, i = [], 0, 0
+    middle = size // 76 // 2  # lines are ~76 bytes
     while n < size:
         i += 1
         if i % 5000 == 0:
             line = f"src/m{i}.c:{i % 900}:5: warning: unused variable 'x{i}' [-Wunused-variable]\n"
         else:
             line = f"  CC      build/obj/module_{i}/file_{i % 97}.o  gcc -O2 -Wall -c src/f{i}.c\n"
-        if i in (400_000, 400_100):
+        if i in (middle, middle + 100):
             line = f"src/bad{i}.c:12:5: error: 'y' undeclared (first use in this function)\n"
         lines.append(line)
         n += len(line)
