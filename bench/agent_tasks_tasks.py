@@ -548,3 +548,154 @@ TASKS = [
         long=True,
     ),
 ]
+
+
+# 12-14: faithful on red (digests) ----------------------------------------------------------------
+
+
+def _digest_lines(out: Out) -> list[str] | None:
+    """The digest the result showed (``Out.digest``: the result's ``digest`` field, for tool
+    sets whose results carry one), as ``@cursor text`` lines; None without one."""
+    d = getattr(out, "digest", None)
+    if not isinstance(d, dict):
+        return None
+    return [f"@{e['cursor']} {e['text']}" for e in d.get("lines", [])]
+
+
+def _red_policy(cmd: str, log: str, grep: str) -> Callable[[ToolSet, Path, Setup], G]:
+    """Run ``cmd``; a tool set whose results carry a digest (``ToolSet.digests``) runs it as
+    it is and answers from the digest it was shown; the others keep the shell idiom of the
+    other tasks: the output to a file, then ``grep`` for what failed."""
+
+    def policy(ts: ToolSet, w: Path, s: Setup) -> G:
+        if getattr(ts, "digests", False):
+            out: Out = yield from ts.run(cmd, wait_s=300)
+            lines = _digest_lines(out)
+            if lines is not None:
+                return f"exit={out.exit_code}\n" + "\n".join(lines)
+            return out.text  # no digest shown: what the window showed is the answer
+        shown: Out = yield from ts.run(
+            f'{cmd} > {log} 2>&1; echo "exit=$?"; grep -n -E {grep} {log} | head -n 200',
+            wait_s=300,
+        )
+        return shown.text
+
+    return policy
+
+
+def c_errors_setup(w: Path, quick: bool) -> Setup:
+    """30 C files of 10 unused variables each (300 warnings), two of them in the middle with
+    an error; `make` keeps going (-k) so both errors are printed."""
+    src = w / "src"
+    src.mkdir(exist_ok=True)
+    errors: dict[int, int] = {}  # file number: line of its error
+    for n in range(30):
+        body = [f"int f{n}(void) {{"] + [f"  int unused_{n}_{k} = {k};" for k in range(10)]
+        if n in (14, 16):
+            body.append(f"  return missing_symbol_{n} + 1;")
+            errors[n] = len(body)
+        body += ["  return 0;", "}"]
+        (src / f"f{n:02d}.c").write_text("\n".join(body) + "\n")
+    objs = " ".join(f"src/f{n:02d}.o" for n in range(30))
+    (w / "Makefile").write_text(
+        f"MAKEFLAGS += -k\nCFLAGS = -Wall -O0\nall: {objs}\n"
+        "%.o: %.c\n\t$(CC) $(CFLAGS) -c $< -o $@\n"
+    )
+    return Setup(
+        {"errors": [f"src/f{n:02d}.c:{line}" for n, line in errors.items()]}, deadline_s=300
+    )
+
+
+def c_errors_check(answer: str, w: Path, s: Setup, live: dict[str, Any]) -> tuple[bool, str]:
+    missing = [e for e in s.truth["errors"] if e not in answer]
+    return not missing, "" if not missing else f"not named: {', '.join(missing)}"
+
+
+def pytest_red_setup(w: Path, quick: bool) -> Setup:
+    """3,000 tests in 30 modules, 40 failures spread through the run, and one module whose
+    import fails (pytest goes on past it: --continue-on-collection-errors)."""
+    import sys
+
+    tests = w / "tests"
+    tests.mkdir(exist_ok=True)
+    failing = sorted({(k * 73) % 3000 for k in range(40)})
+    ids = []
+    for m in range(30):
+        bad = [i - m * 100 for i in failing if m * 100 <= i < (m + 1) * 100]
+        (tests / f"test_mod{m:02d}.py").write_text(
+            "import pytest\n\n\n"
+            f"@pytest.mark.parametrize('i', range(100))\n"
+            "def test_case(i):\n"
+            "    print('checking', i, 'x' * 60)\n"
+            f"    assert i not in {bad!r}, f'case {{i}} is wrong'\n"
+        )
+        ids += [f"tests/test_mod{m:02d}.py::test_case[{i}]" for i in bad]
+    (tests / "test_plugins.py").write_text(
+        "import plugin_registry_v2\n\n\ndef test_x():\n    pass\n"
+    )
+    (w / "pytest.ini").write_text(
+        "[pytest]\naddopts = -p no:cacheprovider --continue-on-collection-errors\n"
+    )
+    _write(w / "run_tests.sh", f"#!/bin/bash\nexec {sys.executable} -m pytest tests\n")
+    return Setup({"failures": ids, "import": "plugin_registry_v2"}, deadline_s=400)
+
+
+def pytest_red_check(answer: str, w: Path, s: Setup, live: dict[str, Any]) -> tuple[bool, str]:
+    missing = [f for f in s.truth["failures"] if f not in answer]
+    if s.truth["import"] not in answer:
+        return False, "the import error was not named"
+    return not missing, "" if not missing else f"{len(missing)} failing tests not named"
+
+
+def rust_errors_setup(w: Path, quick: bool) -> Setup:
+    """A crate (no dependencies: offline) whose build prints 400 warnings of its build script
+    and then 3 type errors."""
+    (w / "src").mkdir(exist_ok=True)
+    (w / "Cargo.toml").write_text(
+        '[package]\nname = "noisy"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\n'
+    )
+    lines = ["fn main() {"]
+    errors = []
+    for k in range(150):
+        lines.append(f"    let unused_{k} = {k};")
+        if k in (40, 75, 110):
+            lines.append(f'    let typed_{k}: u32 = "not a number {k}";')
+            errors.append(f"src/main.rs:{len(lines)}")
+    lines.append("}")
+    (w / "src" / "main.rs").write_text("\n".join(lines) + "\n")
+    # the noise: a build script's 400 warnings (cargo prints them before compiling the crate)
+    (w / "build.rs").write_text(
+        'fn main() {\n    for k in 0..400 {\n        println!("cargo:warning=generated '
+        'binding {k}: struct field layout checked against the C header, nothing to do");\n'
+        "    }\n}\n"
+    )
+    return Setup({"errors": errors}, deadline_s=400)
+
+
+TASKS += [
+    Task(
+        "t12",
+        "make: 300 warnings, 2 errors in the middle",
+        c_errors_setup,
+        _red_policy("make", "build.log", "': error'"),
+        c_errors_check,
+    ),
+    Task(
+        "t13",
+        "pytest: 3,000 tests, 40 failures, an import error",
+        pytest_red_setup,
+        _red_policy("./run_tests.sh", "test.log", "'^(FAILED|ERROR)|^E +.*Error'"),
+        pytest_red_check,
+    ),
+    Task(
+        "t14",
+        "cargo: 3 type errors after 400 warnings",
+        rust_errors_setup,
+        _red_policy(
+            "CARGO_TARGET_DIR=target cargo build --offline --color never",
+            "build.log",
+            "-A1 '^error'",
+        ),
+        c_errors_check,
+    ),
+]

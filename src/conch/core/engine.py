@@ -259,6 +259,7 @@ class Engine:
             await asyncio.sleep(_HOUSEKEEPING_S)
             self.reaper.sweep()
             self.jobs.evict()
+            ops.follow_digests(self.jobs, self.spawn.spawn_task)
             self.starter.watch_cgroups()
             await self._remove_retired_cgroups()
 
@@ -367,12 +368,14 @@ class Engine:
             job = await self._start_shell_command(req, context)
         else:
             job = await self.starter.start_process(req, context)
+        job.digest_off = request.digest is False
         if context.on_start is not None:
             context.on_start(job)
         self.spawn.deadline(job, req.timeout_ms)
         result = await self._exec_result(
             job, yield_ms=req.yield_ms, budget=req.budget, ready=req.ready, context=context
         )
+        result = await ops.with_digest(job, result, request.digest)
         if request.shell_id is not None:
             result["shell_id"] = job.shell_id
             result["cwd"] = job.cwd

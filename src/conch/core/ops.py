@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import signal as signal_mod
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from conch.core.jobs import waits
@@ -18,6 +18,7 @@ from conch.core.jobs.takeover import Attendance
 from conch.core.jobs.view import JobView
 from conch.core.jobs.waits import Watch
 from conch.core.output import window as win
+from conch.core.output.digest_log import FOLLOW_FROM, LogDigest, digest_of, follow
 from conch.core.output.screen import screen_text
 from conch.core.process.keys import encode_keys, pipe_keys
 from conch.core.requests import CallContext, CheckedRead, SignalRequest, WriteRequest
@@ -68,6 +69,47 @@ def window_from(job: Job, start: int | None, budget: int) -> JobSnapshot:
     return snapshot(job, w)
 
 
+async def with_digest(job: Job, snap: JobSnapshot, want: bool | None) -> JobSnapshot:
+    """``snap`` with the digest of the job's output (core/output/digest.py) when it has one:
+    ``want`` None: when the job has finished, the window left output out and no result
+    carried the digest yet; True: whenever the job has finished; False: never. A window
+    that shows all there is costs nothing here."""
+    if want is False or not job.terminal:
+        return snap
+    held = job.digest
+    fits = not (snap["truncated"] or snap["omitted_bytes"])
+    if want is None and (fits or (held is not None and held.shown)):
+        return snap
+    if held is None:
+        held = job.digest = LogDigest()
+    found = await digest_of(job.log, held, cut=job.state == "output_limit", always=want is True)
+    if found is not None:
+        held.shown = True
+        snap["digest"] = found
+    return snap
+
+
+def follow_digests(
+    jobs: Iterable[Job], spawn_task: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]]
+) -> None:
+    """Start digesting the log of each running job that printed more than any window holds
+    (``FOLLOW_FROM``), unless its exec said ``digest: false``: the digest of a job printing
+    100 MB is then built while it prints, not after (core/output/digest_log.py)."""
+    for job in jobs:
+        if job.terminal or job.digest_off or job.log.size() < FOLLOW_FROM:
+            continue
+        held = job.digest
+        if held is None:
+            held = job.digest = LogDigest()
+        if not held.following:
+            held.following = True
+            spawn_task(follow(job.log, held, _runs(job)))
+
+
+def _runs(job: Job) -> Callable[[], bool]:
+    return lambda: not job.terminal
+
+
 async def read(jobs: Sequence[Job], req: CheckedRead, screens: Screens) -> JobSnapshot:
     """The window of the job (the first of ``jobs`` to meet ``until``, waiting up to
     ``wait_ms``; the first listed when none did), from where its last read stopped or from
@@ -98,7 +140,10 @@ async def read(jobs: Sequence[Job], req: CheckedRead, screens: Screens) -> JobSn
     else:
         w = win.following(job.log, start, req.budget, stream=sidx, raw=r.raw, final=job.terminal)
     job.read_cursor[stream] = w.next_cursor
-    return snapshot(job, w, stream=stream)
+    snap = snapshot(job, w, stream=stream)
+    # a digest's cursors are of the whole log: a read of one stream gets one on request only
+    want = r.digest if stream is None or r.digest is not None else False
+    return await with_digest(job, snap, want)
 
 
 def screen_snapshot(job: Job, screens: Screens, start: int) -> JobSnapshot:

@@ -55,6 +55,11 @@ def _check_budget(max_bytes: int | None) -> None:
         raise _invalid("max_bytes", f"max_bytes must be between 1 and {limits.MAX_OUTPUT_BYTES}")
 
 
+def _check_digest(value: object) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise _invalid("digest", "digest must be true or false")
+
+
 def check_wait(field: str, value: int) -> int:
     if not 0 <= value <= limits.MAX_WAIT_MS:
         raise _invalid(field, f"{field} must be between 0 and {limits.MAX_WAIT_MS}")
@@ -96,6 +101,9 @@ class ExecRequest(_Fenced):
     output_format: str = "text"
     ready: Mapping[str, Any] | None = None
     name: str | None = None
+    # a finished job's digest (core/output/digest.py): None = when the window leaves output
+    # out, False = never
+    digest: bool | None = None
     # containment (SPEC §9a): checked against the server's settings by the engine
     sandbox: str | None = None
     network: str | None = None
@@ -162,6 +170,7 @@ def _check_exec(cfg: Config, req: ExecRequest, shell_env: Mapping[str, str] | No
     checked_env = check_env(req.env)
     checked_shell_env = check_env(shell_env, "_meta.shell_env")
     ready_spec = parse_ready(req.ready)
+    _check_digest(req.digest)
     if req.shell_id is not None:
         given = [k for k in FENCE_FIELDS if getattr(req, k) is not None]
         if given:
@@ -204,6 +213,9 @@ class ReadRequest:
     raw: bool = False
     tail: bool = False
     screen: bool = False  # a terminal job's current screen instead of its stream
+    # a finished job's digest: None = when the window leaves output out (once per job),
+    # True = always (even when the output fits), False = never
+    digest: bool | None = None
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -240,6 +252,7 @@ class ReadRequest:
             )
         if self.cursor is not None and (not isinstance(self.cursor, int) or self.cursor < 0):
             raise _invalid("cursor", "cursor must be a non-negative integer")
+        _check_digest(self.digest)
         return CheckedRead(self, budget, self._until())
 
     def _until(self) -> Until:

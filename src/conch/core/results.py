@@ -84,6 +84,7 @@ class JobSnapshot(JobIdentity):
     attended: bool  # a person is typing into the job's terminal (the agent's write is busy)
     human_input: HumanInput | None
     screen: ScreenInfo | None  # read {screen: true}: output is this screen, not the stream
+    digest: Any  # a finished job's digest (core/output/digest.py's Digest), or None
 
 
 class ShellSummary(TypedDict):

@@ -116,7 +116,42 @@ def snapshot(s: Result, default_cwd: str | None = None, *, named: bool = True) -
     for key in ("human_input", "screen"):
         if s.get(key) is not None:
             out[key] = s[key]
+    if s.get("digest") is not None:
+        out["digest"] = s["digest"]
     return out
+
+
+def digest_text(s: Result) -> str:
+    """A job snapshot's digest for the text view: one bracketed line (what it counts, what
+    it leaves out, the job's exit), then ``@cursor text`` per line not already in the
+    output above (``read {cursor}`` shows it in place). Empty without a digest."""
+    d = s.get("digest")
+    if not d:
+        return ""
+    shown = set(s.get("output", "").split("\n"))
+    lines = [f"@{e['cursor']} {e['text']}" for e in d["lines"] if e["text"] not in shown]
+    parts = [f"digest: {len(d['lines'])} lines"]
+    if len(lines) < len(d["lines"]):
+        parts[0] += f" ({len(d['lines']) - len(lines)} of them in the output above)"
+    if "counts_from" in d:
+        counts = ", ".join(f"{k} {v}" for k, v in d.get("counts", {}).items()) or "none"
+        among = f", the last of {d['summaries']}" if d.get("summaries") else ""
+        parts.append(f"counts from the summary at @{d['counts_from']}{among}: {counts}")
+    for o in d.get("omitted", []):
+        kind = {"failure": "failure", "flagged": "error-marked", "warning": "warning"}
+        where = f"@{o['first']}" + (f"…@{o['last']}" if o["last"] != o["first"] else "")
+        parts.append(f"{o['lines']} more {kind.get(o['kind'], o['kind'])} lines at {where}")
+    if d.get("incomplete"):
+        parts.append(f"incomplete: {d['incomplete']}")
+    parts.append(_ending(s))
+    return "\n".join(["[" + " · ".join(parts) + "]", *lines])
+
+
+def _ending(s: Result) -> str:
+    if s.get("exit_code") is not None and s.get("state") == "exited":
+        return f"exit {s['exit_code']}"
+    sig = f" ({s['signal']})" if s.get("signal") else ""
+    return f"{s.get('state')}{sig}"
 
 
 def job_summary(s: Result, default_cwd: str | None = None) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from conch.tools.lean import digest_text
+
 
 def render(
     tool: str,
@@ -76,6 +78,9 @@ def render_snapshot(s: dict[str, Any]) -> str:
         text += "\n" + s["output"]
     elif s["state"] == "running":
         text += "\n(no new output)"
+    digest = digest_text(s)
+    if digest:
+        text += ("" if text.endswith("\n") else "\n") + digest
     return text
 
 

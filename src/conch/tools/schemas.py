@@ -149,6 +149,12 @@ EXEC_INPUT = obj(
         },
         "name": NAME,
         "purpose": PURPOSE,
+        "digest": {
+            "type": "boolean",
+            "description": "false: no `digest` in the result. By default a finished job whose "
+            "output did not fit gets one: the lines that say what went wrong, from the whole "
+            "log, with their cursors.",
+        },
         **FENCE,
     }
 )
@@ -214,6 +220,12 @@ READ_INPUT = obj(
             "type": "boolean",
             "description": "pty/shell jobs: output is the terminal's current screen (text, "
             "then the cursor position) instead of the stream; for full-screen programs.",
+        },
+        "digest": {
+            "type": "boolean",
+            "description": "true: the finished job's `digest` even when its output fits or a "
+            "result already had it; false: none. Default: once, when the window leaves "
+            "output out.",
         },
     },
     (),
@@ -308,6 +320,57 @@ def _d(schema: dict[str, Any], default: Any, description: str) -> dict[str, Any]
 def _full_only(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {**schema, "default": None, "description": f"{description} {_FULL_ONLY}"}
 
+
+_CURSORED = {
+    "type": "object",
+    "properties": {"cursor": {"type": "integer"}, "text": {"type": "string"}},
+    "required": ["cursor", "text"],
+}
+DIGEST = {
+    "type": ["object", "null"],
+    "properties": {
+        "lines": {
+            "type": "array",
+            "items": _CURSORED,
+            "description": "In log order: each failure (at most 50 lines, their details "
+            "after them), lines marked as errors, warnings only when nothing failed, and the "
+            "summary lines. `text` is the log's line at `cursor`, normalized, cut at 300 "
+            "characters (then ending in …); `read {cursor}` shows it in place.",
+        },
+        "counts": _d(
+            {"type": "object", "additionalProperties": {"type": "integer"}},
+            {},
+            "The totals the program printed in its last summary line, in its words; absent "
+            "when it printed none.",
+        ),
+        "counts_from": _d(_NULLABLE_INT, None, "Cursor of that summary line."),
+        "summaries": _d(
+            {"type": "integer"},
+            1,
+            "How many summary-shaped lines the log holds, when more than one (a test can "
+            "print one): counts are from the last.",
+        ),
+        "omitted": _d(
+            {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "kind": {"enum": ["failure", "flagged", "warning"]},
+                        "lines": {"type": "integer"},
+                        "first": {"type": "integer"},
+                        "last": {"type": "integer"},
+                    },
+                    "required": ["kind", "lines", "first", "last"],
+                },
+            },
+            [],
+            "Lines found but not listed, per kind, with the cursors of the first and last of them.",
+        ),
+        "incomplete": _d(_NULLABLE_STR, None, "Why the digest does not cover all the job printed."),
+    },
+    "required": ["lines"],
+}
 
 SNAPSHOT_OUTPUT = {
     "type": "object",
@@ -429,6 +492,13 @@ SNAPSHOT_OUTPUT = {
             None,
             "read {screen: true}: the terminal `output` shows: rows, cols, cursor {row, col} "
             "(0-based), alternate (a full-screen program).",
+        ),
+        "digest": _d(
+            DIGEST,
+            None,
+            "A finished job's digest when its output did not fit (or on request): the lines "
+            "that say what went wrong, from the whole log. No status of its own: `exit_code` "
+            "says how the job ended.",
         ),
     },
     "required": ["job_id", "state", "output"],

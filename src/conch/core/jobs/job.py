@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from conch.core.jobs.label import JobLabel
 from conch.core.jobs.takeover import Attendance
 from conch.core.output.cast import Recording
+from conch.core.output.digest_log import LogDigest
 from conch.core.output.log import JobLog
 from conch.core.process.terminal import COLS, ROWS
 
@@ -112,6 +113,8 @@ class Job:
         self._finish_callbacks: list[Callable[[Job], None]] = [on_finish] if on_finish else []
         self.tmp_files: list[str] = []  # removed when the job ends (its script file)
         self.parsed: tuple[Any, str | None] | None = None  # cached (data, parse_error)
+        self.digest: LogDigest | None = None  # its output's digest, once a result wanted one
+        self.digest_off = False  # its exec said digest: false (none is built as it runs)
         self.label = label  # what the call runs and why: for the dashboard only
         # a terminal job's recording (when each part of its log arrived; a shell sets its
         # own size), and who types into it from the dashboard (core/jobs/takeover.py)

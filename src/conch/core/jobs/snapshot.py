@@ -84,6 +84,7 @@ def snapshot(job: Job, window: Window, *, stream: str | None = None) -> JobSnaps
         "attended": job.attended,
         "human_input": job.attendance.report() if job.attendance is not None else None,
         "screen": None,
+        "digest": None,
     }
 
 

@@ -125,6 +125,21 @@ class JobLog:
         finally:
             os.close(fd)
 
+    def reader(self) -> int:
+        """A descriptor of its own to read the log with (another thread may use it while
+        this one closes its own); the caller closes it. Raises OSError."""
+        if self._gone:
+            raise OSError("the log was closed")
+        if self._fd is not None:
+            return os.dup(self._fd)
+        try:
+            if self._files is not None:
+                return self._files.open_read(self.path)
+            return os.open(self.path, _READ_FLAGS)
+        except OSError as e:
+            self.unreadable = e.strerror or str(e)
+            raise
+
     def _read(self, fd: int, start: int, end: int, stream: int | None) -> bytes:
         if stream is None:
             return os.pread(fd, end - start, start)

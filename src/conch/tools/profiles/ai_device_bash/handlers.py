@@ -129,6 +129,7 @@ async def _run(rt: Engine, args: dict[str, Any], ctx: ToolContext, tool_mode: st
     started = time.monotonic()
     try:
         req = ExecRequest(
+            digest=False,  # the seed's own result shape has no digest
             **what,
             cwd=run_cwd,
             # the seed's bash inherits the server's PWD, which never names the job's directory,

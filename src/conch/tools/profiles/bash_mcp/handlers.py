@@ -42,6 +42,7 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str,
         raise Fail("INVALID_ARGUMENT", "command must not be empty.")
     try:
         req = ExecRequest(
+            digest=False,  # the seed's own result shape has no digest
             command=args.get("command"),
             argv=argv,
             cwd=args.get("cwd"),

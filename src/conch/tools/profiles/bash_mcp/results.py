@@ -97,11 +97,15 @@ async def job_result(rt: Engine, ctx: ToolContext, job_id: str) -> dict[str, Any
     cap = ctx.profile_state(Caps).get(job_id, DEFAULT_MAX_OUTPUT_BYTES)
     job = rt.job(job_id)
     if not job.streams:  # one terminal stream: it is all stdout
-        out = await rt.read(ReadRequest(job_id, cursor=0, max_bytes=cap, raw=True))
+        out = await rt.read(ReadRequest(job_id, cursor=0, max_bytes=cap, raw=True, digest=False))
         err = None
     else:
-        out = await rt.read(ReadRequest(job_id, stream="stdout", cursor=0, max_bytes=cap, raw=True))
-        err = await rt.read(ReadRequest(job_id, stream="stderr", cursor=0, max_bytes=cap, raw=True))
+        out = await rt.read(
+            ReadRequest(job_id, stream="stdout", cursor=0, max_bytes=cap, raw=True, digest=False)
+        )
+        err = await rt.read(
+            ReadRequest(job_id, stream="stderr", cursor=0, max_bytes=cap, raw=True, digest=False)
+        )
     s = err or out  # the later read has the newest state
     fmt = job.output_format
     stdout_truncated = out["next_cursor"] < out["total_bytes"]

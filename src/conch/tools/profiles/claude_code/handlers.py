@@ -134,7 +134,9 @@ async def _start(
     line = f"eval {shlex.quote(command)} < /dev/null 2>&1"
     if cwd_file is not None:
         line += f" && {{ pwd -P >| {shlex.quote(cwd_file)} || true; }} 2>/dev/null"
-    req = ExecRequest(command=line, cwd=cwd, timeout_ms=0, yield_ms=yield_ms, max_output_bytes=0)
+    req = ExecRequest(
+        command=line, cwd=cwd, timeout_ms=0, yield_ms=yield_ms, max_output_bytes=0, digest=False
+    )
     snap = await rt.exec(req, ctx.engine_context(warm=True))
     return rt.job(snap["job_id"])
 

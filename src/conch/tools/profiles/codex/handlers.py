@@ -130,6 +130,7 @@ async def exec_command(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> di
     if tty:
         argv = ["/bin/sh", "-c", TTY_SHIM, "sh", *argv]
     req = ExecRequest(
+        digest=False,  # the seed's own result shape has no digest
         argv=argv,
         pty=tty,
         cwd=args.get("workdir") or None,

@@ -82,6 +82,7 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str,
     capacity = args.get("max_output_bytes", OUTPUT_BUFFER_BYTES)
     try:
         req = ExecRequest(
+            digest=False,  # the seed's own result shape has no digest
             shell_id=shell_id,
             command=args["command"],
             yield_ms=args.get("yield_ms", 10000),
