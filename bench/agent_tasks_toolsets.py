@@ -53,6 +53,8 @@ class Out:
     error: str | None = None
     #: Conch: the one-time page where a person types an awaited secret (``secret_page``)
     page: str | None = None
+    #: Conch: the digest the result carried (``digest``: the lines that say what went wrong)
+    digest: Any = None
 
 
 class ToolSet:
@@ -64,6 +66,7 @@ class ToolSet:
     max_wait_s = 600.0  # the longest single wait call (the host's cap or the tool's)
     cumulative = False  # a wait shows the whole output so far (not what is new)
     start_input = False  # ``start`` takes the first input for the program (``text``)
+    digests = False  # results carry a digest of a long output (the lines that failed)
 
     def call(self, name: str, **args: Any) -> Call:
         return Call(name, args, self.server)
@@ -127,6 +130,7 @@ def _json_after_prefix(text: str) -> Any:
 class ConchTools(ToolSet):
     pty = True
     start_input = True  # exec's stdin, kept open (stdin_open) for later writes
+    digests = True
 
     def __init__(self, host: str, secret: bool = False) -> None:
         self.host = host
@@ -146,6 +150,7 @@ class ConchTools(ToolSet):
             exit_code=d.get("exit_code"),
             handle=d.get("job_id") or d.get("shell_id"),
             page=d.get("secret_page"),
+            digest=d.get("digest"),
         )
 
     def _follow(self, out: Out, wait_s: float) -> G:
