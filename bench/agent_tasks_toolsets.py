@@ -162,7 +162,7 @@ class ConchTools(ToolSet):
             )
             waited += 30  # give up after wait_s / 30 reads at the least
             text += r.text
-            out = Out(text, r.running, r.exit_code, out.handle, r.error)
+            out = Out(text, r.running, r.exit_code, out.handle, r.error, digest=r.digest)
             if r.error:
                 break
         return out
