@@ -74,7 +74,8 @@ class SpawnFence:
     retire: Callable[[JobCgroup], None] | None = None  # takes the cgroup once it is empty
     #: the cgroup v2 directory a spawn starts the child in itself, where it can (``prepare``)
     place: str | None = None
-    #: bwrap: the seccomp program's file for `network: off` (read by the sh, as fd 3)
+    #: bwrap: the file of the seccomp program for its policy's network setting (opened by the
+    #: sh as fd 3, read by bwrap)
     seccomp_file: str | None = None
     #: the landlock backend: a thread that restricts itself spawns the job (``spawner``)
     landlock: ll.Spawner | None = None
@@ -195,6 +196,12 @@ class SpawnFence:
         return run, start, None
 
     @property
+    def _bwrap_loads_seccomp(self) -> bool:
+        """bwrap loads the job's seccomp program (every bwrap job's, but where the
+        ``sandbox_sockets`` shim loads its own)."""
+        return self.bwrap is not None and self.seccomp_file is not None and self._channel is None
+
+    @property
     def monitor(self) -> bool:
         """A bwrap monitor process sits between the job's leader pid and the program."""
         return self.sandbox is not None and self.bwrap is not None
@@ -250,7 +257,7 @@ class SpawnFence:
                     if self._channel is None:  # (one per spawn: wrap may run twice)
                         self._channel = unotify.Channel(self.broker, self.broker_dir)
                     run = [*broker_shim_argv(self._channel.path), *run]
-                    binds, net_off = (self._channel.dir,), False
+                    binds = (self._channel.dir,)
                     # the shim and its interpreter are seen inside even where they lie under
                     # a path the sandbox covers (/tmp is a tmpfs there)
                     fence = dataclasses.replace(
@@ -262,7 +269,7 @@ class SpawnFence:
                     fence,
                     run,
                     root=self.root,
-                    seccomp_fd=3 if net_off else None,
+                    seccomp_fd=3 if self._bwrap_loads_seccomp else None,
                     binds=binds,
                 )
             else:
@@ -270,8 +277,7 @@ class SpawnFence:
         pre = self.cgroup.procs_files() if self.cgroup is not None and not placed else []
         if self.monitor:
             pre.append("ignore")
-            net_off = self.sandbox is not None and self.sandbox.policy.network == "off"
-            if self.seccomp_file is not None and net_off and self._channel is None:
+            if self._bwrap_loads_seccomp:
                 pre.append(f"fd3={self.seccomp_file}")
         if not pre:
             return run, dict(env)
@@ -669,7 +675,7 @@ class Containment:
             b = self.backends
             kind = b.check(policy) if b.decided else await asyncio.to_thread(b.check, policy)
             if kind == "bwrap":
-                out.bwrap, out.seccomp_file = b.bwrap_path, b.seccomp_file
+                out.bwrap, out.seccomp_file = b.bwrap_path, b.seccomp_files.get(policy.network)
                 out.broker = self.broker
                 out.broker_dir = os.path.join(self.data_dir, "brokers")
             elif kind == "landlock":
@@ -693,8 +699,11 @@ class Containment:
                 raise ConchError("spawn_failed", str(e)) from None
             cg = out.cgroup
             if cg.kind == "v2" and cg.dirs == [cg.track]:
-                if self.places_itself:
-                    out.place = cg.track
-                elif forkserver is not None:  # (clone3 in the fork server: no grace period)
+                if forkserver is not None:
+                    # a landlock job: the fork server's clone3 starts it there (no grace
+                    # period), before the job's filter, which refuses clone3 (glibc's spawn
+                    # into a cgroup from the restricted thread would run under it)
                     out.place, out.forkserver = cg.track, forkserver
+                elif self.places_itself:
+                    out.place = cg.track
         return out

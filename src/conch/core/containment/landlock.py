@@ -14,8 +14,10 @@ Rules of one job (``job_spec``), all filesystem rights of the ABI handled:
   always the job's own ``TMPDIR`` (made by Conch inside the data dir, read and write) and the
   few devices;
 * read of the files a job must see inside the data dir (its script, a shell's command file);
+* at every level the seccomp filter's rules of every sandboxed job (no setuid or setgid mode,
+  no lease, no user namespace: ``lockdown.seccomp_program``);
 * ``network: off``: TCP bind/connect handled with no port granted (ABI 4), abstract Unix
-  sockets scoped (ABI 6), and the seccomp filter (``lockdown.seccomp_program``);
+  sockets scoped (ABI 6), and the seccomp filter's network rules;
 * signals scoped at every level (ABI 6): a job signals only its own processes; and at every
   level the seccomp filter refuses what would change another process's limits (``prlimit64``:
   RLIMIT_CPU set on the server is a SIGKILL from the kernel), priority, I/O priority,
@@ -99,9 +101,11 @@ def landlock_guarantees(abi: int, seccomp: bool) -> list[str]:
 
 
 def bwrap_guarantees(seccomp: bool) -> list[str]:
-    out = ["fs_write", "fs_hide_data_dir", "private_tmp", "pid_namespace", "net_tcp", "net_all"]
-    if seccomp:  # a read-only bind does not stop connect(): the filter does
-        out.append("unix_sockets")
+    out = ["fs_hide_data_dir", "private_tmp", "pid_namespace", "net_tcp", "net_all"]
+    if seccomp:
+        # a read-only bind does not stop connect(), nor a setuid or setgid mode in the
+        # workspace (chmod, open, mknod, mkdir): the filter does
+        out = ["fs_write", *out, "unix_sockets"]
     out.append("signals")  # (the PID namespace: nothing outside is visible to signal)
     return out
 
@@ -213,12 +217,13 @@ def job_spec(
         scoped |= ld.SCOPE_ABSTRACT_UNIX_SOCKET
     net_off = policy.network == "off"
     guard = abi < 3  # no TRUNCATE right: the filter refuses truncation by path (any level)
-    # Landlock handles no metadata change: read-only refuses them all, workspace-write the
-    # setuid/setgid bits (lockdown.seccomp_program)
-    metadata = {"read-only": "all", "workspace-write": "setid"}.get(policy.sandbox, "")
+    # Landlock handles no metadata change: read-only refuses them all, workspace-write hands
+    # modes and times to Conch (a setuid/setgid mode is refused at every level: every
+    # program's rules, lockdown.seccomp_program)
+    metadata = "all" if policy.sandbox == "read-only" else ""
     program = notify = b""
     brokered = brokered and net_off and layout.seccomp
-    meta = broker_metadata and metadata == "setid" and layout.seccomp
+    meta = broker_metadata and policy.sandbox == "workspace-write" and layout.seccomp
     if meta:
         metadata = "brokered"
     if layout.seccomp:  # (at every level: the calls on other processes, ``others``)
