@@ -12,6 +12,13 @@ as root here (a root server's job is uid 0 without capabilities: the case that m
   (the kernel clears the bit: no ``CAP_FSETID``), a host setuid program written or linked
   into the workspace; no file capability (``security.capability``), directly or from a user
   namespace of its own. After every job the workspace is walked for a setuid/setgid file.
+* No ``.git`` written or made at the workspace's top, whether the workspace is a repository's
+  top, a subdirectory of one, or no repository (git's discovery would then take a ``.git``
+  the job planted: ``core.fsmonitor`` runs at a person's next ``git status``); under bwrap
+  the empty directory Conch puts there meanwhile is ignored by git and goes a moment after
+  the last job of the runtime using it is done (not when it became a repository meanwhile,
+  not while another server's job uses it); under Landlock no new entry at all is made at the
+  top.
 * No lease on a file (``fcntl(F_SETLEASE)``: an outside writer would wait 45 s per open).
 * No user namespace (``unshare``/``clone`` with ``CLONE_NEWUSER``; ``clone3`` is ENOSYS), while
   fork, threads, ``posix_spawn`` and subprocesses (glibc falls back to ``clone``) still work.
@@ -19,6 +26,7 @@ as root here (a root server's job is uid 0 without capabilities: the case that m
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import stat
@@ -36,6 +44,7 @@ from job_programs import ATTEMPT
 from sandbox_backends import BACKENDS, backend_settings
 
 import conch
+from conch.core.containment import gitdir
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap", "git")]
 PY = os.path.realpath(sys.executable)
@@ -276,6 +285,175 @@ async def test_no_file_capability_can_be_planted(base, backend):
     open(control, "w").close()
     os.setxattr(control, "security.capability", struct.pack("<IIIII", 0x02000001, 1 << 7, 0, 0, 0))
     assert os.getxattr(control, "security.capability")
+
+
+# -- the workspace's .git ----------------------------------------------------------------------
+
+_EVIL_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch {proof}; false\n"
+
+#: a repository made by hand in sub/evil, then every way to put a .git at the workspace's top
+_GIT = (
+    ATTEMPT
+    + r"""
+import os, sys
+proof = sys.argv[1]
+evil = "sub/evil"
+os.makedirs(evil + "/objects"); os.makedirs(evil + "/refs")
+open(evil + "/HEAD", "w").write("ref: refs/heads/main\n")
+config = "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch " + proof + "; false\n"
+open(evil + "/config", "w").write(config)
+attempt("mkdir", lambda: os.mkdir(".git/objects") if os.path.isdir(".git") else os.mkdir(".git"))
+attempt("write_config", lambda: open(".git/config", "a").write(config))
+attempt("write_hook", lambda: open(".git/hooks-post-checkout", "w").write("#!/bin/sh\n"))
+attempt("gitfile", lambda: open(".git", "w").write("gitdir: sub/evil\n"))
+attempt("symlink", lambda: os.symlink("sub/evil", ".git"))
+attempt("rename", lambda: os.rename(evil, ".git"))
+attempt("rmdir", lambda: os.rmdir(".git"))
+attempt("rename_away", lambda: os.rename(".git", "sub/moved"))
+attempt("nested", lambda: os.mkdir("sub/.git"))
+"""
+)
+
+
+def _repo(path: str) -> None:
+    subprocess.run(["git", "init", "-q", path], check=True)
+
+
+def _git_status(ws: str) -> None:
+    subprocess.run(["git", "status", "--short"], cwd=ws, capture_output=True, timeout=30)
+
+
+@pytest.mark.parametrize("layout", ["subdir_of_repo", "no_repo", "repo_top"])
+async def test_no_git_is_written_or_made_at_the_workspace_top(base, backend, layout):
+    """Whatever the workspace is, a job neither writes the repository's ``.git`` nor makes one
+    at the top of its workspace (a directory, a gitfile, a symlink, a rename onto it), nor
+    removes or moves it: a person's ``git status`` there afterwards runs nothing of the job's.
+    A ``.git`` deeper in the tree can be made (documented)."""
+    ws = os.path.join(base, "ws")
+    proof = os.path.join(base, "proof")
+    if layout == "subdir_of_repo":
+        _repo(base)
+    elif layout == "repo_top":
+        _repo(ws)
+    config = os.path.join(ws, ".git", "config")
+    before = _read(config) if layout == "repo_top" else None
+    async with conch.Runtime(cfg(base, backend)) as rt:
+        r = await rt.exec(argv=[PY, "-c", _GIT, proof], sandbox="workspace-write")
+    got = _results(r["output"])
+    assert r["exit_code"] == 0 and "nested" in got, r
+    for name in ("mkdir", "write_config", "write_hook", "gitfile", "symlink", "rename"):
+        assert got[name].startswith("blocked"), (name, got)
+    for name in ("rmdir", "rename_away"):
+        assert got[name].startswith("blocked"), (name, got)
+    assert got["nested"] == "ok", got
+    os.rmdir(os.path.join(ws, "sub", ".git"))
+    _git_status(ws)
+    assert not os.path.exists(proof)
+    if layout == "repo_top":
+        assert _read(config) == before
+    else:  # (bwrap's placeholder went with the last job)
+        assert not os.path.lexists(os.path.join(ws, ".git")), os.listdir(ws)
+
+
+async def _running(rt: conch.Runtime, **call: object) -> str:
+    r = await rt.exec(command="echo up; sleep 30", ready={"pattern": "up"}, **call)  # type: ignore[arg-type]
+    assert r["state"] == "running", r
+    return str(r["job_id"])
+
+
+async def _stop(rt: conch.Runtime, job_id: str) -> None:
+    s = await rt.signal(job_id, "kill", wait_ms=5000)
+    assert s["state"] != "running", s
+
+
+async def _gone(path: str) -> bool:
+    """Whether ``path`` is gone within 5 s (a job's end is handled on the loop after it)."""
+    for _ in range(500):
+        if not os.path.lexists(path):
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+def _toplevel(ws: str) -> str:
+    r = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], cwd=ws, capture_output=True, text=True
+    )
+    return r.stdout.strip() if r.returncode == 0 else f"not a repository ({r.returncode})"
+
+
+async def test_bwraps_git_placeholder_is_ignored_by_git_and_goes_with_the_last_job(base):
+    """Under bwrap, where the workspace has no .git, an empty directory (mode ``MARK``) stands
+    there while a sandboxed job uses the workspace: git's discovery skips it (the workspace,
+    a subdirectory of a repository, still belongs to that repository), and it goes a moment
+    after the last job's end. A second job holding it keeps it; ``git init`` run there
+    meanwhile keeps it (a repository now, not Conch's)."""
+    _repo(base)
+    ws = os.path.join(base, "ws")
+    dotgit = os.path.join(ws, ".git")
+    async with conch.Runtime(cfg(base, "bwrap")) as rt:
+        first = await _running(rt, sandbox="workspace-write")
+        st = os.lstat(dotgit)
+        assert gitdir.is_placeholder(st) and os.listdir(dotgit) == []
+        assert _toplevel(ws) == base
+        second = await _running(rt, sandbox="workspace-write")
+        await _stop(rt, first)
+        assert os.path.isdir(dotgit)  # (the second job still uses it)
+        await _stop(rt, second)
+        assert await _gone(dotgit)
+        # a read-only job binds nothing writable: it makes none
+        await rt.exec(command="true", sandbox="read-only")
+        assert not os.path.lexists(dotgit)
+        # a git init while a job runs: the placeholder becomes a repository, which stays
+        job = await _running(rt, sandbox="workspace-write")
+        subprocess.run(["git", "init", "-q", ws], check=True)
+        await _stop(rt, job)
+        assert _toplevel(ws) == ws
+    assert os.path.isdir(os.path.join(dotgit, "objects"))
+
+
+async def test_a_git_placeholder_another_server_uses_stays_until_its_job_is_done(base):
+    """Two servers share a workspace: the placeholder the first one made stays while the
+    second one's job runs (its shared lock), which still cannot write into it; it goes once
+    neither uses it. One left behind by a server that died goes after the next one's job."""
+    ws = os.path.join(base, "ws")
+    dotgit = os.path.join(ws, ".git")
+    a_cfg = cfg(base, "bwrap")
+    b_cfg = conch.Config(
+        result_detail="full",
+        data_dir=os.path.join(base, "data-b"),
+        default_cwd=ws,
+        sandbox_backend="bwrap",
+    )
+    async with conch.Runtime(a_cfg) as a, conch.Runtime(b_cfg) as b:
+        ja = await _running(a, sandbox="workspace-write")
+        jb = await _running(b, sandbox="workspace-write")
+        await _stop(a, ja)
+        assert gitdir.is_placeholder(os.lstat(dotgit))
+        r = await b.exec(command="mkdir .git/objects", sandbox="workspace-write")
+        assert r["exit_code"] != 0 and "Read-only" in r["output"], r
+        await _stop(b, jb)
+        assert await _gone(dotgit)
+    os.mkdir(dotgit, gitdir.MARK)  # (as a server that died would leave it)
+    os.chmod(dotgit, gitdir.MARK)
+    async with conch.Runtime(b_cfg) as b:
+        await b.exec(command="true", sandbox="workspace-write")
+        assert await _gone(dotgit)
+
+
+async def test_a_landlock_job_makes_no_entry_at_the_workspace_top(base):
+    """Landlock never grants the workspace directory itself (its .git is a hole whether or
+    not it exists): a job works inside the existing entries, a new top-level entry is
+    EACCES (the cost docs/containment.md states), and nothing is put in the workspace."""
+    ws = os.path.join(base, "ws")
+    async with conch.Runtime(cfg(base, "landlock")) as rt:
+        r = await rt.exec(
+            command="echo x > sub/f && echo inside; echo y > top; mkdir newdir; ls -A",
+            sandbox="workspace-write",
+        )
+    assert r["output"].splitlines()[0] == "inside", r
+    assert "Permission denied" in r["output"]
+    assert sorted(os.listdir(ws)) == ["sub"]
 
 
 # -- leases ------------------------------------------------------------------------------------

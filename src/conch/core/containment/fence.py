@@ -22,14 +22,15 @@ import os
 import shutil
 import socket
 import sys
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from conch.core.containment import gitdir, shenv, unotify
 from conch.core.containment import landlock as ll
 from conch.core.containment import lockdown as ld
 from conch.core.containment import sandbox as sb
-from conch.core.containment import shenv, unotify
 from conch.core.containment.backends import Backends
 from conch.core.containment.cgroup import LIMITS, Cgroups, JobCgroup
 from conch.core.process import libc_spawn, procfs, program
@@ -93,6 +94,9 @@ class SpawnFence:
     ahead: bool = False
     #: landlock, ahead: what its ruleset's hierarchies were found from (``ll.ruleset_stamps``)
     ruleset_stamps: tuple[Any, ...] | None = None
+    #: bwrap, workspace-write: ends this spawn's hold on the workspace's .git placeholder
+    #: (at ``drop_tmp``, or when the fence is collected: a spawn that failed)
+    git_release: Callable[[], Any] | None = None
 
     @property
     def spawner(self) -> Callable[..., int] | None:
@@ -163,10 +167,14 @@ class SpawnFence:
         return pid, got[0]
 
     def drop_tmp(self) -> None:
-        """The job is done: its TMPDIR goes (landlock)."""
+        """The job is done: its TMPDIR goes (landlock), and so does its hold on the
+        workspace's .git placeholder (bwrap: conch/core/containment/gitdir.py)."""
         if self.job_tmp:
             ll.TempDirs.remove(self.job_tmp)
             self.job_tmp = ""
+        if self.git_release is not None:
+            self.git_release()
+            self.git_release = None
 
     def prepare(
         self,
@@ -417,6 +425,7 @@ class Containment:
         self.no_cgroup_reason = "cgroups are turned off (setting cgroup=off)"
         self.places_itself = False  # a spawn can start its child in a cgroup v2 directory
         self.broker: unotify.Broker | None = None  # sandbox_sockets; landlock metadata
+        self._git: gitdir.Placeholder | None = None  # bwrap workspace-write: <ws>/.git
         self.backends = Backends(
             setting=backend,
             partial=partial,
@@ -523,6 +532,8 @@ class Containment:
 
     def close(self) -> None:
         self.backends.close()
+        if self._git is not None:
+            self._git.close()
         if self.cgroups is not None:
             self.cgroups.close()
 
@@ -614,6 +625,17 @@ class Containment:
             return "skip"
         return None
 
+    def _hold_git(self, out: SpawnFence) -> None:
+        """A bwrap workspace-write spawn: a ``.git`` at the workspace's top for bwrap to bind
+        read-only (a placeholder where there is none), held until ``out`` is done."""
+        if self._git is None:
+            self._git = gitdir.Placeholder(self.workspace)
+        try:
+            self._git.hold()
+        except ValueError as e:
+            raise ConchError("sandbox_unavailable", str(e)) from None
+        out.git_release = weakref.finalize(out, self._git.release)
+
     def resolve_limits(self, given: Mapping[str, int | None]) -> dict[str, int]:
         """The limits of one call: the server's defaults, lowered by the call's values."""
         out = dict(self.default_limits)
@@ -678,6 +700,8 @@ class Containment:
                 out.bwrap, out.seccomp_file = b.bwrap_path, b.seccomp_files.get(policy.network)
                 out.broker = self.broker
                 out.broker_dir = os.path.join(self.data_dir, "brokers")
+                if policy.sandbox == "workspace-write":
+                    self._hold_git(out)
             elif kind == "landlock":
                 assert b.tmpdirs is not None
                 out.landlock, out.layout = b.spawner, b.layout

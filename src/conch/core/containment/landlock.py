@@ -9,7 +9,9 @@ Rules of one job (``job_spec``), all filesystem rights of the ABI handled:
   dir), the server's ``--env-file``, ``/dev`` (only ``DEVICES`` and the job's own terminal are
   granted: no other terminal of the host, and no new one);
   the directories above a hole are not listable (Landlock grants hierarchies, never "all but");
-* writes where the level allows: ``workspace-write`` its workspace less ``.git``; ``off``
+* writes where the level allows: ``workspace-write`` each entry of its workspace but ``.git``
+  (the workspace directory itself never, whether or not a ``.git`` is there: so none can be
+  made, and no other new entry at the top either); ``off``
   (network off only) ``/`` less the holes, ``/proc`` and ``/sys``; ``read-only`` nothing;
   always the job's own ``TMPDIR`` (made by Conch inside the data dir, read and write) and the
   few devices;
@@ -167,15 +169,15 @@ def _trees(layout: Layout, policy: sb.Policy) -> list[tuple[str, list[str], int]
 
 
 def ruleset_stamps(layout: Layout, policy: sb.Policy) -> tuple[tuple[Any, ...], ...]:
-    """What the hierarchies of a ruleset for ``policy`` are found from: per tree, the holes
-    that exist (``lockdown.cover`` keeps out only those) and each directory it lists to keep
-    them out (inode and mtime: an entry made, removed or renamed there changes it). Equal
-    stamps: a ruleset built now grants what one built then did, so a warm process started
-    under the older one may stand for a new job (core/jobs/warm.py)."""
+    """What the hierarchies of a ruleset for ``policy`` are found from: per tree, each
+    directory ``lockdown.cover`` lists to keep its holes out, whether or not they exist
+    (inode and mtime: an entry made, removed or renamed there changes it, a hole that appears
+    or goes too). Equal stamps: a ruleset built now grants what one built then did, so a warm
+    process started under the older one may stand for a new job (core/jobs/warm.py)."""
     out = []
     for root, holes, _ in _trees(layout, policy):
         inside = root.rstrip("/") + "/"
-        there = sorted(h for h in holes if h.startswith(inside) and os.path.lexists(h))
+        there = sorted(h for h in holes if h.startswith(inside))
         out.append((tuple(there), tuple(ld._stamps(ld.walked(root, there)))))
     return tuple(out)
 

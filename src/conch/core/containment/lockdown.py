@@ -20,7 +20,8 @@ thread outside the job ever shares its Landlock domain.
 
 Landlock (Linux 5.13+) has no deny rule: access is granted beneath the directories given. A
 hidden directory (Conch's data dir) is kept out by granting every sibling along its path and
-never the path itself (``cover``); so the directories above it cannot be listed inside.
+never the path itself (``cover``); so the directories above it cannot be listed inside. A hole
+that does not exist is kept out the same way, so it cannot be made (a workspace's ``.git``).
 """
 
 from __future__ import annotations
@@ -297,13 +298,10 @@ def cover(root: str, holes: Iterable[str]) -> list[str]:
     """The paths whose hierarchies together make ``root`` without ``holes``: ``root`` itself
     when no hole lies inside it, else every entry of it that is no hole, walking down into
     those with a hole below (symbolic links are left out: what they point at is covered, or
-    not, by its own path; a hole that does not exist is none). Sorted, for a stable plan."""
+    not, by its own path). A hole that does not exist counts as well: its directory is never
+    granted, so it cannot be made (a workspace's ``.git``). Sorted, for a stable plan."""
     root = root.rstrip("/") or "/"
-    inside = [
-        h
-        for h in holes
-        if (h == root or h.startswith(root.rstrip("/") + "/")) and os.path.lexists(h)
-    ]
+    inside = [h for h in holes if h == root or h.startswith(root.rstrip("/") + "/")]
     if not inside:
         return [root]
     if root in inside:
