@@ -80,8 +80,8 @@ class SpawnFence:
     seccomp_file: str | None = None
     #: the landlock backend: a thread that restricts itself spawns the job (``spawner``)
     landlock: ll.Spawner | None = None
-    #: ... or, where the job starts in ``place`` and glibc cannot spawn it there, the fork
-    #: server (its clone3 does; a move afterwards waits for an RCU grace period when idle)
+    #: ... or, where the job starts in ``place`` (that thread's spawn cannot put it there), the
+    #: fork server (its clone3 does; a move afterwards waits for an RCU grace period when idle)
     forkserver: ll.ForkServer | None = None
     layout: ll.Layout | None = None
     job_tmp: str = ""  # the job's own TMPDIR (landlock)

@@ -1,7 +1,7 @@
 """The ``landlock`` sandbox backend (SPEC §9a): what a job's Landlock ruleset holds, how it is
 applied before the job's program runs (``Spawner``: a thread of the server restricts itself
-and spawns the job, which starts as a gate sh; where a job must start in a cgroup glibc cannot
-spawn into, the fork server of core/containment/lockdown.py), and what this backend
+and spawns the job, which starts as a gate sh; where a job must start in a cgroup v2
+directory, the fork server of core/containment/lockdown.py), and what this backend
 guarantees on this kernel.
 
 Rules of one job (``job_spec``), all filesystem rights of the ABI handled:
@@ -579,8 +579,9 @@ def _kill(pid: int) -> None:
 
 class ForkServer:
     """Conch's end of the fork server (lockdown.py): where a job must start in its cgroup v2
-    directory and glibc cannot spawn it there (before 2.39), the fork server clones it there
-    with clone3. Started once (at its first job), restarted if it died."""
+    directory, the fork server clones it there with clone3 (the restricted thread's spawn
+    cannot: glibc before 2.39 has no way to, and from 2.39 it needs the clone3 that the job's
+    filter refuses). Started once (at its first job), restarted if it died."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -1,22 +1,23 @@
 """Landlock and seccomp through ctypes, and the fork server that applies them before a job's
-program runs where a job must start in its cgroup and glibc cannot do it (SPEC §9a, the
-``landlock`` backend). Standard library only: Conch imports it, and it also runs on its own as
-the fork server (``python -I -S lockdown.py FD``) and as the socket broker's shim in a bwrap
-sandbox (``--broker``), small processes that start quickly and never import Conch.
+program runs where a job must start in its cgroup (SPEC §9a, the ``landlock`` backend).
+Standard library only: Conch imports it, and it also runs on its own as the fork server
+(``python -I -S lockdown.py FD``) and as the socket broker's shim in a bwrap sandbox
+(``--broker``), small processes that start quickly and never import Conch.
 
 Most landlock jobs are started by a thread of Conch's that restricts itself and calls
 ``posix_spawn`` (conch/core/containment/landlock.py, ``Spawner``). That spawn cannot start a
-child inside a cgroup before glibc 2.39 (``posix_spawnattr_setcgroup_np``), and moving it in
-afterwards (a write to ``cgroup.procs``) waits for an RCU grace period after an idle spell
-(~11 ms here). So where a job has a cgroup v2 directory to start in and glibc cannot, this fork
-server starts it: for each job it receives the spec and the three descriptors over a
-socketpair, builds the ruleset, and clones a child with ``clone3(CLONE_INTO_CGROUP)`` and
-``CLONE_PARENT``, so the job is Conch's own child (reaped and watched by its pidfd like every
-other), not the fork server's. The child takes its terminal or descriptors, its directory,
-default signals, ``no_new_privs``, drops every capability (a root server), restricts itself
-(Landlock), loads the seccomp filter, closes every other descriptor and execs. An exec that
-fails comes back as its errno through a close-on-exec pipe. The child restricts itself, so no
-thread outside the job ever shares its Landlock domain.
+child inside a cgroup: before glibc 2.39 it has no way to (``posix_spawnattr_setcgroup_np``),
+and from 2.39 it would need ``clone3``, which the thread's filter (the job's, loaded before the
+spawn) refuses; moving the child in afterwards (a write to ``cgroup.procs``) waits for an RCU
+grace period after an idle spell (~11 ms here). So where a job has a cgroup v2 directory to
+start in, this fork server starts it: for each job it receives the spec and the three
+descriptors over a socketpair, builds the ruleset, and clones a child with
+``clone3(CLONE_INTO_CGROUP)`` and ``CLONE_PARENT``, so the job is Conch's own child (reaped and
+watched by its pidfd like every other), not the fork server's. The child takes its terminal or
+descriptors, its directory, default signals, ``no_new_privs``, drops every capability (a root
+server), restricts itself (Landlock), loads the seccomp filter, closes every other descriptor
+and execs. An exec that fails comes back as its errno through a close-on-exec pipe. The child
+restricts itself, so no thread outside the job ever shares its Landlock domain.
 
 Landlock (Linux 5.13+) has no deny rule: access is granted beneath the directories given. A
 hidden directory (Conch's data dir) is kept out by granting every sibling along its path and
