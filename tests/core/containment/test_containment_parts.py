@@ -102,6 +102,19 @@ def test_bwrap_argv_read_only_has_no_writable_bind_and_keeps_the_network_when_on
     assert "--bind" not in argv and "--unshare-net" not in argv and "--cap-drop" not in argv
 
 
+@pytest.mark.parametrize(("mode", "network"), [("read-only", "on"), ("workspace-write", "on")])
+def test_every_bwrap_job_loads_its_seccomp_program(mode, network):
+    """The filter (no setuid mode, lease or user namespace) is loaded with the network on
+    too, not only under ``network: off``; the sh in front opens its file as descriptor 3."""
+    argv = sb.bwrap_argv("bwrap", "env", _fence(mode, network), ["true"], root=True, seccomp_fd=3)
+    assert argv[argv.index("--seccomp") + 1] == "3"
+    fence = SpawnFence(
+        sandbox=_fence(mode, network), bwrap="bwrap", seccomp_file="/state/conch/on.bpf"
+    )
+    run, _ = fence.wrap(["true"], cwd="/work/ws", env={})
+    assert "fd3=/state/conch/on.bpf" in run and run[run.index("--seccomp") + 1] == "3", run
+
+
 def test_the_tmp_entries_holding_the_workspace_cwd_and_data_dir_stay_visible():
     f = sb.Fence(sb.Policy("read-only"), "/tmp/a/ws", ("/tmp/b/data",), (), "/tmp/a/ws/sub")
     argv = " ".join(sb.bwrap_argv("bwrap", "env", f, ["true"], root=False))

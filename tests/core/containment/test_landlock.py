@@ -254,7 +254,7 @@ async def main():
     async with conch.Runtime(cfg) as rt:
         info = await rt.info()
         r = await rt.exec(
-            command="exec 2>&1; echo in > f && touch /etc/conch-x; "
+            command="exec 2>&1; echo in > sub/f && touch /etc/conch-x; "
             "grep -c NoNewPrivs:.1 /proc/self/status"
         )
         print(json.dumps({"sandbox": info["sandbox"], "output": r["output"]}))
@@ -271,6 +271,7 @@ def test_auto_picks_landlock_in_a_user_namespace_where_bwrap_cannot_start(base, 
     script = os.path.join(base, "in_userns.py")
     with open(script, "w") as f:
         f.write(_IN_USERNS)
+    os.mkdir(os.path.join(workspace, "sub"))  # (Landlock: no new entry at the top)
     inner = (
         "echo 0 > /proc/sys/user/max_user_namespaces && "
         'exec setpriv --bounding-set=-all --inh-caps=-all "$@"'
@@ -285,7 +286,7 @@ def test_auto_picks_landlock_in_a_user_namespace_where_bwrap_cannot_start(base, 
     assert "namespace" in sb["not_taken"]["bwrap"], sb
     assert {"fs_write", "net_all", "unix_sockets", "signals"} <= set(sb["guarantees"])
     assert "Permission denied" in out["output"] and out["output"].endswith("1\n"), out
-    with open(os.path.join(workspace, "f")) as f:
+    with open(os.path.join(workspace, "sub", "f")) as f:
         assert f.read() == "in\n"
     assert not os.path.exists("/etc/conch-x")
 
@@ -350,8 +351,9 @@ asyncio.run(main())
 
 def test_a_missing_guarantee_is_refused_naming_it_unless_partial_is_allowed(base, workspace):
     """Where the seccomp filter cannot be loaded, neither backend can keep host Unix sockets
-    (nor, for Landlock, UDP) out of reach: ``network: off`` is ``sandbox_unavailable`` naming
-    what is missing, the filesystem levels still run; ``sandbox_partial: allow`` runs it.
+    (nor, for Landlock, UDP) out of reach, nor a setuid or setgid file out of the workspace:
+    ``network: off`` and the filesystem levels are ``sandbox_unavailable`` naming what is
+    missing; ``sandbox_partial: allow`` runs them.
     Landlock below ABI 3 (``landlock_abi_max: 2``) then cannot stop truncation by path either:
     no ``fs_write``, ``fs_hide_data_dir``, so a read-only call is refused too."""
     script = os.path.join(base, "no_seccomp.py")
@@ -365,12 +367,11 @@ def test_a_missing_guarantee_is_refused_naming_it_unless_partial_is_allowed(base
         refused, allowed = out[f"{backend}/refuse"], out[f"{backend}/allow"]
         assert "unix_sockets" not in refused["guarantees"], refused
         assert allowed["ro"] == "denied\n"
-        if backend == "bwrap":
-            assert refused["ro"] == "denied\n"
-        else:  # Landlock fences no metadata change: without the filter no fs_write
-            assert "fs_write" not in refused["guarantees"], refused
-            assert refused["ro"].startswith("sandbox_unavailable:"), refused
-            assert "fs_write" in refused["ro"], refused
+        # without the filter nothing refuses a setuid mode (nor, under Landlock, any other
+        # metadata change): no fs_write
+        assert "fs_write" not in refused["guarantees"], refused
+        assert refused["ro"].startswith("sandbox_unavailable:"), refused
+        assert "fs_write" in refused["ro"], refused
         assert refused["off"].startswith("sandbox_unavailable:"), refused
         assert "unix_sockets" in refused["off"] and "sandbox_partial" in refused["off"]
         assert allowed["off"] == "ran\n", allowed

@@ -295,9 +295,8 @@ def test_every_seccomp_variant_jumps_in_range_and_gives_its_verdicts(arch, net_o
             # (openat's flags are args[2]: the open's check must not read them there)
             assert verdict("open", 0x1000, O_WRONLY, flags) == ALLOW, oct(flags)
     assert verdict("truncate", 0x1000, 0) == (_err(errno.EACCES) if truncate else ALLOW)
-    assert verdict("openat2", 0xFFFFFF9C, 0x1000, 0x2000, 24) == (
-        _err(errno.ENOSYS) if truncate else ALLOW
-    )
+    # (its flags and mode are in a struct: ENOSYS in every variant, libc falls back to openat)
+    assert verdict("openat2", 0xFFFFFF9C, 0x1000, 0x2000, 24) == _err(errno.ENOSYS)
     if "creat" in nr:  # O_CREAT|O_WRONLY|O_TRUNC: a write, Landlock's WRITE_FILE decides
         assert verdict("creat", 0x1000, 0o644) == ALLOW
 
@@ -345,11 +344,12 @@ _META_NR = {
 
 @pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
 def test_the_metadata_rules_refuse_all_or_only_the_setid_bits(arch):
-    """``read-only``: every metadata change is EPERM; ``workspace-write``: only a mode with
-    S_ISUID or S_ISGID (the mode is args[1] of chmod/fchmod, args[2] of the *at calls)."""
+    """``read-only``: every metadata change is EPERM; otherwise only a mode with S_ISUID or
+    S_ISGID (the mode is args[1] of chmod/fchmod, args[2] of the *at calls: the rules every
+    job has)."""
     nr, audit = _META_NR[arch], _AUDIT[arch]
     every = ld.seccomp_program(arch, net_off=False, metadata="all")
-    setid = ld.seccomp_program(arch, net_off=False, metadata="setid")
+    setid = ld.seccomp_program(arch, net_off=False)
     eperm = _err(errno.EPERM)
     for name, number in nr.items():
         assert _run(every, number, audit, (3, 0x1000, 0o644, 0)) == eperm, name
@@ -367,6 +367,8 @@ def test_the_metadata_rules_refuse_all_or_only_the_setid_bits(arch):
     assert _run(setid, _NR[arch]["io_uring_setup"], audit) == _err(errno.ENOSYS)
     with pytest.raises(ValueError, match="metadata"):
         ld.seccomp_program(arch, metadata="some")
+    with pytest.raises(ValueError, match="metadata"):
+        ld.seccomp_program(arch, metadata="setid")  # (what every program does now)
 
 
 @pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
@@ -383,13 +385,105 @@ def test_the_brokered_metadata_pair_hands_modes_and_times_to_conch(arch):
     for name, number in nr.items():
         want = user_notif if name in handed else ALLOW
         assert _run(notify, number, audit, (3, 0x1000, 0o4755, 0)) == want, name
-        assert _run(main, number, audit, (3, 0x1000, 0o4755, 0)) == (
+        assert _run(main, number, audit, (3, 0x1000, 0o644, 0)) == (
             ALLOW if name in handed else _err(errno.EPERM)
         ), name
+    # a setuid/setgid mode never reaches Conch: the kernel takes the strictest verdict
+    for name in ("chmod", "fchmod", "fchmodat", "fchmodat2"):
+        if name in nr:
+            args = (3, 0o4755, 0o4755, 0)
+            assert _run(main, nr[name], audit, args) == _err(errno.EPERM), name
     assert _run(notify, _NR[arch]["connect"], audit, (3, 0x1000, 16)) == ALLOW
     both = ld.notify_program(arch, connect=True, metadata=True)
     assert _run(both, _NR[arch]["connect"], audit, (3, 0x1000, 16)) == user_notif
     assert _run(both, _NR[arch]["read"], audit) == ALLOW
+
+
+_BASE_NR = {
+    "x86_64": {
+        "open": 2, "fcntl": 72, "mkdir": 83, "creat": 85, "chmod": 90, "fchmod": 91,
+        "mknod": 133, "unshare": 272, "clone": 56, "openat": 257, "mkdirat": 258,
+        "mknodat": 259, "fchmodat": 268, "clone3": 435, "openat2": 437, "fchmodat2": 452,
+        "setxattr": 188, "fsetxattr": 190, "flock": 73,
+    },
+    "aarch64": {
+        "fcntl": 25, "mknodat": 33, "mkdirat": 34, "fchmod": 52, "fchmodat": 53, "openat": 56,
+        "unshare": 97, "clone": 220, "clone3": 435, "openat2": 437, "fchmodat2": 452,
+        "setxattr": 5, "fsetxattr": 7, "flock": 32,
+    },
+}  # fmt: skip
+O_TMPFILE = 0o20200000  # (__O_TMPFILE | O_DIRECTORY)
+CLONE_NEWUSER, CLONE_NEWNS, SIGCHLD = 0x10000000, 0x00020000, 17
+F_SETLK, F_SETFL, F_SETLEASE, F_GETLEASE, F_RDLCK = 6, 4, 1024, 1025, 0
+VARIANTS = [
+    {"net_off": False},
+    {},
+    {"net_off": False, "truncate": True},
+    {"metadata": "all", "truncate": True},
+    {"net_off": False, "metadata": "brokered"},
+    {"others": True, "connect_ok": True},
+]
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+@pytest.mark.parametrize("kw", VARIANTS, ids=["plain", "net", "trunc", "ro", "brokered", "others"])
+def test_every_program_refuses_setid_modes_leases_and_user_namespaces(arch, kw):
+    """The rules of every sandboxed job, whatever else the program holds: a mode with S_ISUID
+    or S_ISGID is EPERM in each call that sets a mode (the mode changes, mknod(at),
+    mkdir(at), creat, and open/openat when they create: O_CREAT or O_TMPFILE), openat2 is
+    ENOSYS; fcntl(F_SETLEASE) is EPERM (F_SETLK and the rest pass); unshare and clone with
+    CLONE_NEWUSER are EPERM, clone3 ENOSYS (glibc falls back to clone)."""
+    nr, audit = _BASE_NR[arch], _AUDIT[arch]
+    prog = ld.seccomp_program(arch, **kw)
+    eperm, enosys = _err(errno.EPERM), _err(errno.ENOSYS)
+    ro = kw.get("metadata") == "all"
+
+    def verdict(name: str, *args: int) -> int:
+        return _run(prog, nr[name], audit, args)
+
+    modes = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2, "creat": 1, "mknod": 1}
+    modes |= {"mknodat": 2, "mkdir": 1, "mkdirat": 2}
+    for name, at in modes.items():
+        if name not in nr:
+            continue
+        for mode, setid in ((0o755, False), (0o4755, True), (0o2775, True), (0o6000, True),
+                            (0o100644, False), (0o104755, True), (0o1777, False)):  # fmt: skip
+            args = [3, 0x1000, 0, 0]
+            args[at] = mode
+            plain = eperm if ro and "chmod" in name else ALLOW
+            assert verdict(name, *args) == (eperm if setid else plain), (name, oct(mode))
+    for name, flags_at in (("open", 1), ("openat", 2)):
+        if name not in nr:
+            continue
+        for flags in (O_CREAT | O_WRONLY, O_CREAT | O_RDWR | O_TRUNC, O_TMPFILE | O_RDWR):
+            args = [3, 0x1000, 0, 0]
+            args[flags_at], args[flags_at + 1] = flags, 0o4755
+            assert verdict(name, *args) == eperm, (name, oct(flags))
+            args[flags_at + 1] = 0o2755
+            assert verdict(name, *args) == eperm, (name, oct(flags))
+            args[flags_at + 1] = 0o755
+            assert verdict(name, *args) == ALLOW, (name, oct(flags))
+        # without O_CREAT the mode is not used: whatever it holds, the open passes
+        args = [3, 0x1000, 0, 0]
+        args[flags_at], args[flags_at + 1] = O_WRONLY | O_CLOEXEC, 0o7777
+        assert verdict(name, *args) == ALLOW, name
+    assert verdict("openat2", 0xFFFFFF9C, 0x1000, 0x2000, 24) == enosys
+    assert verdict("fcntl", 3, F_SETLEASE, F_RDLCK) == eperm
+    assert verdict("fcntl", 3, F_SETLEASE | (1 << 32), F_RDLCK) == eperm  # (an int: low word)
+    for cmd in (F_SETLK, F_SETFL, F_GETLEASE):
+        assert verdict("fcntl", 3, cmd, 0x1000) == ALLOW, cmd
+    assert verdict("flock", 3, 2) == ALLOW
+    for name in ("unshare", "clone"):
+        assert verdict(name, CLONE_NEWUSER) == eperm, name
+        assert verdict(name, CLONE_NEWUSER | CLONE_NEWNS | SIGCHLD) == eperm, name
+        assert verdict(name, CLONE_NEWNS) == ALLOW, name  # (needs a capability: none left)
+    assert verdict("clone", 0x01000000 | 0x00200000 | SIGCHLD, 0, 0, 0, 0) == ALLOW  # fork
+    assert verdict("clone", 0x3D0F00, 0x7F00_0000_1000, 0x1000, 0x1000, 0x2000) == ALLOW
+    assert verdict("clone3", 0x1000, 88) == enosys
+    # the extended attribute calls are left to the capabilities (security.capability needs
+    # CAP_SETFCAP, which no sandboxed job holds): only read-only refuses them here
+    want = eperm if kw.get("metadata") in ("all", "brokered") else ALLOW
+    assert verdict("setxattr", 0x1000, 0x2000, 0x3000, 20, 0) == want
 
 
 _OTHERS_NR = {

@@ -54,7 +54,7 @@ def backend(request) -> str:
 @pytest.fixture
 def base() -> Iterator[str]:
     d = tempfile.mkdtemp(prefix="conch-lls-", dir="/var/tmp")
-    for sub in ("ws", "outside"):
+    for sub in ("ws", "outside", "ws/sub"):  # (Landlock: no new entry at the workspace's top)
         os.mkdir(os.path.join(d, sub))
     yield d
     shutil.rmtree(d, ignore_errors=True)
@@ -375,7 +375,7 @@ _FENCED = (
     + r"""
 import os, sys
 attempt("write_outside", lambda: open(os.path.join(sys.argv[1], "x"), "w").close())
-attempt("write_workspace", lambda: open("inside", "w").close())
+attempt("write_workspace", lambda: open("sub/inside", "w").close())
 status = dict(ln.rstrip("\n").split(":\t", 1) for ln in open("/proc/self/status") if ":\t" in ln)
 print("nnp", status["NoNewPrivs"])
 print("seccomp", status["Seccomp"])
@@ -429,10 +429,10 @@ async def test_terminal_jobs_shells_and_password_prompts_work_inside(base, backe
             sid = sh["shell_id"]
             r = await rt.exec(shell_id=sid, command=f"touch {outside}/{kind}; echo rc=$?")
             assert "Permission denied" in r["output"] and "rc=1" in r["output"], r
-            r = await rt.exec(shell_id=sid, command=f"mkdir -p d{kind} && cd d{kind} && tty")
+            r = await rt.exec(shell_id=sid, command=f"mkdir -p sub/{kind} && cd sub/{kind} && tty")
             assert r["output"].startswith("/dev/pts/"), r
             r = await rt.exec(shell_id=sid, command="pwd")
-            assert r["output"].strip().endswith(f"/d{kind}"), r
+            assert r["output"].strip().endswith(f"/sub/{kind}"), r
             await rt.shell_close(sid)
     assert os.listdir(outside) == []
 

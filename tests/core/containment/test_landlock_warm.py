@@ -39,7 +39,7 @@ ROOT = os.geteuid() == 0
 @pytest.fixture
 def base() -> Iterator[str]:
     d = tempfile.mkdtemp(prefix="conch-llw-", dir="/var/tmp")
-    for sub in ("ws", "outside"):
+    for sub in ("ws", "outside", "ws/sub"):  # (Landlock: no new entry at the workspace's top)
         os.mkdir(os.path.join(d, sub))
     yield d
     shutil.rmtree(d, ignore_errors=True)
@@ -66,7 +66,7 @@ _PROBE = (
 import ctypes, os, sys
 outside, data, victim = sys.argv[1], sys.argv[2], int(sys.argv[3])
 attempt("write_outside", lambda: open(os.path.join(outside, "x"), "w").close())
-attempt("write_workspace", lambda: open("inside", "w").close())
+attempt("write_workspace", lambda: open("sub/inside", "w").close())
 attempt("read_data_dir", lambda: os.listdir(data))
 attempt("list_dev_pts", lambda: os.listdir("/dev/pts"))
 attempt("signal_outside", lambda: os.kill(victim, 0))
@@ -193,13 +193,16 @@ async def test_a_call_that_needs_a_fence_of_its_own_never_runs_in_the_warm_proce
         await in_warm(rt, "sh", lambda: rt.exec(argv=["sh", "-c", "echo $$"]))
 
 
-async def test_a_warm_process_whose_ruleset_no_longer_matches_is_replaced_not_used(base):
-    """With an existing .git, a workspace-write ruleset grants each other entry of the
-    workspace, found when it is built: a top-level directory made after the warm process
-    started is not in its ruleset, but is in a fresh job's. The next job must get the fresh
-    ruleset (it writes into the new directory), and the stale process is gone."""
+@pytest.mark.parametrize("git", [True, False], ids=["repo", "no_repo"])
+async def test_a_warm_process_whose_ruleset_no_longer_matches_is_replaced_not_used(base, git):
+    """A workspace-write ruleset grants each entry of the workspace but its .git (there or
+    not: the workspace directory itself is never granted), found when it is built: a
+    top-level directory made after the warm process started is not in its ruleset, but is in
+    a fresh job's. The next job must get the fresh ruleset (it writes into the new
+    directory), and the stale process is gone."""
     ws = os.path.join(base, "ws")
-    os.mkdir(os.path.join(ws, ".git"))
+    if git:
+        os.mkdir(os.path.join(ws, ".git"))
     async with conch.Runtime(cfg(base, sandbox="workspace-write")) as rt:
         warm_pid = await ready_pid(rt, "sh")
         os.mkdir(os.path.join(ws, "made-later"))
@@ -271,8 +274,8 @@ async def test_without_a_cgroup_the_warm_bash_alone_runs_under_the_policy(base):
     async with conch.Runtime(cfg(base, sandbox="workspace-write", cgroup="off")) as rt:
         assert rt.engine.starter.warm_sh is None
         r, _ = await in_warm(
-            rt, "bash", lambda: rt.exec(command="touch ../outside/b; echo rc=$?; touch mine")
+            rt, "bash", lambda: rt.exec(command="touch ../outside/b; echo rc=$?; touch sub/mine")
         )
     assert "Permission denied" in r["output"] and "rc=1" in r["output"], r
     assert os.listdir(os.path.join(base, "outside")) == []
-    assert os.path.exists(os.path.join(base, "ws", "mine"))
+    assert os.path.exists(os.path.join(base, "ws", "sub", "mine"))

@@ -81,7 +81,8 @@ def base():
 
 @pytest.fixture
 def workspace(base) -> str:
-    os.mkdir(os.path.join(base, "ws"))
+    # (an entry in it: Landlock makes no new entry at the workspace's top)
+    os.makedirs(os.path.join(base, "ws", "sub"))
     return os.path.join(base, "ws")
 
 
@@ -160,7 +161,7 @@ async def test_under_tmp_the_workspaces_neighbours_are_read_only_and_new_files_p
     tmp_path, backend, denied
 ):
     ws, outside = tmp_path / "ws", tmp_path / "outside"
-    ws.mkdir()
+    (ws / "sub").mkdir(parents=True)
     outside.mkdir()
     os.symlink(outside, ws / "link")
     cfg = conch.Config(
@@ -175,9 +176,9 @@ async def test_under_tmp_the_workspaces_neighbours_are_read_only_and_new_files_p
         for path in (outside / "abs", ws / ".." / "outside" / "dotdot", "link/symlinked"):
             r = await rt.exec(command=f"echo x > {path}")
             assert denied in r["output"], (path, r["output"])
-        r = await rt.exec(command=f"echo ok > in-ws && echo p > {fresh} && cat {fresh}")
+        r = await rt.exec(command=f"echo ok > sub/in-ws && echo p > {fresh} && cat {fresh}")
         assert r["exit_code"] == 0 and r["output"] == "p\n"
-    assert os.listdir(outside) == [] and (ws / "in-ws").exists()
+    assert os.listdir(outside) == [] and (ws / "sub" / "in-ws").exists()
     assert not os.path.exists(f"/tmp/conch-private-{os.getpid()}")
 
 
@@ -331,18 +332,18 @@ async def test_every_descendant_dies_with_a_sandboxed_job(config, workspace, bac
         r = await rt.exec(
             command=(
                 "(setsid env -i /bin/sh -c 'trap \"\" TERM HUP; exec sleep 300' &) ;"
-                " echo $$ > inner.pid; sleep 300"
+                " echo $$ > sub/inner.pid; sleep 300"
             ),
             yield_ms=300,
         )
         if backend == "bwrap":
-            assert read_pid(os.path.join(workspace, "inner.pid")) < 100  # its own namespace
+            assert read_pid(os.path.join(workspace, "sub", "inner.pid")) < 100  # its own
             # bwrap monitor's descendants: the namespace's init, the shell (exec'd into sleep)
             # and the daemon, which left the session and now hangs off the namespace's init
             assert wait_for(lambda: len(_descendants(r["pid"])) >= 3, 3.0)
             tree = _descendants(r["pid"])
         else:  # the daemon is an orphan of the server now (subreaper), in the job's cgroup
-            assert read_pid(os.path.join(workspace, "inner.pid")) == r["pid"]
+            assert read_pid(os.path.join(workspace, "sub", "inner.pid")) == r["pid"]
             assert wait_for(lambda: len(_cgroup_pids(rt, r["job_id"])) >= 2, 3.0)
             tree = _cgroup_pids(rt, r["job_id"])
             assert len(tree - {r["pid"]} - _descendants(r["pid"])) >= 1  # escaped the tree
@@ -449,10 +450,11 @@ async def test_a_shell_opened_under_a_sandbox_stays_in_it(
         sid = sh["shell_id"]
         r = await rt.exec(shell_id=sid, command=f"touch {outside}/f; echo rc=$?")
         assert denied in r["output"] and "rc=1" in r["output"]
-        r = await rt.exec(shell_id=sid, command="mkdir -p d && cd d && export KEEP=1 && touch ok")
+        cd = "mkdir -p sub/d && cd sub/d && export KEEP=1 && touch ok"
+        r = await rt.exec(shell_id=sid, command=cd)
         assert r["exit_code"] == 0
         r = await rt.exec(shell_id=sid, command="pwd; echo $KEEP")
-        assert r["output"] == f"{workspace}/d\n1\n" and r["cwd"] == f"{workspace}/d"
+        assert r["output"] == f"{workspace}/sub/d\n1\n" and r["cwd"] == f"{workspace}/sub/d"
         r = await rt.exec(shell_id=sid, command="echo a; sleep 30; echo b", yield_ms=300)
         s = await rt.signal(r["job_id"], "interrupt")
         assert s["state"] == "cancelled" and "b" not in s["output"]
@@ -465,7 +467,7 @@ async def test_a_shell_opened_under_a_sandbox_stays_in_it(
         r = await rt.exec(shell_id=sid, command=f"{INSIDE_PY} -c '{_UDP_SEND}'")
         assert r["output"].strip() == f"blocked {errno.EAFNOSUPPORT}", r["output"]
         await rt.shell_close(sid)
-    assert os.path.exists(os.path.join(workspace, "d", "ok"))
+    assert os.path.exists(os.path.join(workspace, "sub", "d", "ok"))
     assert os.listdir(outside) == []
 
 

@@ -268,7 +268,8 @@ async def test_a_job_that_replaces_the_allowed_socket_file_reaches_nothing(base,
     by a socket of its own, then by a symlink to another host socket. Conch opens the path
     without following symlinks and checks it is the socket the server started with."""
     _, no = sockets
-    inside = Listener(os.path.join(base, "ws", "app.sock"), b"AP")
+    os.mkdir(os.path.join(base, "ws", "sub"))  # (Landlock: no top-level entry is replaced)
+    inside = Listener(os.path.join(base, "ws", "sub", "app.sock"), b"AP")
     try:
         async with conch.Runtime(cfg(base, [inside.path], **backend_settings(backend))) as rt:
             r = await rt.call_tool(

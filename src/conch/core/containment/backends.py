@@ -30,7 +30,8 @@ from conch.core.process import procfs
 from conch.errors import ConchError
 
 BACKENDS = ("auto", "bwrap", "landlock")
-_SECCOMP_FILE = "seccomp-network-off.bpf"
+#: the bwrap jobs' seccomp programs, by network setting (``lockdown.seccomp_program``)
+_SECCOMP_FILES = {"off": "seccomp-network-off.bpf", "on": "seccomp-network-on.bpf"}
 
 
 def _probe_bwrap(bwrap: str, *, root: bool, env_prog: str, seccomp: str | None) -> str | None:
@@ -130,7 +131,8 @@ class Backends:
         self.kernel_abi = 0
         self.seccomp = False
         self.bwrap_path: str | None = None
-        self.seccomp_file: str | None = None
+        #: bwrap: the seccomp program file of each network setting (read by bwrap as fd 3)
+        self.seccomp_files: dict[str, str] = {}
         self.spawner: ll.Spawner | None = None
         self.forkserver: ll.ForkServer | None = None
         self.tmpdirs: ll.TempDirs | None = None
@@ -171,16 +173,19 @@ class Backends:
             self.not_taken.setdefault("bwrap", "sandbox_backend is landlock")
         return None
 
-    def _seccomp_program_file(self) -> str:
-        path = os.path.join(self.data_dir, _SECCOMP_FILE)
-        program = ld.seccomp_program()
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(path, flags, 0o600)
-        try:
-            os.write(fd, program)
-        finally:
-            os.close(fd)
-        return path
+    def _seccomp_program_files(self) -> dict[str, str]:
+        out = {}
+        for network, name in _SECCOMP_FILES.items():
+            path = os.path.join(self.data_dir, name)
+            program = ld.seccomp_program(net_off=network == "off")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(path, flags, 0o600)
+            try:
+                os.write(fd, program)
+            finally:
+                os.close(fd)
+            out[network] = path
+        return out
 
     def _try_bwrap(self) -> bool:
         path = sb.find_bwrap(self._bwrap_setting)
@@ -191,24 +196,26 @@ class Backends:
                 "(install the `bubblewrap` package)"
             )
             return False
-        seccomp: str | None = None
+        files: dict[str, str] = {}
         try:
             if ld.ARCH in ld._AUDIT_ARCH:
-                seccomp = self._seccomp_program_file()
+                files = self._seccomp_program_files()
         except OSError:
-            seccomp = None
+            files = {}
+        seccomp = files.get("off")
         why = _probe_bwrap(path, root=self.root, env_prog=self.env_prog, seccomp=seccomp)
-        # without the filter bwrap may still work, but host sockets stay reachable (info says)
+        # without the filter bwrap may still work, but host sockets stay reachable and a
+        # setuid file can be made (info says: no unix_sockets, no fs_write)
         if (
             why is not None
             and seccomp is not None
             and _probe_bwrap(path, root=self.root, env_prog=self.env_prog, seccomp=None) is None
         ):
-            seccomp, why = None, None
+            files, why = {}, None
         if why is not None:
             self.not_taken["bwrap"] = why
             return False
-        self.bwrap_path, self.seccomp_file, self.seccomp = path, seccomp, seccomp is not None
+        self.bwrap_path, self.seccomp_files, self.seccomp = path, files, bool(files)
         return True
 
     def _try_landlock(self) -> bool:

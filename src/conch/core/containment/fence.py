@@ -22,14 +22,15 @@ import os
 import shutil
 import socket
 import sys
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from conch.core.containment import gitdir, shenv, unotify
 from conch.core.containment import landlock as ll
 from conch.core.containment import lockdown as ld
 from conch.core.containment import sandbox as sb
-from conch.core.containment import shenv, unotify
 from conch.core.containment.backends import Backends
 from conch.core.containment.cgroup import LIMITS, Cgroups, JobCgroup
 from conch.core.process import libc_spawn, procfs, program
@@ -74,12 +75,13 @@ class SpawnFence:
     retire: Callable[[JobCgroup], None] | None = None  # takes the cgroup once it is empty
     #: the cgroup v2 directory a spawn starts the child in itself, where it can (``prepare``)
     place: str | None = None
-    #: bwrap: the seccomp program's file for `network: off` (read by the sh, as fd 3)
+    #: bwrap: the file of the seccomp program for its policy's network setting (opened by the
+    #: sh as fd 3, read by bwrap)
     seccomp_file: str | None = None
     #: the landlock backend: a thread that restricts itself spawns the job (``spawner``)
     landlock: ll.Spawner | None = None
-    #: ... or, where the job starts in ``place`` and glibc cannot spawn it there, the fork
-    #: server (its clone3 does; a move afterwards waits for an RCU grace period when idle)
+    #: ... or, where the job starts in ``place`` (that thread's spawn cannot put it there), the
+    #: fork server (its clone3 does; a move afterwards waits for an RCU grace period when idle)
     forkserver: ll.ForkServer | None = None
     layout: ll.Layout | None = None
     job_tmp: str = ""  # the job's own TMPDIR (landlock)
@@ -92,6 +94,9 @@ class SpawnFence:
     ahead: bool = False
     #: landlock, ahead: what its ruleset's hierarchies were found from (``ll.ruleset_stamps``)
     ruleset_stamps: tuple[Any, ...] | None = None
+    #: bwrap, workspace-write: ends this spawn's hold on the workspace's .git placeholder
+    #: (at ``drop_tmp``, or when the fence is collected: a spawn that failed)
+    git_release: Callable[[], Any] | None = None
 
     @property
     def spawner(self) -> Callable[..., int] | None:
@@ -162,10 +167,14 @@ class SpawnFence:
         return pid, got[0]
 
     def drop_tmp(self) -> None:
-        """The job is done: its TMPDIR goes (landlock)."""
+        """The job is done: its TMPDIR goes (landlock), and so does its hold on the
+        workspace's .git placeholder (bwrap: conch/core/containment/gitdir.py)."""
         if self.job_tmp:
             ll.TempDirs.remove(self.job_tmp)
             self.job_tmp = ""
+        if self.git_release is not None:
+            self.git_release()
+            self.git_release = None
 
     def prepare(
         self,
@@ -193,6 +202,12 @@ class SpawnFence:
                 return run, start, self.place
         run, start = self.wrap(argv, cwd=cwd, env=env, exposed=exposed, merge_sh=merge_sh)
         return run, start, None
+
+    @property
+    def _bwrap_loads_seccomp(self) -> bool:
+        """bwrap loads the job's seccomp program (every bwrap job's, but where the
+        ``sandbox_sockets`` shim loads its own)."""
+        return self.bwrap is not None and self.seccomp_file is not None and self._channel is None
 
     @property
     def monitor(self) -> bool:
@@ -250,7 +265,7 @@ class SpawnFence:
                     if self._channel is None:  # (one per spawn: wrap may run twice)
                         self._channel = unotify.Channel(self.broker, self.broker_dir)
                     run = [*broker_shim_argv(self._channel.path), *run]
-                    binds, net_off = (self._channel.dir,), False
+                    binds = (self._channel.dir,)
                     # the shim and its interpreter are seen inside even where they lie under
                     # a path the sandbox covers (/tmp is a tmpfs there)
                     fence = dataclasses.replace(
@@ -262,7 +277,7 @@ class SpawnFence:
                     fence,
                     run,
                     root=self.root,
-                    seccomp_fd=3 if net_off else None,
+                    seccomp_fd=3 if self._bwrap_loads_seccomp else None,
                     binds=binds,
                 )
             else:
@@ -270,8 +285,7 @@ class SpawnFence:
         pre = self.cgroup.procs_files() if self.cgroup is not None and not placed else []
         if self.monitor:
             pre.append("ignore")
-            net_off = self.sandbox is not None and self.sandbox.policy.network == "off"
-            if self.seccomp_file is not None and net_off and self._channel is None:
+            if self._bwrap_loads_seccomp:
                 pre.append(f"fd3={self.seccomp_file}")
         if not pre:
             return run, dict(env)
@@ -411,6 +425,7 @@ class Containment:
         self.no_cgroup_reason = "cgroups are turned off (setting cgroup=off)"
         self.places_itself = False  # a spawn can start its child in a cgroup v2 directory
         self.broker: unotify.Broker | None = None  # sandbox_sockets; landlock metadata
+        self._git: gitdir.Placeholder | None = None  # bwrap workspace-write: <ws>/.git
         self.backends = Backends(
             setting=backend,
             partial=partial,
@@ -517,6 +532,8 @@ class Containment:
 
     def close(self) -> None:
         self.backends.close()
+        if self._git is not None:
+            self._git.close()
         if self.cgroups is not None:
             self.cgroups.close()
 
@@ -608,6 +625,17 @@ class Containment:
             return "skip"
         return None
 
+    def _hold_git(self, out: SpawnFence) -> None:
+        """A bwrap workspace-write spawn: a ``.git`` at the workspace's top for bwrap to bind
+        read-only (a placeholder where there is none), held until ``out`` is done."""
+        if self._git is None:
+            self._git = gitdir.Placeholder(self.workspace)
+        try:
+            self._git.hold()
+        except ValueError as e:
+            raise ConchError("sandbox_unavailable", str(e)) from None
+        out.git_release = weakref.finalize(out, self._git.release)
+
     def resolve_limits(self, given: Mapping[str, int | None]) -> dict[str, int]:
         """The limits of one call: the server's defaults, lowered by the call's values."""
         out = dict(self.default_limits)
@@ -669,9 +697,11 @@ class Containment:
             b = self.backends
             kind = b.check(policy) if b.decided else await asyncio.to_thread(b.check, policy)
             if kind == "bwrap":
-                out.bwrap, out.seccomp_file = b.bwrap_path, b.seccomp_file
+                out.bwrap, out.seccomp_file = b.bwrap_path, b.seccomp_files.get(policy.network)
                 out.broker = self.broker
                 out.broker_dir = os.path.join(self.data_dir, "brokers")
+                if policy.sandbox == "workspace-write":
+                    self._hold_git(out)
             elif kind == "landlock":
                 assert b.tmpdirs is not None
                 out.landlock, out.layout = b.spawner, b.layout
@@ -693,8 +723,11 @@ class Containment:
                 raise ConchError("spawn_failed", str(e)) from None
             cg = out.cgroup
             if cg.kind == "v2" and cg.dirs == [cg.track]:
-                if self.places_itself:
-                    out.place = cg.track
-                elif forkserver is not None:  # (clone3 in the fork server: no grace period)
+                if forkserver is not None:
+                    # a landlock job: the fork server's clone3 starts it there (no grace
+                    # period), before the job's filter, which refuses clone3 (glibc's spawn
+                    # into a cgroup from the restricted thread would run under it)
                     out.place, out.forkserver = cg.track, forkserver
+                elif self.places_itself:
+                    out.place = cg.track
         return out

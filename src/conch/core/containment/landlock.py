@@ -1,7 +1,7 @@
 """The ``landlock`` sandbox backend (SPEC §9a): what a job's Landlock ruleset holds, how it is
 applied before the job's program runs (``Spawner``: a thread of the server restricts itself
-and spawns the job, which starts as a gate sh; where a job must start in a cgroup glibc cannot
-spawn into, the fork server of core/containment/lockdown.py), and what this backend
+and spawns the job, which starts as a gate sh; where a job must start in a cgroup v2
+directory, the fork server of core/containment/lockdown.py), and what this backend
 guarantees on this kernel.
 
 Rules of one job (``job_spec``), all filesystem rights of the ABI handled:
@@ -9,13 +9,17 @@ Rules of one job (``job_spec``), all filesystem rights of the ABI handled:
   dir), the server's ``--env-file``, ``/dev`` (only ``DEVICES`` and the job's own terminal are
   granted: no other terminal of the host, and no new one);
   the directories above a hole are not listable (Landlock grants hierarchies, never "all but");
-* writes where the level allows: ``workspace-write`` its workspace less ``.git``; ``off``
+* writes where the level allows: ``workspace-write`` each entry of its workspace but ``.git``
+  (the workspace directory itself never, whether or not a ``.git`` is there: so none can be
+  made, and no other new entry at the top either); ``off``
   (network off only) ``/`` less the holes, ``/proc`` and ``/sys``; ``read-only`` nothing;
   always the job's own ``TMPDIR`` (made by Conch inside the data dir, read and write) and the
   few devices;
 * read of the files a job must see inside the data dir (its script, a shell's command file);
+* at every level the seccomp filter's rules of every sandboxed job (no setuid or setgid mode,
+  no lease, no user namespace: ``lockdown.seccomp_program``);
 * ``network: off``: TCP bind/connect handled with no port granted (ABI 4), abstract Unix
-  sockets scoped (ABI 6), and the seccomp filter (``lockdown.seccomp_program``);
+  sockets scoped (ABI 6), and the seccomp filter's network rules;
 * signals scoped at every level (ABI 6): a job signals only its own processes; and at every
   level the seccomp filter refuses what would change another process's limits (``prlimit64``:
   RLIMIT_CPU set on the server is a SIGKILL from the kernel), priority, I/O priority,
@@ -99,9 +103,11 @@ def landlock_guarantees(abi: int, seccomp: bool) -> list[str]:
 
 
 def bwrap_guarantees(seccomp: bool) -> list[str]:
-    out = ["fs_write", "fs_hide_data_dir", "private_tmp", "pid_namespace", "net_tcp", "net_all"]
-    if seccomp:  # a read-only bind does not stop connect(): the filter does
-        out.append("unix_sockets")
+    out = ["fs_hide_data_dir", "private_tmp", "pid_namespace", "net_tcp", "net_all"]
+    if seccomp:
+        # a read-only bind does not stop connect(), nor a setuid or setgid mode in the
+        # workspace (chmod, open, mknod, mkdir): the filter does
+        out = ["fs_write", *out, "unix_sockets"]
     out.append("signals")  # (the PID namespace: nothing outside is visible to signal)
     return out
 
@@ -163,15 +169,15 @@ def _trees(layout: Layout, policy: sb.Policy) -> list[tuple[str, list[str], int]
 
 
 def ruleset_stamps(layout: Layout, policy: sb.Policy) -> tuple[tuple[Any, ...], ...]:
-    """What the hierarchies of a ruleset for ``policy`` are found from: per tree, the holes
-    that exist (``lockdown.cover`` keeps out only those) and each directory it lists to keep
-    them out (inode and mtime: an entry made, removed or renamed there changes it). Equal
-    stamps: a ruleset built now grants what one built then did, so a warm process started
-    under the older one may stand for a new job (core/jobs/warm.py)."""
+    """What the hierarchies of a ruleset for ``policy`` are found from: per tree, each
+    directory ``lockdown.cover`` lists to keep its holes out, whether or not they exist
+    (inode and mtime: an entry made, removed or renamed there changes it, a hole that appears
+    or goes too). Equal stamps: a ruleset built now grants what one built then did, so a warm
+    process started under the older one may stand for a new job (core/jobs/warm.py)."""
     out = []
     for root, holes, _ in _trees(layout, policy):
         inside = root.rstrip("/") + "/"
-        there = sorted(h for h in holes if h.startswith(inside) and os.path.lexists(h))
+        there = sorted(h for h in holes if h.startswith(inside))
         out.append((tuple(there), tuple(ld._stamps(ld.walked(root, there)))))
     return tuple(out)
 
@@ -213,12 +219,13 @@ def job_spec(
         scoped |= ld.SCOPE_ABSTRACT_UNIX_SOCKET
     net_off = policy.network == "off"
     guard = abi < 3  # no TRUNCATE right: the filter refuses truncation by path (any level)
-    # Landlock handles no metadata change: read-only refuses them all, workspace-write the
-    # setuid/setgid bits (lockdown.seccomp_program)
-    metadata = {"read-only": "all", "workspace-write": "setid"}.get(policy.sandbox, "")
+    # Landlock handles no metadata change: read-only refuses them all, workspace-write hands
+    # modes and times to Conch (a setuid/setgid mode is refused at every level: every
+    # program's rules, lockdown.seccomp_program)
+    metadata = "all" if policy.sandbox == "read-only" else ""
     program = notify = b""
     brokered = brokered and net_off and layout.seccomp
-    meta = broker_metadata and metadata == "setid" and layout.seccomp
+    meta = broker_metadata and policy.sandbox == "workspace-write" and layout.seccomp
     if meta:
         metadata = "brokered"
     if layout.seccomp:  # (at every level: the calls on other processes, ``others``)
@@ -572,8 +579,9 @@ def _kill(pid: int) -> None:
 
 class ForkServer:
     """Conch's end of the fork server (lockdown.py): where a job must start in its cgroup v2
-    directory and glibc cannot spawn it there (before 2.39), the fork server clones it there
-    with clone3. Started once (at its first job), restarted if it died."""
+    directory, the fork server clones it there with clone3 (the restricted thread's spawn
+    cannot: glibc before 2.39 has no way to, and from 2.39 it needs the clone3 that the job's
+    filter refuses). Started once (at its first job), restarted if it died."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

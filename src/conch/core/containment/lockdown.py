@@ -1,26 +1,28 @@
 """Landlock and seccomp through ctypes, and the fork server that applies them before a job's
-program runs where a job must start in its cgroup and glibc cannot do it (SPEC §9a, the
-``landlock`` backend). Standard library only: Conch imports it, and it also runs on its own as
-the fork server (``python -I -S lockdown.py FD``) and as the socket broker's shim in a bwrap
-sandbox (``--broker``), small processes that start quickly and never import Conch.
+program runs where a job must start in its cgroup (SPEC §9a, the ``landlock`` backend).
+Standard library only: Conch imports it, and it also runs on its own as the fork server
+(``python -I -S lockdown.py FD``) and as the socket broker's shim in a bwrap sandbox
+(``--broker``), small processes that start quickly and never import Conch.
 
 Most landlock jobs are started by a thread of Conch's that restricts itself and calls
 ``posix_spawn`` (conch/core/containment/landlock.py, ``Spawner``). That spawn cannot start a
-child inside a cgroup before glibc 2.39 (``posix_spawnattr_setcgroup_np``), and moving it in
-afterwards (a write to ``cgroup.procs``) waits for an RCU grace period after an idle spell
-(~11 ms here). So where a job has a cgroup v2 directory to start in and glibc cannot, this fork
-server starts it: for each job it receives the spec and the three descriptors over a
-socketpair, builds the ruleset, and clones a child with ``clone3(CLONE_INTO_CGROUP)`` and
-``CLONE_PARENT``, so the job is Conch's own child (reaped and watched by its pidfd like every
-other), not the fork server's. The child takes its terminal or descriptors, its directory,
-default signals, ``no_new_privs``, drops every capability (a root server), restricts itself
-(Landlock), loads the seccomp filter, closes every other descriptor and execs. An exec that
-fails comes back as its errno through a close-on-exec pipe. The child restricts itself, so no
-thread outside the job ever shares its Landlock domain.
+child inside a cgroup: before glibc 2.39 it has no way to (``posix_spawnattr_setcgroup_np``),
+and from 2.39 it would need ``clone3``, which the thread's filter (the job's, loaded before the
+spawn) refuses; moving the child in afterwards (a write to ``cgroup.procs``) waits for an RCU
+grace period after an idle spell (~11 ms here). So where a job has a cgroup v2 directory to
+start in, this fork server starts it: for each job it receives the spec and the three
+descriptors over a socketpair, builds the ruleset, and clones a child with
+``clone3(CLONE_INTO_CGROUP)`` and ``CLONE_PARENT``, so the job is Conch's own child (reaped and
+watched by its pidfd like every other), not the fork server's. The child takes its terminal or
+descriptors, its directory, default signals, ``no_new_privs``, drops every capability (a root
+server), restricts itself (Landlock), loads the seccomp filter, closes every other descriptor
+and execs. An exec that fails comes back as its errno through a close-on-exec pipe. The child
+restricts itself, so no thread outside the job ever shares its Landlock domain.
 
 Landlock (Linux 5.13+) has no deny rule: access is granted beneath the directories given. A
 hidden directory (Conch's data dir) is kept out by granting every sibling along its path and
-never the path itself (``cover``); so the directories above it cannot be listed inside.
+never the path itself (``cover``); so the directories above it cannot be listed inside. A hole
+that does not exist is kept out the same way, so it cannot be made (a workspace's ``.git``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,14 @@ _SYS = {
         "openat2": 437,
         "truncate": 76,
         "seccomp": 317,
+        # calls that make a file or directory with a mode (and clone/unshare, fcntl)
+        "creat": 85,
+        "mkdir": 83,
+        "mknod": 133,
+        "mkdirat": 258,
+        "mknodat": 259,
+        "fcntl": 72,
+        "unshare": 272,
         # metadata changes (Landlock handles none of them)
         "chmod": 90,
         "fchmod": 91,
@@ -110,6 +120,12 @@ _SYS = {
         "openat2": 437,
         "truncate": 45,
         "seccomp": 277,
+        # calls that make a file or directory with a mode (and clone/unshare, fcntl; the
+        # generic table has no creat, mkdir, mknod)
+        "mkdirat": 34,
+        "mknodat": 33,
+        "fcntl": 25,
+        "unshare": 97,
         # metadata changes (the generic table: no chmod, chown, lchown, utime, utimes)
         "setxattr": 5,
         "lsetxattr": 6,
@@ -283,13 +299,10 @@ def cover(root: str, holes: Iterable[str]) -> list[str]:
     """The paths whose hierarchies together make ``root`` without ``holes``: ``root`` itself
     when no hole lies inside it, else every entry of it that is no hole, walking down into
     those with a hole below (symbolic links are left out: what they point at is covered, or
-    not, by its own path; a hole that does not exist is none). Sorted, for a stable plan."""
+    not, by its own path). A hole that does not exist counts as well: its directory is never
+    granted, so it cannot be made (a workspace's ``.git``). Sorted, for a stable plan."""
     root = root.rstrip("/") or "/"
-    inside = [
-        h
-        for h in holes
-        if (h == root or h.startswith(root.rstrip("/") + "/")) and os.path.lexists(h)
-    ]
+    inside = [h for h in holes if h == root or h.startswith(root.rstrip("/") + "/")]
     if not inside:
         return [root]
     if root in inside:
@@ -336,6 +349,8 @@ _X32_BIT = 0x40000000
 # open flags, the same on x86_64 and aarch64 (asm-generic/fcntl.h)
 _O_ACCMODE = 0o3
 _O_TRUNC = 0o1000
+_O_CREAT = 0o100
+_O_TMPFILE = 0o20000000  # (__O_TMPFILE: O_TMPFILE is it with O_DIRECTORY)
 
 
 def _errno(e: int) -> int:
@@ -368,22 +383,53 @@ _METADATA = (
 )
 
 
-def _refuse_read_trunc(arg: int) -> list[tuple[Any, ...]]:
-    """A tail: EACCES when the open flags in args[``arg``] (an int: the low word) have O_TRUNC
-    with an access mode that is not a write (O_RDONLY, or 3: Landlock checks no file right for
-    it), else allow."""
+def _open_tail(flags_arg: int, mode_arg: int, truncate: bool) -> list[tuple[Any, ...]]:
+    """A tail for ``open``/``openat``: with ``truncate``, EACCES when the flags in
+    args[``flags_arg``] (an int: the low word) have O_TRUNC with an access mode that is not a
+    write (O_RDONLY, or 3: Landlock checks no file right for it); then EPERM when they create
+    (O_CREAT, O_TMPFILE) with a mode (args[``mode_arg``]) that has S_ISUID or S_ISGID; else
+    allow."""
+    out: list[tuple[Any, ...]] = []
+    if truncate:
+        out += [
+            (_LD_ABS_W, 16 + 8 * flags_arg),
+            (_AND_K, _O_TRUNC | _O_ACCMODE),
+            (_JEQ, _O_TRUNC, "eacces", None),
+            (_JEQ, _O_TRUNC | _O_ACCMODE, "eacces", None),
+        ]
     return [
-        (_LD_ABS_W, 16 + 8 * arg),
-        (_AND_K, _O_TRUNC | _O_ACCMODE),
-        (_JEQ, _O_TRUNC, "eacces", None),
-        (_JEQ, _O_TRUNC | _O_ACCMODE, "eacces", "allow"),
+        *out,
+        (_LD_ABS_W, 16 + 8 * flags_arg),
+        (_AND_K, _O_CREAT | _O_TMPFILE),
+        (_JEQ, 0, "allow", None),
+        *_setid_mode(mode_arg),
     ]
+
+
+def _setid_mode(arg: int) -> list[tuple[Any, ...]]:
+    """A tail: EPERM when the mode in args[``arg``] has S_ISUID or S_ISGID, else allow."""
+    return [(_LD_ABS_W, 16 + 8 * arg), (_AND_K, _SETID), (_JEQ, 0, "allow", "eperm")]
 
 
 #: the calls that act on another process's scheduling when their pid (args[0]) is not 0
 _OTHERS_BY_PID = ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
 _PRIO_USER = 2  # setpriority's ``which``: PRIO_PROCESS 0, PRIO_PGRP 1, PRIO_USER 2
 _IOPRIO_WHO_USER = 3  # ioprio_set's: IOPRIO_WHO_PROCESS 1, IOPRIO_WHO_PGRP 2, IOPRIO_WHO_USER 3
+_F_SETLEASE = 1024
+_CLONE_NEWUSER = 0x10000000
+#: the calls whose mode argument (by index) may carry S_ISUID/S_ISGID: the mode changes, and
+#: those that make a file, a node or a directory (open/openat: ``_open_tail``, with the flags)
+_MODE_ARG = {
+    "chmod": 1,
+    "fchmod": 1,
+    "fchmodat": 2,
+    "fchmodat2": 2,
+    "creat": 1,
+    "mknod": 1,
+    "mknodat": 2,
+    "mkdir": 1,
+    "mkdirat": 2,
+}
 
 
 @functools.lru_cache(maxsize=16)
@@ -398,7 +444,23 @@ def seccomp_program(
 ) -> bytes:
     """A job's seccomp filter, as the bytes of its ``sock_filter`` array (what bwrap's
     ``--seccomp FD`` reads, and what ``load_seccomp`` loads): another architecture's syscalls
-    and x32 are killed, then
+    and x32 are killed, then the rules of every sandboxed job, on both backends:
+
+    no setuid or setgid file: a mode with S_ISUID or S_ISGID fails with EPERM in every call
+    that sets one (``chmod``, ``fchmod``, ``fchmodat``, ``fchmodat2``), makes a node or a
+    directory (``mknod``, ``mknodat``, ``mkdir``, ``mkdirat``, ``creat``) or a file
+    (``open``/``openat`` with O_CREAT or O_TMPFILE); ``openat2``, whose mode and flags are in a
+    struct the filter cannot read, is ENOSYS, so libc falls back to ``openat``;
+
+    no lease: ``fcntl(F_SETLEASE)`` fails with EPERM (a lease, even a read lease taken through a
+    read-only descriptor, makes every other opener for writing wait ``lease-break-time``);
+
+    no user namespace: ``unshare`` and ``clone`` with CLONE_NEWUSER fail with EPERM, and
+    ``clone3`` (its flags in a struct) is ENOSYS, so glibc falls back to ``clone`` (its
+    ``fork``, ``posix_spawn`` and ``pthread_create`` do; a spawn into a cgroup needs clone3,
+    so no job's spawn happens under this filter: the filter is loaded after it);
+
+    ``io_uring_setup`` is ENOSYS (its operations would pass every rule here);
 
     ``net_off`` (``network: off``): ``socket``/``socketpair`` of any family but AF_UNIX fail
     with EAFNOSUPPORT (no UDP, no raw or INET6 socket); ``connect``, ``sendto`` with an address,
@@ -408,20 +470,16 @@ def seccomp_program(
     ``truncate`` (Landlock below ABI 3, which does not handle truncation, so ``fs_write`` holds
     anyway): ``truncate(path)`` fails with EACCES, so does ``open``/``openat`` with O_TRUNC and
     no write access mode (Linux truncates on a read-only open where DAC permits; a write open
-    needs Landlock's WRITE_FILE, and ``ftruncate`` a descriptor open for writing); ``openat2``
-    (its flags in a struct the filter cannot read) is ENOSYS, so libc falls back to ``openat``;
-
-    either: ``io_uring_setup`` is ENOSYS (its IORING_OP_SOCKET/CONNECT/OPENAT would bypass the
-    rules).
+    needs Landlock's WRITE_FILE, and ``ftruncate`` a descriptor open for writing);
 
     ``connect_ok``: ``connect`` passes this filter, for a job that also has the
     ``notify_program`` filter (``sandbox_sockets``): Conch then decides each connect.
 
     ``metadata`` (Landlock handles no metadata change, so a job could chmod, chown, touch or
     set extended attributes of files its uid owns outside the writable roots): ``all``
-    (``read-only``) refuses every such call with EPERM; ``setid`` (``workspace-write``)
-    refuses a mode with the setuid or setgid bit, so a job (a root server's: uid 0) cannot
-    make a host binary setuid (the other changes stay possible there: docs/containment.md).
+    (``read-only``) refuses every such call with EPERM; ``brokered`` (``workspace-write`` with
+    the ``notify_program`` filter) refuses owners and extended attributes and lets the mode
+    and time calls through to Conch (a setuid/setgid mode still fails here).
 
     ``others`` (every Landlock job: Landlock scopes signals and ptrace, not these; under bwrap
     the PID namespace hides every process outside): a call that would change another
@@ -448,43 +506,47 @@ def seccomp_program(
     if arch == "x86_64":
         op(_JGE, _X32_BIT, 0, 1)
         op(_RET, RET_KILL)
-    # a jump table to the tails below: (syscall, tail)
-    table: list[tuple[int, str]] = []
+    if metadata not in ("", "brokered", "all"):
+        raise ValueError(f"metadata must be '', 'brokered' or 'all', not {metadata!r}")
+    # a jump table to the tails below: syscall -> tail (one entry each: the strictest rule)
+    table: dict[int, str] = {}
+
+    def rule(name: str, tail: str) -> None:
+        if name in nr:
+            table[nr[name]] = tail
+
+    for name, arg in _MODE_ARG.items():
+        rule(name, f"mode{arg}")
+    rule("open", "open")
+    rule("openat", "openat")
+    rule("openat2", "enosys")
+    rule("fcntl", "lease")
+    rule("unshare", "userns")
+    rule("clone", "userns")
+    rule("clone3", "enosys")
+    rule("io_uring_setup", "enosys")
     if net_off:
-        table += [
-            (nr["socket"], "family"),
-            (nr["socketpair"], "family"),
-            (nr["connect"], "allow" if connect_ok else "eacces"),
-            (nr["sendmsg"], "eacces"),
-            (nr["sendmmsg"], "eacces"),
-            (nr["sendto"], "address"),
-        ]
+        rule("socket", "family")
+        rule("socketpair", "family")
+        rule("connect", "allow" if connect_ok else "eacces")
+        rule("sendmsg", "eacces")
+        rule("sendmmsg", "eacces")
+        rule("sendto", "address")
     if truncate:
-        table += [(nr["truncate"], "eacces"), (nr["openat"], "openat"), (nr["openat2"], "enosys")]
-        if "open" in nr:
-            table.append((nr["open"], "open"))
-    modes = {"chmod": "mode1", "fchmod": "mode1", "fchmodat": "mode2", "fchmodat2": "mode2"}
+        rule("truncate", "eacces")
     if metadata == "all":
-        table += [(nr[name], "eperm") for name in _METADATA if name in nr]
-    elif metadata == "setid":
-        table += [(nr[name], tail) for name, tail in modes.items() if name in nr]
+        for name in _METADATA:
+            rule(name, "eperm")
     elif metadata == "brokered":  # (modes and times go to Conch: notify_program)
-        table += [
-            (nr[name], "eperm")
-            for name in _METADATA
-            if name in nr and name not in BROKERED_METADATA
-        ]
-    elif metadata:
-        raise ValueError(f"metadata must be '', 'setid', 'brokered' or 'all', not {metadata!r}")
+        for name in _METADATA:
+            if name not in BROKERED_METADATA:
+                rule(name, "eperm")
     if others:
-        table += [(nr[name], "pid0") for name in _OTHERS_BY_PID]
-        table += [
-            (nr["prlimit64"], "prlimit"),
-            (nr["setpriority"], "prio"),
-            (nr["ioprio_set"], "ioprio"),
-        ]
-    if net_off or truncate or metadata:
-        table.append((nr["io_uring_setup"], "enosys"))
+        for name in _OTHERS_BY_PID:
+            rule(name, "pid0")
+        rule("prlimit64", "prlimit")
+        rule("setpriority", "prio")
+        rule("ioprio_set", "ioprio")
     # each instruction: (code, k) or (code, k, jump-if-true tail, jump-if-false tail), a tail
     # None being the next instruction
     tails: dict[str, list[tuple[Any, ...]]] = {
@@ -501,12 +563,15 @@ def seccomp_program(
             (_LD_ABS_W, 20 + 8 * 4),
             (_JEQ, 0, "allow", "eacces"),
         ],
-        "open": _refuse_read_trunc(1),  # open(path, flags, mode)
-        "openat": _refuse_read_trunc(2),  # openat(dirfd, path, flags, mode)
-        # the mode in args[1] (chmod, fchmod) or args[2] (fchmodat, fchmodat2): no S_ISUID or
-        # S_ISGID
-        "mode1": [(_LD_ABS_W, 16 + 8), (_AND_K, _SETID), (_JEQ, 0, "allow", "eperm")],
-        "mode2": [(_LD_ABS_W, 16 + 16), (_AND_K, _SETID), (_JEQ, 0, "allow", "eperm")],
+        "open": _open_tail(1, 2, truncate),  # open(path, flags, mode)
+        "openat": _open_tail(2, 3, truncate),  # openat(dirfd, path, flags, mode)
+        # the mode in args[1] (chmod, fchmod, creat, mknod, mkdir) or args[2] (the *at calls)
+        "mode1": _setid_mode(1),
+        "mode2": _setid_mode(2),
+        # fcntl(fd, cmd, arg): cmd (args[1]) no F_SETLEASE
+        "lease": [(_LD_ABS_W, 16 + 8), (_JEQ, _F_SETLEASE, "eperm", "allow")],
+        # unshare(flags), clone(flags, ...): no CLONE_NEWUSER in args[0]
+        "userns": [(_LD_ABS_W, 16), (_AND_K, _CLONE_NEWUSER), (_JEQ, 0, "allow", "eperm")],
         # args[0], a pid (an int: the low word), must be 0 (the caller)
         "pid0": [(_LD_ABS_W, 16), (_JEQ, 0, "allow", "eperm")],
         # prlimit64(pid, resource, new, old): pid 0, or no new limit (args[2], 64 bits, NULL)
@@ -538,19 +603,17 @@ def seccomp_program(
         "enosys": [(_RET, _errno(errno.ENOSYS))],
     }
     # (jumps go forward only: the tails that jump come first, the RETs they reach last)
-    used = {tail for _, tail in table}
+    used = set(table.values())
     used |= {t for name in used for ins in tails[name] for t in ins[2:] if t is not None}
-    jumping: tuple[str, ...] = ("family", "address", "open", "openat", "mode1", "mode2")
-    jumping += ("pid0", "prlimit", "prio", "ioprio")
-    order: list[str] = [n for n in jumping if n in used]
-    order += ["allow", "eacces", "enosys", "eperm"]
+    returns = ("allow", "eacces", "enosys", "eperm")
+    order = [n for n in tails if n in used and n not in returns] + list(returns)
     start = len(prog) + len(table) + 1  # after the table and its fall-through RET ALLOW
     where: dict[str, int] = {}
     at = start
     for name in order:
         where[name] = at
         at += len(tails[name])
-    for sysno, tail in table:
+    for sysno, tail in table.items():
         here = len(prog)
         op(_JEQ, sysno, where[tail] - here - 1, 0)
     op(_RET, RET_ALLOW)

@@ -8,7 +8,9 @@ no terminal of the host; at every level), ``/proc`` and ``/tmp`` are private, th
 default cwd's tree) is bound writable for ``workspace-write``, Conch's data dir is hidden (an
 empty read-only tmpfs; the few files a job must read — its script, a shell's command file — are
 bound back read-only), a new PID namespace with ``--die-with-parent`` takes every descendant
-down with the job, ``--unshare-net`` cuts the network. bwrap itself ignores the signals Conch
+down with the job, ``--unshare-net`` cuts the network, and a seccomp program loaded for every
+job (``lockdown.seccomp_program``) refuses setuid/setgid modes, leases and user namespaces (and
+under ``network: off`` every host socket). bwrap itself ignores the signals Conch
 forwards (so an interrupt reaches the program, not the monitor), and ``env --default-signal``
 gives the program default dispositions again.
 
@@ -107,8 +109,9 @@ def bwrap_argv(
     binds: Sequence[str] = (),
 ) -> list[str]:
     """The bubblewrap command line that runs ``argv`` under ``fence`` (pure). ``seccomp_fd``:
-    the descriptor bwrap reads the ``network: off`` seccomp program from (a read-only bind
-    does not stop ``connect()`` to a host socket; the filter does). ``binds``: directories
+    the descriptor bwrap reads the job's seccomp program from (``lockdown.seccomp_program``:
+    no setuid file, lease or user namespace; under ``network: off`` no host socket either: a
+    read-only bind does not stop ``connect()``). ``binds``: directories
     inside a hidden one that this sandbox sees at their own path (``sandbox_sockets``: the
     job's channel to Conch's broker)."""
     p, ws = fence.policy, fence.workspace
@@ -130,7 +133,9 @@ def bwrap_argv(
             out += ["--ro-bind", top, top]
         if p.sandbox == "workspace-write":
             out += ["--bind", ws, ws]
-            # the repository's hooks and config stay read-only (a hook runs later, outside)
+            # the repository's hooks and config stay read-only (a hook runs later, outside),
+            # and none can be made: where there is no .git, Conch has put an empty directory
+            # there to bind (conch/core/containment/gitdir.py)
             out += ["--ro-bind-try", f"{ws}/.git", f"{ws}/.git"]
     for d in fence.hidden:
         out += ["--tmpfs", d]
@@ -145,8 +150,8 @@ def bwrap_argv(
     out += ["--unshare-pid", "--die-with-parent"]
     if p.network == "off":
         out += ["--unshare-net"]
-        if seccomp_fd is not None:
-            out += ["--seccomp", str(seccomp_fd)]
+    if seccomp_fd is not None:
+        out += ["--seccomp", str(seccomp_fd)]
     if root:
         # a root server's jobs would otherwise keep every capability (and could remount /)
         out += ["--cap-drop", "ALL"]
