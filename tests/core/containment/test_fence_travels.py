@@ -101,7 +101,9 @@ def test_a_leftover_of_a_finished_sandboxed_job_is_refused(tmp_path, base, backe
     script = os.path.join(base, "call.py")
     with open(script, "w") as f:
         f.write(_CALL)
-    out = os.path.join(ws, "answer")  # (the leftover can write only its workspace)
+    # (the leftover can write only its workspace, under Landlock not at its top)
+    os.mkdir(os.path.join(ws, "out"))
+    out = os.path.join(ws, "out", "answer")
     proof = os.path.join(base, "made-by-an-unsandboxed-exec")
     try:
         command = _HOWS[how].format(py=INSIDE_PY, script=script, url=srv.url, out=out, proof=proof)
