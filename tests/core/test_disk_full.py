@@ -109,3 +109,42 @@ async def test_a_data_dir_that_cannot_take_files_is_capacity_naming_it(small_dis
             p.unlink()
         r = await rt.call_tool("exec", {"command": "echo back"})
         assert r["output"] == "back\n", r
+
+
+def fill_up(disk) -> list:
+    """Take every block of the small filesystem (down to single bytes): the fillers."""
+    fillers = []
+    for size in (65536, 4096, 1):
+        p = disk / f"filler-{size}"
+        fillers.append(p)
+        with open(p, "wb", buffering=0) as f, contextlib.suppress(OSError):
+            while True:
+                f.write(b"x" * size)
+    return fillers
+
+
+async def test_a_script_or_shell_command_on_a_full_disk_is_capacity_naming_it(small_disk, tmp_path):
+    """A script (and a shell's command) is written to a file in the data dir before it runs:
+    with no block left that is `capacity` naming the data dir, never `internal`, and both work
+    again once there is room."""
+    data = small_disk / "data"
+    cfg = conch.Config(data_dir=str(data), default_cwd=str(tmp_path))
+    async with conch.Runtime(cfg) as rt:
+        await rt.exec(command="true")  # the data dir and its spare logs exist
+        shell = await rt.call_tool("shell_open", {})
+        assert shell["state"] == "ready", shell
+        fillers = fill_up(small_disk)
+        script = await rt.call_tool("exec", {"script": "echo scripted"})
+        in_shell = await rt.call_tool(
+            "exec", {"command": "echo in-shell", "shell_id": shell["shell_id"]}
+        )
+        for r in (script, in_shell):
+            assert r.get("error", {}).get("code") == "capacity", r
+            assert str(data) in r["error"]["message"], r
+            assert "No space left on device" in r["error"]["message"], r
+        for p in fillers:
+            p.unlink()
+        r = await rt.call_tool("exec", {"script": "echo scripted"})
+        assert r["output"] == "scripted\n", r
+        r = await rt.call_tool("exec", {"command": "echo in-shell", "shell_id": shell["shell_id"]})
+        assert r["output"] == "in-shell\n", r

@@ -126,6 +126,23 @@ class DataDir:
             ) from None
         return path, fd
 
+    def write_all(self, fd: int, data: bytes, offset: int = 0) -> None:
+        """Write all of ``data`` at ``offset`` into a file Conch made here (a script, a shell's
+        command file): a full disk or quota is ``capacity`` naming the data dir, as when no
+        file can be made, never an error of Conch's own."""
+        view = memoryview(data)
+        try:
+            while view:
+                n = os.pwrite(fd, view, offset)
+                view, offset = view[n:], offset + n
+        except OSError as e:
+            raise ConchError(
+                "capacity",
+                f"cannot write a file in Conch's data dir {self.root}: {e.strerror or e} "
+                "(a full or read-only disk?)",
+                retryable=True,
+            ) from None
+
     def remove_expired(self, ttl_s: int) -> int:
         """Remove Conch's own files older than ttl_s; never other names, never symlinks."""
         cutoff = time.time() - ttl_s
