@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from frontend_servers import kill_group, start_http
 
 import conch
 from conch.tools.context import ToolContext
@@ -182,3 +183,35 @@ def test_over_http_invoke_it_is_invalid_argument_never_a_500(http_server, tmp_pa
     finally:
         invoke("signal", {"job_id": job["job_id"], "signal": "kill"})
         invoke("signal", {"shell_id": shell["shell_id"]})
+
+
+def test_the_dashboards_typing_and_commands_refuse_it_too(tmp_path):
+    """A person's keys and shell command from the dashboard (``--dashboard-control``) are text
+    as well: a lone surrogate there is a 400 `invalid_argument`, not a bare 500."""
+    srv = start_http(tmp_path, "--dashboard-control")
+    try:
+        port = srv.port
+
+        def post(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            try:
+                headers = {"Content-Type": "application/json", "Origin": srv.url}
+                conn.request("POST", path, json.dumps(body), headers)
+                resp = conn.getresponse()
+                return resp.status, json.loads(resp.read())
+            finally:
+                conn.close()
+
+        _, job = post(
+            "/invoke", {"method": "exec", "params": {"command": "cat", "pty": True, "yield_ms": 0}}
+        )
+        _, shell = post("/invoke", {"method": "shell_open", "params": {}})
+        for bad in BAD:
+            for path, body in (
+                (f"/api/jobs/{job['job_id']}/input", {"text": f"a{bad}b"}),
+                (f"/api/shells/{shell['shell_id']}/exec", {"command": f"echo {bad}"}),
+            ):
+                status, out = post(path, body)
+                assert status == 400 and out["error"]["code"] == "invalid_argument", (path, out)
+    finally:
+        kill_group(srv.proc)
