@@ -473,6 +473,20 @@ async def test_a_value_is_not_sent_when_another_program_reads_than_the_page_show
         page = await pages.open("a test prompt", deliver, lambda: now[0])
         status, shown = await anyio.to_thread.run_sync(http_call, page.url)
         assert status == 200 and 'id="warning"' not in shown
+
+        def post_json(value: str) -> tuple[int, str]:
+            u = urllib.parse.urlsplit(page.url)
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+            try:
+                body = json.dumps({"secret": value})  # a lone surrogate as its JSON escape
+                conn.request("POST", u.path, body, {"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                return resp.status, resp.read().decode()
+            finally:
+                conn.close()
+
+        status, text = await anyio.to_thread.run_sync(lambda: post_json("a\udcffb"))
+        assert status == 400 and "nothing was sent" in text and got == []
         now[0] = fake
         status, again = await anyio.to_thread.run_sync(
             lambda: http_call(page.url, "POST", "secret=s1")

@@ -180,9 +180,10 @@ class LoopbackSecretPages:
         value = _submitted(request.headers.get("content-type", ""), await request.body())
         if value is None:
             return _page("The form was empty; nothing was sent.", ask=ask, form=True, status=400)
-        if len(value) > MAX_SECRET_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        if len(value) > MAX_SECRET_CHARS or any(_not_typed(c) for c in value):
             return _page(
-                "That value has a line break or control character; nothing was sent.",
+                "That value has a line break, a control character or a lone surrogate (no "
+                "text); nothing was sent.",
                 ask=ask,
                 form=True,
                 status=400,
@@ -210,6 +211,12 @@ class LoopbackSecretPages:
 
 
 FIELDS = ("secret", "password", "value")
+
+
+def _not_typed(c: str) -> bool:
+    """A character no value typed at a prompt holds: a control character (Enter ends the
+    line), or a lone UTF-16 surrogate (a JSON body's escape, no text)."""
+    return ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF
 
 
 def _submitted(content_type: str, body: bytes) -> str | None:
