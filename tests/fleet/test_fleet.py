@@ -646,11 +646,12 @@ def _a_sandboxed_job_on_a_node_is_refused_the_api(url: str) -> None:
     here): a sandboxed job on a node gets 403, as it does from a local server; the same
     program unsandboxed gets through."""
     run = [sys.executable, "-c", CALL_THE_API, url]
-    r = _invoke(url, "exec", {"argv": run, "sandbox": "read-only", "node": "zone=b"})
+    wait = {"node": "zone=b", "yield_ms": 60000}
+    r = _invoke(url, "exec", {"argv": run, "sandbox": "read-only", **wait})
     assert r.get("exit_code") == 0, r
     assert "status 403" in r["output"] and "sandboxed j_" in r["output"], r["output"]
     assert "on node" in r["output"], r["output"]
-    free = _invoke(url, "exec", {"argv": run, "node": "zone=b"})
+    free = _invoke(url, "exec", {"argv": run, **wait})
     assert "status 200" in free["output"], free
 
 

@@ -400,15 +400,12 @@ async def test_the_page_says_who_gets_the_value_and_warns_of_a_fake_prompt(tmp_p
     dashboard shows them), which program reads the terminal, and warns first thing when that is
     no known password program (a shell's `read -s` posing as sudo)."""
     async with stdio_client(tmp_path, "auto", None, "--secret-prompt", "elicit") as c:
-        r = await c.call_tool(
+        first = await c.call_tool(
             "exec",
-            {
-                "command": FAKE_SUDO,
-                "pty": True,
-                "yield_ms": 3000,
-                "purpose": "install the build deps",
-            },
+            {"command": FAKE_SUDO, "pty": True, "yield_ms": 0, "purpose": "install the build deps"},
         )
+        job_id = first.structured_content["job_id"]
+        r = await c.call_tool("read", {"job_id": job_id, "until": "input", "wait_ms": 20000})
         snap = r.structured_content
         assert snap["awaiting_secret"] is True, snap
         assert "never to the agent" not in r.content[0].text
@@ -434,7 +431,9 @@ OPENSSL = "openssl enc -aes-128-cbc -pbkdf2 -in /dev/null -out /dev/null"
 @pytest.mark.needs("openssl")
 async def test_a_known_password_program_is_named_without_a_warning(tmp_path: Path):
     async with stdio_client(tmp_path, "auto", None, "--secret-prompt", "elicit") as c:
-        r = await c.call_tool("exec", {"command": OPENSSL, "pty": True, "yield_ms": 3000})
+        first = await c.call_tool("exec", {"command": OPENSSL, "pty": True, "yield_ms": 0})
+        job_id = first.structured_content["job_id"]
+        r = await c.call_tool("read", {"job_id": job_id, "until": "input", "wait_ms": 20000})
         snap = r.structured_content
         assert snap["awaiting_secret"] is True, snap
         status, page = await anyio.to_thread.run_sync(http_call, snap["secret_page"])

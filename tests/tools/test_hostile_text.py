@@ -124,7 +124,11 @@ async def test_a_lone_surrogate_in_any_field_is_invalid_argument(waiting, caplog
     assert not wrong, "\n".join(f"{label}: {str(r)[:300]}" for label, r in wrong)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     # the job and the shell the calls named are untouched
-    r = await rt.call_tool("write", {"job_id": job_id, "text": "still here\n"})
+    await rt.call_tool("write", {"job_id": job_id, "text": "still here\n", "yield_ms": 0})
+    r = await rt.call_tool(
+        "read",  # (from the start: the write's own result may have shown it already)
+        {"job_id": job_id, "cursor": 0, "until": {"pattern": "still here"}, "wait_ms": 20000},
+    )
     assert "still here" in r["output"], r
 
 
@@ -172,7 +176,10 @@ def test_over_http_invoke_it_is_invalid_argument_never_a_500(http_server, tmp_pa
             if status != 200 or error.get("code") != "invalid_argument":
                 wrong.append((label, status, out))
         assert not wrong, "\n".join(f"{label}: HTTP {s} {str(o)[:300]}" for label, s, o in wrong)
-        _, r = invoke("write", {"job_id": job["job_id"], "text": "still here\n"})
+        invoke("write", {"job_id": job["job_id"], "text": "still here\n", "yield_ms": 0})
+        until = {"pattern": "still here"}
+        params = {"job_id": job["job_id"], "cursor": 0, "until": until, "wait_ms": 20000}
+        _, r = invoke("read", params)
         assert "still here" in r["output"], r
         # the other way: a path Conch reports that is not UTF-8 (a shell's cwd) is said with
         # U+FFFD, as output bytes are, never an answer that cannot be encoded
