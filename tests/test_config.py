@@ -37,6 +37,7 @@ def test_one_name_three_ways(tmp_path):
         ({"text_format": "xml"}, "text_format"),
         ({"default_cwd": "/definitely/not/here"}, "default_cwd"),
         ({"port": 70000}, "port"),
+        ({"max_total_log_bytes": -1}, "max_total_log_bytes"),
     ],
 )
 def test_invalid_values_name_the_setting(kwargs, name):
@@ -49,3 +50,13 @@ def test_invalid_environment_value_names_the_setting():
         Config.from_sources(environ={"CONCH_MAX_JOBS": "many"})
     with pytest.raises(ConfigError, match="agent_env"):
         parse_setting("agent_env", "maybe")
+
+
+def test_the_logs_total_cap_is_one_setting_three_ways():
+    assert Config().max_total_log_bytes == 10 * 1024**3
+    env = {"CONCH_MAX_TOTAL_LOG_BYTES": "1_000_000"}
+    assert Config.from_sources(environ=env).max_total_log_bytes == 1_000_000
+    flags = {"max_total_log_bytes": 0}  # 0: no cap
+    assert Config.from_sources(flags=flags, environ=env).max_total_log_bytes == 0
+    with pytest.raises(ConfigError, match="max_total_log_bytes"):
+        Config.from_sources(environ={"CONCH_MAX_TOTAL_LOG_BYTES": "ten gigs"})

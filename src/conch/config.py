@@ -69,6 +69,13 @@ class Config:
     max_jobs: int = _setting(1000, "finished jobs kept (oldest evicted first)", lo=1, hi=1_000_000)
     retention_s: int = _setting(3600, "seconds a finished job stays readable", lo=0)
     max_log_bytes: int = _setting(100 * MiB, "per-job log cap; reaching it kills the job", lo=1)
+    max_total_log_bytes: int = _setting(
+        10 * 1024 * MiB,
+        "most bytes the logs of this server's jobs take in the data dir together (0 = no "
+        "cap): finished jobs are evicted oldest first to stay under it; past it, running "
+        "jobs' output is cut (said) and new jobs get `capacity`",
+        lo=0,
+    )
     kill_grace_ms: int = _setting(2000, "TERM-to-KILL grace when stopping a job", lo=0, hi=600_000)
     default_yield_ms: int = _setting(10_000, "default `yield_ms` of exec", lo=0, hi=MAX_WAIT_MS)
     default_timeout_ms: int = _setting(1_800_000, "default `timeout_ms` of exec (0 = none)", lo=0)

@@ -109,3 +109,97 @@ async def test_a_data_dir_that_cannot_take_files_is_capacity_naming_it(small_dis
             p.unlink()
         r = await rt.call_tool("exec", {"command": "echo back"})
         assert r["output"] == "back\n", r
+
+
+def fill_up(disk) -> list:
+    """Take every block of the small filesystem (down to single bytes): the fillers."""
+    fillers = []
+    for size in (65536, 4096, 1):
+        p = disk / f"filler-{size}"
+        fillers.append(p)
+        with open(p, "wb", buffering=0) as f, contextlib.suppress(OSError):
+            while True:
+                f.write(b"x" * size)
+    return fillers
+
+
+async def test_a_script_or_shell_command_on_a_full_disk_is_capacity_naming_it(small_disk, tmp_path):
+    """A script (and a shell's command) is written to a file in the data dir before it runs:
+    with no block left that is `capacity` naming the data dir, never `internal`, and both work
+    again once there is room."""
+    data = small_disk / "data"
+    cfg = conch.Config(data_dir=str(data), default_cwd=str(tmp_path))
+    async with conch.Runtime(cfg) as rt:
+        await rt.exec(command="true")  # the data dir and its spare logs exist
+        shell = await rt.call_tool("shell_open", {})
+        assert shell["state"] == "ready", shell
+        fillers = fill_up(small_disk)
+        script = await rt.call_tool("exec", {"script": "echo scripted"})
+        in_shell = await rt.call_tool(
+            "exec", {"command": "echo in-shell", "shell_id": shell["shell_id"]}
+        )
+        for r in (script, in_shell):
+            assert r.get("error", {}).get("code") == "capacity", r
+            assert str(data) in r["error"]["message"], r
+            assert "No space left on device" in r["error"]["message"], r
+        for p in fillers:
+            p.unlink()
+        r = await rt.call_tool("exec", {"script": "echo scripted"})
+        assert r["output"] == "scripted\n", r
+        r = await rt.call_tool("exec", {"command": "echo in-shell", "shell_id": shell["shell_id"]})
+        assert r["output"] == "in-shell\n", r
+
+
+async def test_the_logs_total_cap_evicts_finished_jobs_oldest_first(tmp_path):
+    """max_total_log_bytes bounds the logs of all jobs together: finished jobs make way, oldest
+    first (as beyond max_jobs), and a job's output is then whole."""
+    cfg = conch.Config(
+        data_dir=str(tmp_path / "data"),
+        default_cwd=str(tmp_path),
+        result_detail="full",
+        max_total_log_bytes=100_000,
+    )
+    async with conch.Runtime(cfg) as rt:
+        first = await rt.exec(command="head -c 45000 /dev/zero")
+        second = await rt.exec(command="head -c 45000 /dev/zero")
+        third = await rt.exec(command="head -c 45000 /dev/zero")
+        assert (third["total_bytes"], third["lost_bytes"]) == (45000, 0), third
+        assert not os.path.exists(first["log_path"])
+        gone = await rt.call_tool("read", {"job_id": first["job_id"]})
+        assert gone["error"]["code"] == "not_found", gone
+        kept = await rt.read(job_id=second["job_id"], cursor=0)
+        assert kept["total_bytes"] == 45000 and os.path.exists(second["log_path"])
+        assert rt.engine.data.log_bytes == 90000
+
+
+async def test_running_jobs_at_the_logs_total_cap_lose_output_visibly_and_new_jobs_wait(tmp_path):
+    """When running jobs' logs alone fill max_total_log_bytes, a running job's further output
+    is cut with the loss said (the job runs on, its pipe drained), and a new job is `capacity`
+    naming the setting; once the job has ended it makes way."""
+    cfg = conch.Config(
+        data_dir=str(tmp_path / "data"),
+        default_cwd=str(tmp_path),
+        result_detail="full",
+        max_total_log_bytes=100_000,
+    )
+    async with conch.Runtime(cfg) as rt:
+        flood = await rt.exec(
+            command="head -c 150000 /dev/zero; echo; echo still-going; read -r x; exit 4",
+            stdin_open=True,
+            yield_ms=0,
+        )
+        # (waiting on its stdin: all it printed before is in, or counted lost)
+        r = await rt.read(job_id=flood["job_id"], until="input", wait_ms=20000)
+        assert r["state"] == "running" and r["total_bytes"] == 100_000, r
+        assert r["lost_bytes"] == 150000 + len("\nstill-going\n") - 100_000, r
+        assert "bytes of output lost" in r["output"] and "max_total_log_bytes" in r["output"]
+        refused = await rt.call_tool("exec", {"command": "echo hi"})
+        assert refused["error"]["code"] == "capacity" and refused["error"]["retryable"], refused
+        assert "max_total_log_bytes" in refused["error"]["message"], refused
+        r = await rt.write(job_id=flood["job_id"], text="go\n", yield_ms=5000)
+        r = await rt.read(job_id=flood["job_id"], until="exit", wait_ms=10000)
+        assert (r["state"], r["exit_code"]) == ("exited", 4), r
+        again = await rt.call_tool("exec", {"command": "echo hi"})
+        assert again["output"] == "hi\n", again
+        gone = await rt.call_tool("read", {"job_id": flood["job_id"]})
+        assert gone["error"]["code"] == "not_found", gone

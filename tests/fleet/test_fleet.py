@@ -620,11 +620,39 @@ def test_http_invoke_and_the_dashboard_serve_the_fleet(
         header, *events = [json.loads(line) for line in cast.stdout.splitlines()]
         assert header["version"] == 2 and any("cast-me" in e[2] for e in events), cast.stdout
         _dashboard_takes_over_a_terminal_on_a_node(url, zone_b)
+        _a_sandboxed_job_on_a_node_is_refused_the_api(url)
         _invoke(url, "exec", {"command": "sleep 60", "node": "role=head", "yield_ms": 0})
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
     assert proc.returncode == 0, err.read_text()[-2000:]
+
+
+# a job's call of the server's own API: an exec (unsandboxed, were it let through)
+CALL_THE_API = (
+    "import json, sys, urllib.error, urllib.request\n"
+    "body = json.dumps({'method': 'exec', 'params': {'command': 'echo escaped'}}).encode()\n"
+    "req = urllib.request.Request(sys.argv[1] + '/invoke', data=body, method='POST',\n"
+    "                             headers={'Content-Type': 'application/json'})\n"
+    "try:\n"
+    "    print('status', urllib.request.urlopen(req, timeout=30).status)\n"
+    "except urllib.error.HTTPError as e:\n"
+    "    print('status', e.code, e.read().decode()[:300])\n"
+)
+
+
+def _a_sandboxed_job_on_a_node_is_refused_the_api(url: str) -> None:
+    """The guard of a fleet's server asks the nodes that share its loopback (all of them
+    here): a sandboxed job on a node gets 403, as it does from a local server; the same
+    program unsandboxed gets through."""
+    run = [sys.executable, "-c", CALL_THE_API, url]
+    wait = {"node": "zone=b", "yield_ms": 60000}
+    r = _invoke(url, "exec", {"argv": run, "sandbox": "read-only", **wait})
+    assert r.get("exit_code") == 0, r
+    assert "status 403" in r["output"] and "sandboxed j_" in r["output"], r["output"]
+    assert "on node" in r["output"], r["output"]
+    free = _invoke(url, "exec", {"argv": run, **wait})
+    assert "status 200" in free["output"], free
 
 
 def _rpc_lines(address: str, tmp_path: Any) -> subprocess.Popen[str]:

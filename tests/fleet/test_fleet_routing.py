@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
 
 import pytest
 
 from conch.errors import ConchError
+from conch.fleet import view as fleet_view
 from conch.fleet.ids import node_tag, qualify, qualify_result, split
-from conch.fleet.nodes import NodeTable
+from conch.fleet.loopback import loopback_id
+from conch.fleet.mirror import Mirrors
+from conch.fleet.nodes import Node, NodeTable
 from conch.fleet.tools import FleetRegistry
 from conch.tools.schemas import ID
 
@@ -86,3 +90,48 @@ def test_fleet_tools_take_a_node_where_work_is_placed() -> None:
     for name in ("read", "write", "signal", "list"):
         assert "node" not in tools[name].input_schema["properties"]
     assert "nodes" in tools["info"].output_schema["properties"]
+
+
+def test_the_http_guard_asks_the_nodes_that_share_the_servers_loopback(monkeypatch) -> None:
+    """A fleet server's guard cannot see its nodes' jobs: it asks each node whose jobs share its
+    loopback (same machine and network namespace, or not known), never the others, and refuses
+    when one of them cannot say (fails closed). The Ray call is the runtime's (tests/fleet/
+    test_fleet.py has a sandboxed job on a node refused through it)."""
+    here = loopback_id()
+    assert here  # Linux: a boot id and a network namespace
+    t = table()
+    t.nodes[A].loopback, t.nodes[B].loopback, t.nodes[C].loopback = here, "other-boot/1", ""
+    answers: dict[str, object] = {A: None, C: None}
+    asked: list[str] = []
+
+    def ask(node: Node, client, server) -> concurrent.futures.Future[str | None]:
+        assert (client, server) == (("127.0.0.1", 40000), ("127.0.0.1", 7785))
+        asked.append(node.node_id)
+        answer = answers[node.node_id]
+        if isinstance(answer, Exception):
+            raise answer
+        future: concurrent.futures.Future[str | None] = concurrent.futures.Future()
+        if answer != "silent":
+            future.set_result(answer)  # type: ignore[arg-type]
+        return future
+
+    view = fleet_view.FleetView(
+        lambda fn: lambda: None, t, FleetRegistry(["conch"]), Mirrors(keep=10), ask
+    )
+
+    def caller() -> str | None:
+        return view.sandboxed_caller(("127.0.0.1", 40000), ("127.0.0.1", 7785))
+
+    assert caller() is None and sorted(asked) == sorted([A, C])  # B: another machine
+    answers[C] = "j_0123456789"
+    assert caller() == f"j_0123456789 on node {C}"
+    monkeypatch.setattr(fleet_view, "CALLER_WAIT_S", 0.05)
+    answers[C] = "silent"
+    refused = caller()
+    assert refused and C in refused and "did not answer" in refused
+    answers[C] = RuntimeError("the executor died")
+    refused = caller()
+    assert refused and C in refused and "the executor died" in refused
+    t.nodes[C].ready = t.nodes[A].ready = False  # no node shares it: nothing to ask
+    asked.clear()
+    assert caller() is None and asked == []

@@ -7,9 +7,11 @@ elicitation callback, and an HTTP GET + POST of the page, like a browser's, in b
 from __future__ import annotations
 
 import contextlib
+import html
 import http.client
 import json
 import os
+import re
 import sys
 import urllib.parse
 from collections.abc import AsyncIterator
@@ -104,6 +106,10 @@ async def test_a_read_s_prompt_gets_the_secret_through_the_page(tmp_path: Path, 
         assert snap["state"] == "exited", snap
         assert "MATCH-read" in snap["output"] and "NO-MATCH" not in snap["output"]
         assert len(person.asked) == 1 and person.asked[0].mode == "url"
+        # the person is told plainly who gets the value: bash's `read -s` is no password program
+        message = person.asked[0].message
+        assert "goes to that program" in message and "Warning" in message, message
+        assert "bash" in message and "never to the agent" not in message, message
         log = await c.call_tool("read", {"job_id": snap["job_id"], "cursor": 0, "raw": True})
         # the page is single use
         status, _ = await anyio.to_thread.run_sync(http_call, person.pages[0])
@@ -373,3 +379,135 @@ async def test_a_declined_elicitation_leaves_the_page_to_the_agent(tmp_path: Pat
         )
         assert "MATCH-read" in end.structured_content["output"], end.structured_content
     nowhere_but_the_terminal(tmp_path, r.model_dump(), end.model_dump())
+
+
+# the agent's own prompt dressed as sudo's, which saves the value where the agent reads it (a
+# bidi override in its comment: the page shows it escaped)
+FAKE_SUDO = (
+    "read -r -s -p '[sudo] password for root: ' P; echo; printf %s \"$P\" > .build-cache  # \u202e"
+)
+
+
+def page_text(page: str, element: str) -> str | None:
+    """The text of the page's element with this id (markup removed), None without one."""
+    m = re.search(rf'<(\w+) id="{element}"[^>]*>(.*?)</\1>', page, re.S)
+    return None if m is None else html.unescape(re.sub(r"<[^>]+>", "", m.group(2)))
+
+
+async def test_the_page_says_who_gets_the_value_and_warns_of_a_fake_prompt(tmp_path: Path):
+    """A page must not promise what it cannot hold: the program reading the terminal gets the
+    value, and the agent started it. The page shows what the agent ran and why (escaped as the
+    dashboard shows them), which program reads the terminal, and warns first thing when that is
+    no known password program (a shell's `read -s` posing as sudo)."""
+    async with stdio_client(tmp_path, "auto", None, "--secret-prompt", "elicit") as c:
+        first = await c.call_tool(
+            "exec",
+            {"command": FAKE_SUDO, "pty": True, "yield_ms": 0, "purpose": "install the build deps"},
+        )
+        job_id = first.structured_content["job_id"]
+        r = await c.call_tool("read", {"job_id": job_id, "until": "input", "wait_ms": 20000})
+        snap = r.structured_content
+        assert snap["awaiting_secret"] is True, snap
+        assert "never to the agent" not in r.content[0].text
+        status, page = await anyio.to_thread.run_sync(http_call, snap["secret_page"])
+        assert status == 200 and 'type="password"' in page
+        for promise in ("never to the agent", "straight to the terminal"):
+            assert promise not in page
+        assert page.index('id="warning"') < page.index('type="password"')  # first thing
+        warning = page_text(page, "warning")
+        assert warning and "not a known password prompt" in warning and "/bash" in warning
+        assert (page_text(page, "reader") or "").startswith("/usr/bin/bash")
+        what = page_text(page, "what") or ""
+        assert "[sudo] password for root:" in what and ".build-cache" in what
+        assert "\\u202e" in what and "\u202e" not in page  # a bidi override, escaped
+        assert page_text(page, "purpose") == "install the build deps"
+        assert "goes to that program" in (page_text(page, "goes") or "")
+        await c.call_tool("signal", {"job_id": snap["job_id"], "signal": "kill"})
+
+
+OPENSSL = "openssl enc -aes-128-cbc -pbkdf2 -in /dev/null -out /dev/null"
+
+
+@pytest.mark.needs("openssl")
+async def test_a_known_password_program_is_named_without_a_warning(tmp_path: Path):
+    async with stdio_client(tmp_path, "auto", None, "--secret-prompt", "elicit") as c:
+        first = await c.call_tool("exec", {"command": OPENSSL, "pty": True, "yield_ms": 0})
+        job_id = first.structured_content["job_id"]
+        r = await c.call_tool("read", {"job_id": job_id, "until": "input", "wait_ms": 20000})
+        snap = r.structured_content
+        assert snap["awaiting_secret"] is True, snap
+        status, page = await anyio.to_thread.run_sync(http_call, snap["secret_page"])
+        assert status == 200 and 'id="warning"' not in page, page
+        assert (page_text(page, "reader") or "").startswith("/usr/bin/openssl ")
+        assert "goes to that program" in (page_text(page, "goes") or "")
+        await c.call_tool("signal", {"job_id": snap["job_id"], "signal": "kill"})
+
+
+async def test_a_value_is_not_sent_when_another_program_reads_than_the_page_showed():
+    """A real prompt that gives up with a fake one in its place: the value the person typed
+    for the first is not sent; the page shows who reads now and takes a value after that."""
+    from conch.http.secret_page import LoopbackSecretPages
+    from conch.mcp.secrets import SecretAsk
+
+    sudo = SecretAsk(
+        "j_1", "[sudo] password for root:", "sudo true", None, ((7, "/usr/bin/sudo"),), ()
+    )
+    fake = SecretAsk(
+        "j_1",
+        "[sudo] password for root:",
+        "sudo true",
+        None,
+        ((9, "/usr/bin/bash"),),
+        ("/usr/bin/bash",),
+    )
+    now = [sudo]
+    got: list[str] = []
+
+    async def deliver(value: str) -> bool:
+        got.append(value)
+        return True
+
+    pages = LoopbackSecretPages()
+    try:
+        page = await pages.open("a test prompt", deliver, lambda: now[0])
+        status, shown = await anyio.to_thread.run_sync(http_call, page.url)
+        assert status == 200 and 'id="warning"' not in shown
+
+        def post_json(value: str) -> tuple[int, str]:
+            u = urllib.parse.urlsplit(page.url)
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+            try:
+                body = json.dumps({"secret": value})  # a lone surrogate as its JSON escape
+                conn.request("POST", u.path, body, {"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                return resp.status, resp.read().decode()
+            finally:
+                conn.close()
+
+        status, text = await anyio.to_thread.run_sync(lambda: post_json("a\udcffb"))
+        assert status == 400 and "nothing was sent" in text and got == []
+        now[0] = fake
+        status, again = await anyio.to_thread.run_sync(
+            lambda: http_call(page.url, "POST", "secret=s1")
+        )
+        assert status == 409 and got == [] and "nothing was sent" in again
+        assert 'id="warning"' in again and "/usr/bin/bash" in (page_text(again, "reader") or "")
+        status, _ = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "secret=s2"))
+        assert status == 200 and got == ["s2"]  # seen now: the person's own decision
+    finally:
+        await pages.aclose()
+
+
+@pytest.mark.needs("openssl")
+def test_a_known_password_program_is_the_systems_own(tmp_path: Path):
+    """Known by name, in a system directory, the file and directory root's and writable by
+    nobody else: a copy named sudo that a job made elsewhere is not one."""
+    from conch.mcp.secrets import password_program
+
+    openssl = os.path.realpath("/usr/bin/openssl")
+    assert password_program(openssl)
+    assert not password_program(os.path.realpath("/bin/bash"))
+    fake = tmp_path / "sudo"
+    fake.write_bytes(Path(openssl).read_bytes())
+    fake.chmod(0o755)
+    assert not password_program(str(fake)) and not password_program(None)

@@ -32,12 +32,60 @@ class DataDir:
     server writes, serves or removes; the paths stay only as names to show and for the child
     processes that must open a file themselves (a script, a shell's command file)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, max_total_log_bytes: int = 0) -> None:
         self.root = root
         self.logs = root / "logs"
         self.tmp = root / "tmp"
         self._fds: dict[str, int] = {}  # str(subdir) -> directory descriptor
         self._lock = threading.Lock()
+        # the bytes the logs of this runtime's jobs hold here, against max_total_log_bytes
+        # (0: no cap); make_room evicts finished jobs, oldest first, while `logs_over`
+        self.log_cap = max_total_log_bytes
+        self.log_bytes = 0
+        self.make_room: Callable[[], None] | None = None
+        self._wanted = 0  # bytes an append waits to write while make_room runs
+
+    # -- the total of the logs (max_total_log_bytes) ---------------------------------------------
+
+    @property
+    def logs_over(self) -> bool:
+        """The logs hold (or an append wants) more than the cap allows."""
+        return self.log_cap > 0 and self.log_bytes + self._wanted > self.log_cap
+
+    def log_room(self, n: int) -> int:
+        """How many of ``n`` new log bytes fit under the cap; finished jobs' logs make way
+        first (evicted oldest first, as beyond max_jobs)."""
+        if not self.log_cap:
+            return n
+        if self.log_bytes + n > self.log_cap and self.make_room is not None:
+            self._wanted = n
+            try:
+                self.make_room()
+            finally:
+                self._wanted = 0
+        return max(0, min(n, self.log_cap - self.log_bytes))
+
+    def log_written(self, n: int) -> None:
+        self.log_bytes += n
+
+    def log_removed(self, n: int) -> None:
+        self.log_bytes -= n
+
+    def logs_full_reason(self) -> str:
+        """Why output is cut: what a result says of the bytes it lost."""
+        return f"the logs of this server's jobs reached max_total_log_bytes ({self.log_cap} bytes)"
+
+    def admit_log(self) -> None:
+        """A new job needs room for its log: ``capacity`` when the running jobs' logs alone
+        fill the cap (finished ones have made way already)."""
+        if self.log_room(1) == 0:
+            raise ConchError(
+                "capacity",
+                f"the logs of this server's jobs hold {self.log_bytes} bytes in {self.logs}, "
+                f"at max_total_log_bytes ({self.log_cap}), all of them running jobs': wait "
+                "for one to end or stop one (signal), or raise max_total_log_bytes",
+                retryable=True,
+            )
 
     def prepare(self) -> None:
         """Make (or check) the three directories and hold them by descriptor."""
@@ -125,6 +173,23 @@ class DataDir:
                 retryable=True,
             ) from None
         return path, fd
+
+    def write_all(self, fd: int, data: bytes, offset: int = 0) -> None:
+        """Write all of ``data`` at ``offset`` into a file Conch made here (a script, a shell's
+        command file): a full disk or quota is ``capacity`` naming the data dir, as when no
+        file can be made, never an error of Conch's own."""
+        view = memoryview(data)
+        try:
+            while view:
+                n = os.pwrite(fd, view, offset)
+                view, offset = view[n:], offset + n
+        except OSError as e:
+            raise ConchError(
+                "capacity",
+                f"cannot write a file in Conch's data dir {self.root}: {e.strerror or e} "
+                "(a full or read-only disk?)",
+                retryable=True,
+            ) from None
 
     def remove_expired(self, ttl_s: int) -> int:
         """Remove Conch's own files older than ttl_s; never other names, never symlinks."""

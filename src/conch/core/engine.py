@@ -71,7 +71,7 @@ class Engine:
         self._peers_lock = threading.Lock()
         self._close_task: asyncio.Task[None] | None = None
         self._listeners: builtins.list[Callable[[str | None], None]] = []
-        self.data = DataDir(self.config.resolved_data_dir)
+        self.data = DataDir(self.config.resolved_data_dir, self.config.max_total_log_bytes)
         self.reaper = hygiene.Reaper(reap_all=owns_process)
         # a server process (its environment no longer changes) starts its warm processes as it
         # starts, so its first command finds them ready; an embedding runtime on first use
@@ -82,7 +82,9 @@ class Engine:
             max_jobs=self.config.max_jobs,
             retention_s=self.config.retention_s,
             on_evict=self._evicted,
+            logs_over=lambda: self.data.logs_over,
         )
+        self.data.make_room = self.jobs.evict
         self.bash = launch.find_bash()
         self.screens = Screens(keep=SCREENS_KEPT, catchup=SCREEN_CATCHUP_BYTES)
         self.starter = Starter(

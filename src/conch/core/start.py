@@ -74,6 +74,12 @@ class Starter:
         self.refill_logs()
         return job_id, JobLog(path, fd, self.config.max_log_bytes, self.spawn.data)
 
+    def admit(self, name: str | None) -> None:
+        """A new job may start: a free slot (``busy``), its name, room under the logs' total
+        cap (``capacity``)."""
+        self.jobs.admit(check_name(name))
+        self.spawn.data.admit_log()
+
     def new_job(
         self,
         *,
@@ -85,7 +91,7 @@ class Starter:
         label: JobLabel | None = None,
     ) -> Job:
         """Admit and register a job (used by every execution mode, shells included)."""
-        self.jobs.admit(check_name(name))
+        self.admit(name)
         job_id, log = self.new_log()
         job = Job(
             job_id=job_id,
@@ -208,7 +214,7 @@ class Starter:
                 return warm_start.sh_keeps_env(env, cwd)
         else:
             return None
-        self.jobs.admit(check_name(r.name))
+        self.admit(r.name)
         c = self.spawn.containment
 
         def fits(job: Job) -> str | None:

@@ -34,6 +34,7 @@ from conch.core import JobView, live_start_time
 from conch.errors import ConchError
 from conch.fleet.channel import Calls, GaveUp, Reply, Request, pack
 from conch.fleet.guard import STOP
+from conch.fleet.loopback import loopback_id
 from conch.fleet.mirror import Snapshot, snapshot
 from conch.runtime import Runtime
 from conch.tools.context import ToolContext
@@ -105,10 +106,18 @@ class NodeExecutor:
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
             "nice": niceness,
+            "loopback": loopback_id(),
         }
 
     def running(self) -> int:
         return self.rt.view.running
+
+    async def sandboxed_caller(
+        self, client: tuple[str, int], server: tuple[str, int]
+    ) -> str | None:
+        """The fleet server's HTTP guard asks the nodes that share its loopback: the sandboxed
+        job or shell of this node that holds the client end of that connection, or None."""
+        return self.rt.view.sandboxed_caller((client[0], client[1]), (server[0], server[1]))
 
     async def call(self, batch: bytes) -> bytes:
         """A packed batch of requests (and cancels) in; the packed replies ready once one is

@@ -190,6 +190,9 @@ class JobMirror:
         a, s = self._snap["input_state"]
         return bool(a), bool(s)
 
+    def terminal_readers(self) -> tuple[tuple[int, str | None], ...]:
+        return ()  # on its node: not known here
+
     async def wait_change(self, since: int, timeout_s: float) -> bool:
         return await self.wait_until(lambda: self.version > since, timeout_s)
 

@@ -25,6 +25,7 @@ class Node:
     address: str = ""
     hostname: str = ""
     pid: int = 0  # the executor's process on the node
+    loopback: str = ""  # which loopback the executor shares (conch.fleet.loopback)
     running: int = 0  # running jobs, as last reported by the node's executor
     pending: int = 0  # calls placed on it that have not answered yet
     executor: Any = None  # the Ray actor handle, once started

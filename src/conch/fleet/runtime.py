@@ -12,6 +12,7 @@ when the fleet starts.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import itertools
 import logging
@@ -76,7 +77,9 @@ class FleetRuntime(HostBase):
         # what the front ends watch of the nodes' jobs: their mirrors, fed by one ``changes``
         # pump per node (started once someone listens or a call asks for progress)
         self.mirrors = Mirrors(keep=self.config.max_jobs)
-        self._view = FleetView(self.add_listener, self.table, self.registry, self.mirrors)
+        self._view = FleetView(
+            self.add_listener, self.table, self.registry, self.mirrors, self._ask_caller
+        )
         self._watcher = FleetWatch(self.table, self._ask_watch)
         self._listeners: list[Callable[[str | None], None]] = []
         self._started = False
@@ -172,6 +175,7 @@ class FleetRuntime(HostBase):
             started = await self._first_executor(node)
             node.hostname = started.get("hostname", "")
             node.pid = int(started.get("pid", 0))
+            node.loopback = str(started.get("loopback", ""))
             node.channel = self._channel(node)
             node.ready = True
             if self._listeners:
@@ -694,6 +698,15 @@ class FleetRuntime(HostBase):
     def watch(self) -> FleetWatch:
         """The dashboard's data and take-over, asked of each job's node (conch/fleet/watch.py)."""
         return self._watcher
+
+    def _ask_caller(
+        self, node: Node, client: tuple[str, int], server: tuple[str, int]
+    ) -> concurrent.futures.Future[str | None]:
+        """The node's answer to the HTTP guard (from any thread: no event loop needed)."""
+        future: concurrent.futures.Future[str | None] = node.executor.sandboxed_caller.remote(
+            client, server
+        ).future()
+        return future
 
     async def _ask_watch(self, node: Node, op: str, args: tuple[Any, ...]) -> Any:
         await self._open()

@@ -40,7 +40,7 @@ from conch.errors import ConchError
 from conch.http.security import AUTH_SCOPE_KEY
 from conch.tools.resources import job_uri
 from conch.tools.schemas import WRITE_INPUT
-from conch.tools.validate import validate
+from conch.tools.validate import check_text, validate
 
 if TYPE_CHECKING:
     from conch.tools.host import Host
@@ -161,6 +161,10 @@ async def _json_object(request: Request) -> dict[str, Any] | Response:
         body = None
     if not isinstance(body, dict):
         return _refuse(400, "invalid_argument", "the body must be a JSON object")
+    try:
+        check_text(body)  # (a lone surrogate, a valid JSON escape, is no text to type or run)
+    except ConchError as e:
+        return _refuse(400, "invalid_argument", e.message)
     return body
 
 

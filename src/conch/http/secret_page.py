@@ -6,6 +6,10 @@ with the server, behind the same guard as the HTTP app (Host and Origin against 
 rebinding, the body cap). Each page lives at a random, unguessable path, answers one
 submission, and expires after ``PAGE_TTL_S`` (5 minutes). What is typed goes to the page's
 ``deliver`` callback and nowhere else: it is never logged, stored or echoed back.
+
+The page promises no more than that. It shows what the agent ran and why, which program reads
+the terminal (it gets the value: the agent started it), and a warning when that is no known
+password program; a value is not sent when that program changed since the page was shown.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from conch.http.security import Guard
+from conch.mcp.secrets import SecretAsk
 
 log = logging.getLogger("conch.http")
 PAGE_TTL_S = 300.0
@@ -41,6 +46,9 @@ class _Page:
     message: str
     deliver: Callable[[str], Awaitable[bool]]
     expires: float
+    describe: Callable[[], SecretAsk] | None = None
+    # the processes reading the terminal as the page last showed them (or as it was opened)
+    shown: tuple[tuple[int, str | None], ...] = ()
     used: bool = False
 
 
@@ -75,13 +83,21 @@ class LoopbackSecretPages:
 
     # -- the SecretPages protocol ----------------------------------------------------------------
 
-    async def open(self, message: str, deliver: Callable[[str], Awaitable[bool]]) -> PageHandle:
+    async def open(
+        self,
+        message: str,
+        deliver: Callable[[str], Awaitable[bool]],
+        describe: Callable[[], SecretAsk] | None = None,
+    ) -> PageHandle:
         port = await self._ensure_server()
         self._prune()
         token = secrets.token_urlsafe(32)
         page_id = f"conch-secret-{secrets.token_hex(8)}"
         url = f"http://{self._host}:{port}/secret/{token}"
-        self._pages[token] = _Page(page_id, url, message, deliver, time.monotonic() + self._ttl_s)
+        page = _Page(page_id, url, message, deliver, time.monotonic() + self._ttl_s, describe)
+        if describe is not None:
+            page.shown = describe().readers
+        self._pages[token] = page
         return PageHandle(page_id, url)
 
     def cancel(self, page_id: str) -> None:
@@ -156,16 +172,32 @@ class LoopbackSecretPages:
         page = self._live(token)
         if page is None:
             return _page("This page has expired or was already used.", status=410)
+        ask = page.describe() if page.describe is not None else None
         if request.method == "GET":
-            return _page(page.message, form=True)
+            if ask is not None:
+                page.shown = ask.readers
+            return _page(page.message, ask=ask, form=True)
         value = _submitted(request.headers.get("content-type", ""), await request.body())
         if value is None:
-            return _page("The form was empty; nothing was sent.", form=True, status=400)
-        if len(value) > MAX_SECRET_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in value):
+            return _page("The form was empty; nothing was sent.", ask=ask, form=True, status=400)
+        if len(value) > MAX_SECRET_CHARS or any(_not_typed(c) for c in value):
             return _page(
-                "That value has a line break or control character; nothing was sent.",
+                "That value has a line break, a control character or a lone surrogate (no "
+                "text); nothing was sent.",
+                ask=ask,
                 form=True,
                 status=400,
+            )
+        if ask is not None and ask.readers != page.shown:
+            # another program reads the terminal now than the page showed: the person decides
+            # again, seeing it (a real prompt that gave up, and a fake one in its place)
+            page.shown = ask.readers
+            return _page(
+                "Another program reads the terminal now than when this page was shown; "
+                "nothing was sent. Check below who asks now, then send again if you mean to.",
+                ask=ask,
+                form=True,
+                status=409,
             )
         page.used = True  # single use: one value goes to the terminal, whatever happens next
         try:
@@ -179,6 +211,12 @@ class LoopbackSecretPages:
 
 
 FIELDS = ("secret", "password", "value")
+
+
+def _not_typed(c: str) -> bool:
+    """A character no value typed at a prompt holds: a control character (Enter ends the
+    line), or a lone UTF-16 surrogate (a JSON body's escape, no text)."""
+    return ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF
 
 
 def _submitted(content_type: str, body: bytes) -> str | None:
@@ -205,7 +243,45 @@ def _submitted(content_type: str, body: bytes) -> str | None:
     return None
 
 
-def _page(message: str, *, form: bool = False, status: int = 200) -> Response:
+def _who(path: str | None, pid: int) -> str:
+    return f"{path} (process {pid})" if path is not None else f"process {pid}"
+
+
+def _ask_html(ask: SecretAsk) -> str:
+    """Who asks: what the agent ran and why, which program reads the terminal, and what that
+    means for the value (every text escaped; the command as the dashboard shows it)."""
+    e = html.escape
+    prompt = f" (<q>{e(ask.prompt)}</q>)" if ask.prompt else ""
+    readers = ", ".join(_who(path, pid) for pid, path in ask.readers) or "unknown"
+    warning = ""
+    if ask.warn:
+        who = ", ".join(ask.unknown) or "a program Conch cannot tell"
+        warning = (
+            '<p id="warning" class="warn"><strong>Warning: this is not a known password '
+            f"prompt.</strong> The program reading the terminal is {e(who)}, not a password "
+            "program such as sudo, ssh or passwd. A prompt that only looks like one (a shell's "
+            "<code>read -s</code>, a script) can keep what you type and give it to the agent. "
+            "Type a password here only if you expected this very program to ask for it.</p>"
+        )
+    return (
+        f'{warning}<p id="msg">A program in job <code>{e(ask.job_id)}</code> is asking for a '
+        f"password or other secret{prompt}.</p><dl>"
+        f'<dt>The agent ran</dt><dd><pre id="what">{e(ask.what or "(not known)")}</pre></dd>'
+        f'<dt>Its stated purpose</dt><dd id="purpose">{e(ask.purpose or "(none given)")}</dd>'
+        f'<dt>Reading the terminal now</dt><dd id="reader">{e(readers)}</dd></dl>'
+        '<p id="goes">What you send goes to that program, followed by Enter. The agent '
+        "started it: Conch keeps the value out of results, logs and the dashboard, but the "
+        "program can do anything with it, such as save it where the agent can read it.</p>"
+    )
+
+
+def _page(
+    message: str,
+    *,
+    ask: SecretAsk | None = None,
+    form: bool = False,
+    status: int = 200,
+) -> Response:
     nonce = secrets.token_urlsafe(16)
     body = (
         '<form method="post"><label for="secret">Secret</label>'
@@ -214,13 +290,21 @@ def _page(message: str, *, form: bool = False, status: int = 200) -> Response:
         if form
         else ""
     )
+    if ask is None:
+        about = f'<p id="msg">{html.escape(message)}</p>'
+    elif form and status == 200:
+        about = _ask_html(ask)
+    else:  # a notice first (nothing was sent), then who asks
+        about = f'<p id="notice">{html.escape(message)}</p>' + _ask_html(ask)
     text = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         "<title>Conch · a program asks for a secret</title>"
         f'<style nonce="{nonce}">body{{font:14px/1.4 system-ui,sans-serif;max-width:36em;'
         "margin:10vh auto;padding:0 1em}input{width:100%;padding:8px;font:inherit;"
-        "box-sizing:border-box;margin:6px 0}button{padding:8px 16px;font:inherit}</style>"
-        f'</head><body><h1>Conch</h1><p id="msg">{html.escape(message)}</p>{body}</body></html>'
+        "box-sizing:border-box;margin:6px 0}button{padding:8px 16px;font:inherit}"
+        "pre{white-space:pre-wrap;word-break:break-all;margin:0}dd{margin:0 0 8px 1em}"
+        ".warn{border:2px solid #b00;background:#fee;padding:8px}</style>"
+        f"</head><body><h1>Conch</h1>{about}{body}</body></html>"
     )
     return HTMLResponse(
         text,

@@ -15,11 +15,15 @@ Where no elicitation reaches a person (a client without URL mode, or one that de
 headless hosts do), a result whose job waits for a secret names a one-time page of its own
 instead (``secret_page``): the agent passes the address on to its person, who types the secret
 there. The address is a capability to type into that terminal while it waits with echo off,
-which the agent has anyway (``write``); the secret itself never reaches it.
+which the agent has anyway (``write``).
 
 What the person types is written to the terminal followed by Enter, only while the job still
-waits with echo off, and goes nowhere else: not into a result, a log line, a progress message
-or the dashboard. Form-mode elicitation is never used for secrets.
+waits with echo off, and Conch puts it nowhere else: not into a result, a log line, a progress
+message or the dashboard. But the program reading the terminal gets it, and the agent started
+that program: a prompt that only looks like sudo's (``read -s`` in a shell) can save the value
+where the agent reads it. So the page says what the agent ran and why, which program reads the
+terminal, and warns when that is no known password program (``SecretAsk``). Form-mode
+elicitation is never used for secrets.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -42,6 +47,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from conch.errors import ConchError
 from conch.tools.views import last_line
+from conch.tools.watch import visible, what_it_runs
 
 if TYPE_CHECKING:
     from conch.core import JobView
@@ -57,6 +63,79 @@ WATCHED_TOOLS = ("exec", "read", "write")
 MAX_PENDING = 256
 
 
+#: programs that ask for a password or passphrase to use it themselves (to authenticate, to
+#: unlock a key), by their name as the system installs them; a prompt from anything else (a
+#: shell's `read -s`, a script, an interpreter) may keep what is typed
+PASSWORD_PROGRAMS = frozenset(
+    {
+        "sudo", "su", "doas", "pkexec", "login", "passwd",
+        "ssh", "scp", "sftp", "ssh-add", "ssh-keygen",
+        "gpg", "gpg2", "pinentry", "kinit", "openssl", "cryptsetup",
+        "psql", "mysql", "mariadb",
+    }
+)  # fmt: skip
+#: where the system installs them: root's directories, which a job of another user cannot change
+SYSTEM_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin", "/usr/local/sbin")
+WHAT_CHARS = 2000  # of the command shown on the page
+
+
+def password_program(path: str | None) -> bool:
+    """``path`` is a known password program as the system installed it: its name, a system
+    directory, and the file and directory owned by root and writable by nobody else."""
+    if path is None:
+        return False
+    where, name = os.path.split(path)
+    if not (name in PASSWORD_PROGRAMS or name.startswith("pinentry-")) or where not in SYSTEM_DIRS:
+        return False
+    try:
+        return all(
+            st.st_uid == 0 and not st.st_mode & 0o022 for st in (os.stat(path), os.stat(where))
+        )
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class SecretAsk:
+    """What a secret page shows the person before they type: the job, its prompt, what the
+    agent ran and why (escaped as the dashboard shows them), and the processes reading its
+    terminal now (what is typed goes to them), with those that are no known password program."""
+
+    job_id: str
+    prompt: str
+    what: str | None
+    purpose: str | None
+    readers: tuple[tuple[int, str | None], ...]
+    unknown: tuple[str, ...]
+
+    @property
+    def warn(self) -> bool:
+        """The program that gets the value is not (or not surely) a known password program."""
+        return bool(self.unknown) or not self.readers
+
+
+def ask_of(job: JobView) -> SecretAsk:
+    """The job's prompt as its page shows it, read now."""
+    readers = job.terminal_readers()
+    shown = what_it_runs(job)
+    what = shown.get("what")
+    if isinstance(what, str) and len(what) > WHAT_CHARS:
+        what = what[:WHAT_CHARS] + f"… ({len(what) - WHAT_CHARS} more characters)"
+    purpose = shown.get("purpose")
+    return SecretAsk(
+        job_id=job.job_id,
+        prompt=visible(last_line(job, 120)),
+        what=what,
+        purpose=visible(purpose) if isinstance(purpose, str) else None,
+        readers=readers,
+        unknown=tuple(
+            visible(path) if path is not None else f"process {pid} (its program cannot be told)"
+            for pid, path in readers
+            if not password_program(path)
+        ),
+    )
+
+
 class SecretPage(Protocol):
     @property
     def page_id(self) -> str:
@@ -67,9 +146,16 @@ class SecretPage(Protocol):
 
 
 class SecretPages(Protocol):
-    """One-time pages that collect a secret and hand it to ``deliver`` (front-end provided)."""
+    """One-time pages that collect a secret and hand it to ``deliver`` (front-end provided).
+    ``describe`` says who asks, read again each time the page is shown and when a value comes
+    (a value is not sent when the program reading the terminal changed since it was shown)."""
 
-    async def open(self, message: str, deliver: Callable[[str], Awaitable[bool]]) -> SecretPage: ...
+    async def open(
+        self,
+        message: str,
+        deliver: Callable[[str], Awaitable[bool]],
+        describe: Callable[[], SecretAsk] | None = None,
+    ) -> SecretPage: ...
 
     def cancel(self, page_id: str) -> None: ...
 
@@ -221,12 +307,12 @@ class SecretPrompter:
                 # the terminal still has echo off because the program is reading the value a
                 # page typed a moment ago: a new page now would be for a prompt already answered
                 return result
-            page = await self._pages.open(_message(job), self._deliverer(job))
+            page = await self._open_page(job)
             self._offered[job.job_id] = page
         content = list(result.content)
         line = (
-            f"\na person can type the secret at {page.url} (it goes to the terminal, "
-            "never to the agent)"
+            f"\na person can type the secret at {page.url} (the page shows which program "
+            "reads the terminal: what they type goes to it, not into a result)"
         )
         if content and isinstance(content[0], types.TextContent):
             content[0] = types.TextContent(type="text", text=content[0].text + line)
@@ -269,7 +355,10 @@ class SecretPrompter:
             if known is None or known.terminal:
                 del self._prompted[job_id]
                 self._declined.discard(page.page_id)
-        return await self._pages.open(_message(job), self._deliverer(job))
+        return await self._open_page(job)
+
+    async def _open_page(self, job: JobView) -> SecretPage:
+        return await self._pages.open(_message(job), self._deliverer(job), lambda: ask_of(job))
 
     def _deliverer(self, job: JobView) -> Callable[[str], Awaitable[bool]]:
         async def deliver(secret: str) -> bool:
@@ -352,9 +441,15 @@ def _binding(name: str, arguments: Mapping[str, Any] | None) -> str:
 
 
 def _message(job: JobView) -> str:
-    prompt = last_line(job, 120)
-    asks = f" ({prompt!r})" if prompt else ""
-    return (
-        f"A program in job {job.job_id} is asking for a password or other secret{asks}. Open "
-        "the page to type it: it goes straight to the terminal, never to the agent."
+    """What an elicitation says (the page says more)."""
+    ask = ask_of(job)
+    asks = f" ({ask.prompt!r})" if ask.prompt else ""
+    text = (
+        f"A program the agent started in job {job.job_id} is asking for a password or other "
+        f"secret{asks}. What you type on the page goes to that program; the page shows "
+        "which program it is and what the agent ran."
     )
+    if ask.warn:
+        who = ", ".join(ask.unknown) or "a program Conch cannot tell"
+        text += f" Warning: it is {who}, not a known password program: it may keep what you type."
+    return text

@@ -16,7 +16,7 @@ from conch.tools.context import ToolContext, check_purpose
 from conch.tools.registry import ToolRegistry
 from conch.tools.render import render
 from conch.tools.tool import Tool
-from conch.tools.validate import check_text, validate
+from conch.tools.validate import check_text, encodable, validate
 from conch.tools.views import last_line
 
 log = logging.getLogger("conch.tools")
@@ -77,7 +77,8 @@ async def call_tool_full(
             if summary is not None:
                 meta = {"summary": summary}
         ctx.label = describe_call(args)
-        result = await _run_with_progress(rt, tool, args, ctx)
+        # (a path Conch reports, a shell's cwd say, may hold bytes that are not UTF-8)
+        result = encodable(await _run_with_progress(rt, tool, args, ctx))
         judge = registry.profile_of(tool).result_is_error
         is_error = judge(result) if judge is not None else False
         if tool.wire.lean is not None and rt.config.result_detail == "lean":
@@ -129,8 +130,9 @@ def _error(
     """A failed call in its profile's words (the tool's own, where it has them)."""
     shape = registry.error_result_of(tool)
     if shape is None:
-        return ToolOutcome(e.envelope(), True)
+        return ToolOutcome(encodable(e.envelope()), True)
     result, is_error = shape(e, args)
+    result = encodable(result)
     meta = {"summary": tool.wire.summary(args)} if tool.wire.summary and summary else None
     return ToolOutcome(result, is_error, meta)
 

@@ -71,7 +71,7 @@ class Watch(Protocol):
         ...
 
 
-def _visible(text: str) -> str:
+def visible(text: str) -> str:
     """What a person reads of a command: control characters (an ESC) shown as ``\\xNN``, and
     the invisible ones that change how the rest reads (bidi overrides and isolates, zero-width
     characters, BOM: Unicode category Cf; line and paragraph separators) as ``\\uNNNN``: a
@@ -88,11 +88,11 @@ def what_it_runs(job: JobView) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {"purpose": label.purpose}
     if label.command is not None:
-        out.update(what=_visible(label.command), what_kind="command")
+        out.update(what=visible(label.command), what_kind="command")
     elif label.argv is not None:
-        out.update(what=_visible(shlex.join(label.argv)), what_kind="argv")
+        out.update(what=visible(shlex.join(label.argv)), what_kind="argv")
     elif label.script is not None:
-        lines = _visible(label.script.strip("\n")).splitlines()
+        lines = visible(label.script.strip("\n")).splitlines()
         head = "\n".join(lines[:SCRIPT_LINES])
         more = len(lines) - SCRIPT_LINES
         out.update(what=head + (f"\n… ({more} more lines)" if more > 0 else ""), what_kind="script")

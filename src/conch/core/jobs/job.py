@@ -62,6 +62,9 @@ class JobDriver(Protocol):
     def input_state(self) -> tuple[bool, bool]:
         """(awaiting_input, awaiting_secret) from the OS's view of the job."""
 
+    def terminal_readers(self) -> tuple[tuple[int, str | None], ...]:
+        """The processes waiting to read the job's terminal (JobView's)."""
+
     def lingering(self) -> list[int]: ...
 
     @property
@@ -188,6 +191,11 @@ class Job:
         if self.driver is None or self.terminal:
             return False, False
         return self.driver.input_state()
+
+    def terminal_readers(self) -> tuple[tuple[int, str | None], ...]:
+        if self.driver is None or self.terminal:
+            return ()
+        return self.driver.terminal_readers()
 
     def on_finish(self, fn: Callable[[Job], None]) -> None:
         """Call fn(job) once, when the job reaches a terminal state."""

@@ -81,7 +81,7 @@ async def prepare_script(
     path, fd = data.new_file(data.tmp, job.job_id, "sh")
     job.tmp_files.append(path)
     try:
-        os.write(fd, text.encode("utf-8"))
+        data.write_all(fd, text.encode("utf-8", "surrogateescape"))
         data.check_path(path, fd)
     finally:
         os.close(fd)

@@ -227,6 +227,9 @@ class PipeDriver(ProcessDriver):
                 return True, False
         return False, False
 
+    def terminal_readers(self) -> tuple[tuple[int, str | None], ...]:
+        return ()  # no terminal
+
     # -- signals and stopping ----------------------------------------------------------------
 
     def _deliver(self, signum: int) -> None:

@@ -136,6 +136,12 @@ class PtyDriver(ProcessDriver):
             self._drain()
         return state
 
+    def terminal_readers(self) -> tuple[tuple[int, str | None], ...]:
+        if self._master is None or self.pid is None or self.job.terminal:
+            return ()
+        pids = [self.pid, *procfs.descendants([self.pid])]
+        return tuple((p, procfs.exe(p)) for p in terminal.readers(self._master, self._tty, pids))
+
     # -- signals and stopping ----------------------------------------------------------------
 
     def _deliver(self, signum: int) -> None:

@@ -12,7 +12,13 @@ from conch.errors import ConchError
 
 class JobTable:
     def __init__(
-        self, *, max_running: int, max_jobs: int, retention_s: int, on_evict: Callable[[Job], None]
+        self,
+        *,
+        max_running: int,
+        max_jobs: int,
+        retention_s: int,
+        on_evict: Callable[[Job], None],
+        logs_over: Callable[[], bool] = lambda: False,
     ) -> None:
         self.max_running = max_running
         self.max_jobs = max_jobs
@@ -21,6 +27,7 @@ class JobTable:
         self._finished: deque[Job] = deque()
         self._running: set[str] = set()
         self._on_evict = on_evict
+        self._logs_over = logs_over  # the logs' total is past max_total_log_bytes
 
     def __iter__(self) -> Iterator[Job]:
         return iter(list(self._jobs.values()))
@@ -72,7 +79,8 @@ class JobTable:
         self._running.discard(job.job_id)
 
     def evict(self) -> None:
-        """Drop finished jobs past retention, then the oldest finished beyond max_jobs."""
+        """Drop finished jobs past retention, then the oldest finished beyond max_jobs or
+        while the logs' total is past its cap."""
         now = time.monotonic()
         while self._finished:
             job = self._finished[0]
@@ -80,7 +88,7 @@ class JobTable:
                 self._finished.popleft()
                 continue
             expired = job.finished_at is not None and now - job.finished_at >= self.retention_s
-            if not (expired or len(self._jobs) > self.max_jobs):
+            if not (expired or len(self._jobs) > self.max_jobs or self._logs_over()):
                 break
             self._finished.popleft()
             self.drop(job)

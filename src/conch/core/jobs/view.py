@@ -87,6 +87,13 @@ class JobView(Protocol):
         """(awaiting_input, awaiting_secret) now; (False, False) without a process."""
         ...
 
+    def terminal_readers(self) -> tuple[tuple[int, str | None], ...]:
+        """The processes that wait reading the job's terminal now, in its foreground group
+        (what is typed next goes to them): each (pid, the path of its program, None where that
+        cannot be told). Empty without a terminal, or where it cannot be known (not Linux, a
+        job on another node)."""
+        ...
+
     async def wait_change(self, since: int, timeout_s: float) -> bool: ...
 
     async def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool: ...

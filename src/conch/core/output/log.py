@@ -25,6 +25,16 @@ class Files(Protocol):
 
     def unlink(self, path: str) -> None: ...
 
+    # the total of the logs (max_total_log_bytes): how much of a write fits, what was kept,
+    # what was removed, and how a cut is worded
+    def log_room(self, n: int) -> int: ...
+
+    def log_written(self, n: int) -> None: ...
+
+    def log_removed(self, n: int) -> None: ...
+
+    def logs_full_reason(self) -> str: ...
+
 
 class JobLog:
     def __init__(self, path: str, fd: int, cap: int, files: Files | None = None) -> None:
@@ -48,6 +58,7 @@ class JobLog:
         self.lost_reason = ""
         self.unreadable = ""  # why the finished log's file cannot be opened (it was removed)
         self.last_output = time.monotonic()  # when output last arrived (made: the log's birth)
+        self._removed = 0  # of `total`, how much the data dir's total no longer counts
 
     @property
     def full(self) -> bool:
@@ -66,12 +77,24 @@ class JobLog:
         self.total += n
         self.stream_bytes[stream] += n
         self.last_output = time.monotonic()
+        if self._files is not None:
+            self._files.log_written(n)
 
     def append(self, data: bytes, stream: int = STDOUT) -> int:
         """Append bytes (up to the cap); returns how many were kept."""
         if not self._writable or self._fd is None:
             return 0
         data = data[: max(0, self.cap - self.total)]
+        if data and self._files is not None:
+            # the logs' total cap: finished jobs make way first (which may evict this very
+            # log, a finished job's with a lingering writer); what does not fit is lost, said
+            room = self._files.log_room(len(data))
+            if room < len(data):
+                self.lost_bytes += len(data) - room
+                self.lost_reason = self._files.logs_full_reason()
+                data = data[:room]
+            if self._fd is None:
+                return 0
         view = memoryview(data)
         while view:
             try:
@@ -175,6 +198,8 @@ class JobLog:
         self.close()
         if self._files is not None:
             self._files.unlink(self.path)
+            self._files.log_removed(self.total - self._removed)
+            self._removed = self.total
             return
         try:
             os.unlink(self.path)

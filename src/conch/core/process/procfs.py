@@ -205,6 +205,18 @@ def wchan(pid: int) -> str:
         return ""
 
 
+def exe(pid: int) -> str | None:
+    """The path of the program ``pid`` runs, when that path names the very file here; None
+    when it does not (a file of another mount namespace, replaced or removed since) or the
+    process is gone."""
+    try:
+        path = os.readlink(f"/proc/{pid}/exe")
+        running, here = os.stat(f"/proc/{pid}/exe"), os.stat(path)
+    except OSError:
+        return None
+    return path if (running.st_dev, running.st_ino) == (here.st_dev, here.st_ino) else None
+
+
 def fd_target(pid: int, fd: int) -> str:
     try:
         return os.readlink(f"/proc/{pid}/fd/{fd}")

@@ -149,6 +149,23 @@ def input_state(master: int, tty: str, pids: Iterable[int]) -> tuple[bool, bool]
     return False, False
 
 
+def readers(master: int, tty: str, pids: Iterable[int]) -> list[int]:
+    """The given processes that wait reading the terminal now, in its foreground group: those
+    that get what is typed next (a password prompt's program, or whatever set echo off)."""
+    if not procfs.LINUX:
+        return []
+    try:
+        fg = str(os.tcgetpgrp(master))
+    except OSError:
+        return []
+    return [
+        pid
+        for pid in pids
+        if (fields := procfs.stat_fields(pid)) and fields[2] == fg
+        if _blocked_on_terminal(pid, tty)
+    ]
+
+
 def eof_byte(master: int) -> bytes:
     """The terminal's end-of-file character (VEOF, normally ctrl-d)."""
     try:

@@ -24,6 +24,8 @@ class ShellControl(Protocol):
 
     def input_state(self) -> tuple[bool, bool]: ...
 
+    def terminal_readers(self) -> tuple[tuple[int, str | None], ...]: ...
+
     def resize(self, rows: int, cols: int) -> None: ...
 
 
@@ -69,6 +71,9 @@ class ShellCommandDriver:
         if self.job.terminal:
             return False, False
         return self.shell.input_state()
+
+    def terminal_readers(self) -> tuple[tuple[int, str | None], ...]:
+        return () if self.job.terminal else self.shell.terminal_readers()
 
     def lingering(self) -> list[int]:
         return []

@@ -56,11 +56,7 @@ class CommandFile:
             else:
                 os.ftruncate(self._fd, len(data))
         self._len = len(data)
-        view = memoryview(data)
-        offset = 0
-        while view:
-            n = os.pwrite(self._fd, view, offset)
-            view, offset = view[n:], offset + n
+        self._data.write_all(self._fd, data)
         return f"__conch_n={nonce};. {shlex.quote(self.path)}\n".encode()
 
     def blank(self) -> None:

@@ -598,6 +598,12 @@ class Shell:
         pids = [self.pid, *procfs.descendants([self.pid])]
         return terminal.input_state(self._master, self._tty, pids)
 
+    def terminal_readers(self) -> tuple[tuple[int, str | None], ...]:
+        if self._master is None or self.pid is None:
+            return ()
+        pids = [self.pid, *procfs.descendants([self.pid])]
+        return tuple((p, procfs.exe(p)) for p in terminal.readers(self._master, self._tty, pids))
+
     # -- close -------------------------------------------------------------------------------
 
     async def _kill(self, grace_s: float, limit_s: float = 1.5) -> bool:
