@@ -12,6 +12,7 @@ import logging
 import re
 import sys
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -19,6 +20,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 
@@ -26,7 +28,7 @@ from conch._version import __version__
 from conch.config import Config
 from conch.core import JobView
 from conch.errors import ConchError
-from conch.mcp.notify import ResourceNotifier
+from conch.mcp.notify import ResourceNotifier, peer_of
 from conch.mcp.secrets import WATCHED_TOOLS, SecretPages, SecretPrompter, url_elicitation_supported
 from conch.mcp.seed_wire import SeedWire
 from conch.mcp.tasks import ConchTasks, TaskListenHandler, install
@@ -126,17 +128,38 @@ def _client_name(ctx: ServerRequestContext[Any, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
-class CancelWatch:
-    """Middleware: the ``reason`` of each ``notifications/cancelled``, by request id. The SDK
-    cancels the call's scope first and forwards the notification after, so a call that was
-    cancelled waits (briefly) here for its reason."""
+class _Reasons:
+    """One session's cancel reasons, by request id."""
 
-    _WAIT_S = 0.5
-    _KEEP = 256
+    __slots__ = ("reasons", "seen")
 
     def __init__(self) -> None:
-        self._reasons: dict[Any, str | None] = {}
-        self._seen: dict[Any, asyncio.Event] = {}
+        self.reasons: dict[Any, str | None] = {}
+        self.seen: dict[Any, asyncio.Event] = {}
+
+    def event(self, rid: Any) -> asyncio.Event:
+        return self.seen.setdefault(rid, asyncio.Event())
+
+
+class CancelWatch:
+    """Middleware: the ``reason`` of each ``notifications/cancelled``, by session and request
+    id (every client numbers its requests on its own, so a bare id names a request of every
+    session: one client's cancel must never decide another's call). The SDK cancels the
+    call's scope first and forwards the notification after, so a call that was cancelled waits
+    (briefly) here for its reason."""
+
+    _WAIT_S = 0.5
+    _KEEP = 256  # per session (cancels of calls long gone)
+
+    def __init__(self) -> None:
+        self._sessions: weakref.WeakKeyDictionary[Any, _Reasons] = weakref.WeakKeyDictionary()
+
+    def _of(self, session: ServerSession) -> _Reasons:
+        peer = peer_of(session)  # (the SDK makes a session object per message)
+        found = self._sessions.get(peer)
+        if found is None:
+            found = self._sessions[peer] = _Reasons()
+        return found
 
     async def __call__(
         self,
@@ -147,25 +170,25 @@ class CancelWatch:
             rid = ctx.params.get("requestId")
             reason = ctx.params.get("reason")
             if isinstance(rid, str | int) and not isinstance(rid, bool):
-                self._reasons[rid] = reason if isinstance(reason, str) else None
-                self._event(rid).set()
-                while len(self._reasons) > self._KEEP:  # (cancels of calls long gone)
-                    old = next(iter(self._reasons))
-                    self._reasons.pop(old, None)
-                    self._seen.pop(old, None)
+                own = self._of(ctx.session)
+                own.reasons[rid] = reason if isinstance(reason, str) else None
+                own.event(rid).set()
+                while len(own.reasons) > self._KEEP:
+                    old = next(iter(own.reasons))
+                    own.reasons.pop(old, None)
+                    own.seen.pop(old, None)
         return await call_next(ctx)
 
-    def _event(self, rid: Any) -> asyncio.Event:
-        return self._seen.setdefault(rid, asyncio.Event())
-
-    async def reason(self, rid: Any) -> str | None:
-        """The reason the peer gave for cancelling ``rid`` (None: none, or none came)."""
+    async def reason(self, session: ServerSession, rid: Any) -> str | None:
+        """The reason ``session``'s peer gave for cancelling its request ``rid`` (None: none,
+        or none came)."""
         if rid is None:
             return None
+        own = self._of(session)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._event(rid).wait(), self._WAIT_S)
-        self._seen.pop(rid, None)
-        return self._reasons.pop(rid, None)
+            await asyncio.wait_for(own.event(rid).wait(), self._WAIT_S)
+        own.seen.pop(rid, None)
+        return own.reasons.pop(rid, None)
 
 
 def _progress_token(ctx: ServerRequestContext[Any, Any]) -> Any:
@@ -353,10 +376,11 @@ class ConchMCP:
         facts = facts_for(_client_name(ctx))
         started = time.monotonic()
         request_id = ctx.request_id
+        session = ctx.session
 
         async def host_gave_up() -> bool:
             """Was this call's cancellation the host's own timeout? (tools/hosts.py)"""
-            reason = await self.cancels.reason(request_id)
+            reason = await self.cancels.reason(session, request_id)
             elapsed_ms = (time.monotonic() - started) * 1000
             return is_host_timeout(reason, elapsed_ms, facts, self.config.host_timeout_ms)
 
