@@ -121,11 +121,15 @@ def fill_instructions(template: str, cfg: Config, rt: Host) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
-def _client_name(ctx: ServerRequestContext[Any, Any]) -> str | None:
+def _client_info(ctx: ServerRequestContext[Any, Any]) -> tuple[str | None, str | None]:
+    """The ``clientInfo`` name and version the session's host sent at ``initialize``."""
     params = ctx.session.client_params
     info = getattr(params, "client_info", None) if params is not None else None
-    name = getattr(info, "name", None)
-    return name if isinstance(name, str) else None
+    name, version = getattr(info, "name", None), getattr(info, "version", None)
+    return (
+        name if isinstance(name, str) else None,
+        version if isinstance(version, str) else None,
+    )
 
 
 class _Reasons:
@@ -373,7 +377,7 @@ class ConchMCP:
                 step += 1
                 await ctx.session.report_progress(step, None, message)
 
-        facts = facts_for(_client_name(ctx))
+        facts = facts_for(*_client_info(ctx))
         started = time.monotonic()
         request_id = ctx.request_id
         session = ctx.session

@@ -123,8 +123,8 @@ EXEC_INPUT = obj(
         "yield_ms": {
             **YIELD,
             "description": "How long to wait before returning with the job still "
-            "running in the background, 0-120000. Default 10000. Ends earlier (still running) "
-            "before the host's own tool timeout.",
+            "running in the background, 0-600000. Default 10000. Ends sooner (still running, "
+            "not an error) before the host's own tool timeout.",
         },
         "max_output_bytes": {
             "type": "integer",
@@ -196,8 +196,8 @@ READ_INPUT = obj(
         },
         "wait_ms": {
             **YIELD,
-            "description": "Wait up to this long for `until`, 0-120000 (less where the host "
-            "would time the call out). Default 0.",
+            "description": "Wait up to this long for `until`, 0-600000 (ends sooner, the job "
+            "still running, where the host would time the call out). Default 0.",
         },
         "until": UNTIL,
         "quiet_ms": {
@@ -236,7 +236,7 @@ WRITE_INPUT = obj(
             f"SIGWINCH), rows and cols {TERMINAL_MIN_SIZE}-{TERMINAL_MAX_SIZE}. Terminals start "
             "at 50 rows x 200 cols.",
         },
-        "yield_ms": {**YIELD, "description": "Wait for output to settle, 0-120000. Default 1000."},
+        "yield_ms": {**YIELD, "description": "Wait for output to settle, 0-600000. Default 1000."},
         "purpose": PURPOSE,
     },
     ("job_id",),
@@ -262,7 +262,7 @@ SIGNAL_INPUT = obj(
         },
         "wait_ms": {
             **YIELD,
-            "description": "Wait this long for the job to end, 0-120000. Default 2000.",
+            "description": "Wait this long for the job to end, 0-600000. Default 2000.",
         },
         "purpose": PURPOSE,
     },
@@ -430,6 +430,12 @@ SNAPSHOT_OUTPUT = {
             "read {screen: true}: the terminal `output` shows: rows, cols, cursor {row, col} "
             "(0-based), alternate (a full-screen program).",
         ),
+        "note": _d(
+            _NULLABLE_STR,
+            None,
+            "`still running — not an error; read to wait on`: an exec whose wait ended with "
+            "the job running, or a read whose wait ended early before the host's own timeout.",
+        ),
     },
     "required": ["job_id", "state", "output"],
 }
@@ -525,6 +531,13 @@ INFO_OUTPUT = {
         "limits": {"type": "object"},
         "profiles": {"type": "array"},
         "transports": {"type": "array"},
+        "host": {
+            "type": "object",
+            "description": "The calling host and how long one wait may last for it: "
+            "`horizon_ms` (null: no limit), from `timeout_ms`, whose `source` is the "
+            "host_timeout_ms `setting`, the `known host`'s default, the `default` of an "
+            "unknown host, or `none` (in process).",
+        },
     },
     "required": ["version", "containment", "limits"],
 }

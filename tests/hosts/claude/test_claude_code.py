@@ -83,7 +83,14 @@ def sent_to_conch(run: Run, method: str) -> list[dict[str, Any]]:
 
 
 def test_conch_tools_reach_the_model_verbatim(claude: Claude):
-    run = claude([Say("nothing to do")])
+    run = claude([conch("info", {}), Say("nothing to do")])
+    # the horizon Conch picks for this Claude Code from its clientInfo: none (no call limit)
+    assert structured(run.results()[0])["host"] == {
+        "name": "Claude Code",
+        "timeout_ms": None,
+        "horizon_ms": None,
+        "source": "known host",
+    }
     [listing] = [m["result"]["tools"] for m in run.from_conch() if "tools" in m.get("result", {})]
     first = run.fake.turns()[0]
     listed = [t for t in first["tools"] if t["name"].startswith(PREFIX)]

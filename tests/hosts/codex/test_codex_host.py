@@ -82,7 +82,7 @@ def with_job(step: int, **args: Any) -> Any:
 
 
 def test_codex_lists_conch_tools_to_the_model(drive, tmp_path: Path, logged_conch):
-    run = drive([LOAD_CONCH, Say("loaded")])
+    run = drive([LOAD_CONCH, Call("info", {}), Say("loaded")])
     first = run.fake.requests[0]
     deferred = [
         line
@@ -101,6 +101,13 @@ def test_codex_lists_conch_tools_to_the_model(drive, tmp_path: Path, logged_conc
     client = initialize["params"]["clientInfo"]
     assert client["name"] and client["version"], client
     print(f"Codex initialize clientInfo: {json.dumps(client)}")
+    # the horizon Conch picks for this Codex from its clientInfo: its 300 s cut, less 10 s
+    assert run.json(1)["host"] == {
+        "name": "Codex",
+        "timeout_ms": 300_000,
+        "horizon_ms": 290_000,
+        "source": "known host",
+    }
     matches_golden(
         "tools",
         normalize(
@@ -267,10 +274,9 @@ def _running_or_exited(fake: FakeResponses) -> dict[str, Any]:
 def test_a_host_timeout_shorter_than_the_call_does_not_lose_the_job(
     drive, tmp_path: Path, logged_conch
 ):
-    """Issue 20.2. Codex cancels with the same reason for its timeout and for a person's
-    interrupt ("MCP request cancelled by caller"), so Conch cannot tell the two apart from the
-    cancel: with `tool_timeout_sec` lowered, the server is told the same (`host_timeout_ms`,
-    docs/mcp.md) and no wait reaches Codex's timeout: the exec returns `running` first."""
+    """With `tool_timeout_sec` lowered and Conch told the same (`host_timeout_ms`, which
+    `conch install` passes), the setting wins over Codex's default: no wait reaches Codex's
+    timeout, the exec returns `running` first, saying that is no error."""
     run = drive(
         [
             LOAD_CONCH,
@@ -287,6 +293,7 @@ def test_a_host_timeout_shorter_than_the_call_does_not_lose_the_job(
     assert "timed out" not in json.dumps(run.output(1))
     first = run.json(1)
     assert first["state"] == "running", first
+    assert first["note"] == "still running — not an error; read to wait on", first
     (job,) = run.json(2)["jobs"]
     assert job["state"] in ("running", "exited"), job
     final = run.json(3)
