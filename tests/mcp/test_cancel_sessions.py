@@ -127,6 +127,11 @@ async def test_a_host_timeout_cancel_keeps_the_job_whatever_other_sessions_cance
     job_id = await _victims_job(victim, others, TIMEOUT, PERSON)
     seen = await others[0].call("read", {"job_id": job_id})
     assert seen["state"] == "running", seen  # another client's Esc did not stop it
+    assert "detached" not in seen, seen  # nor is another client told of it
+    mine = await victim.call("list", {})
+    assert job_id in mine["detached"] and "signal" in mine["detached"], mine
+    assert mine["_text"].startswith(f"[{job_id} kept running"), mine["_text"]
+    assert "detached" not in await victim.call("list", {})  # said once
     stopped = await victim.call("signal", {"job_id": job_id, "signal": "kill"})
     assert stopped["state"] == "cancelled", stopped
 
@@ -138,3 +143,4 @@ async def test_a_persons_cancel_stops_the_job_whatever_other_sessions_cancel(htt
     job_id = await _victims_job(victim, others, PERSON, TIMEOUT)
     seen = await victim.call("read", {"job_id": job_id, "wait_ms": 5000, "until": "exit"})
     assert seen["state"] == "cancelled" and "never" not in seen["output"], seen
+    assert "detached" not in seen, seen

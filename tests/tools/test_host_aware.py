@@ -80,8 +80,13 @@ def test_the_setting_wins_over_the_table_and_the_table_over_the_default() -> Non
         ("McpError: MCP error -32001: Request timed out", 100, True),
         ("timed out awaiting tools/call after 5s", 5000, True),
         ("request timeout", 10, True),
+        # Codex's one wording for its timeout and a person's interrupt (measured): the job lives
+        ("MCP request cancelled by caller", 100, True),
+        ("MCP request cancelled by caller", 5_000, True),
         ("User aborted", 100, False),
+        ("AbortError: user-cancel", 100, False),
         ("AbortError: This operation was aborted", 100, False),
+        ("caller cancelled", 100, False),  # the Python SDK's (its timeouts say "timed out")
         (None, 100, False),
         (None, 290_000, True),  # no reason, but the host's own timeout (nearly) ran out
     ],
@@ -289,14 +294,45 @@ async def test_a_cancel_for_the_hosts_timeout_leaves_the_job_running(host, reaso
     assert (r["state"], r["output"]) == ("exited", "survived\n"), r
 
 
-async def test_a_persons_cancel_still_stops_the_job(host) -> None:
+@pytest.mark.parametrize(
+    ("host", "reason"),
+    [("codex-mcp-client", "User aborted"), ("claude-code", "AbortError: user-cancel")],
+    indirect=["host"],
+)
+async def test_a_persons_cancel_still_stops_the_job(host, reason) -> None:
     rid = await host.call("exec", {"command": "sleep 20; echo never", "yield_ms": 10_000})
     await asyncio.sleep(0.8)
     job_id = (await host.result("list", {}))["jobs"][-1]["job_id"]
-    cancel = {"requestId": rid, "reason": "User aborted"}
+    cancel = {"requestId": rid, "reason": reason}
     await host.send({"method": "notifications/cancelled", "params": cancel})
     r = await _until_exit(host, job_id)
     assert r["state"] == "cancelled" and "never" not in r["output"], r
+    assert "detached" not in r
+
+
+async def test_a_cancel_codex_words_alike_for_its_timeout_and_a_person_detaches_the_job(
+    host,
+) -> None:
+    """Codex sends one reason for its own timeout and for a person's interrupt (measured),
+    so its cancel never stops a job: the job runs on, and the session's next result says so
+    once, in both views, with how to stop it."""
+    rid = await host.call("exec", {"command": "sleep 1.5; echo late", "yield_ms": 10_000})
+    await asyncio.sleep(0.5)
+    cancel = {"requestId": rid, "reason": "MCP request cancelled by caller"}
+    await host.send({"method": "notifications/cancelled", "params": cancel})
+    await asyncio.sleep(0.7)
+    answer = await host.answer(await host.call("list", {}))
+    listed = answer["result"]["structuredContent"]
+    [job] = listed["jobs"]
+    assert job["state"] == "running", listed
+    j = job["job_id"]
+    assert listed["detached"] == (
+        f"{j} kept running after the host stopped waiting for the call that started it (not an "
+        f"error): read {j} to follow it, signal {j} to stop it."
+    )
+    assert answer["result"]["content"][0]["text"].startswith(f"[{listed['detached']}]\n")
+    r = await _until_exit(host, j)
+    assert (r["state"], r["output"]) == ("exited", "late\n") and "detached" not in r, r
 
 
 async def test_codex_gets_windows_below_its_cut_with_the_marker_whole(host) -> None:

@@ -6,8 +6,8 @@ not again before ``MIN_INTERVAL_S``, to the 2026-07-28 ``subscriptions/listen`` 
 
 This module holds Conch's only use of a private SDK attribute: ``ServerSession._connection``,
 the connection a legacy subscription belongs to (the SDK gives no public identity for it, and
-makes a session object per message); and its channel, the one client a cancel's reason
-belongs to (mcp/server.py).
+makes a session object per message); and its channel, the one client a cancel's reason and a
+detached job's notice belong to (mcp/server.py, mcp/detached.py).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from conch._version import __version__
 from conch.config import Config
 from conch.core import JobView
 from conch.errors import ConchError
+from conch.mcp.detached import DetachedJobs
 from conch.mcp.notify import ResourceNotifier, peer_of
 from conch.mcp.secrets import WATCHED_TOOLS, SecretPages, SecretPrompter, url_elicitation_supported
 from conch.mcp.seed_wire import SeedWire
@@ -278,6 +279,7 @@ class ConchMCP:
             self.server.middleware.append(wire)
         self.cancels = CancelWatch()
         self.server.middleware.append(self.cancels)
+        self.detached = DetachedJobs()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -379,20 +381,22 @@ class ConchMCP:
 
         facts = facts_for(*_client_info(ctx))
         started = time.monotonic()
-        request_id = ctx.request_id
         session = ctx.session
+        jobs: list[JobView] = []
+
+        def job_started(job: JobView) -> None:
+            jobs.append(job)
+            if on_started is not None:
+                on_started(job)
 
         async def host_gave_up() -> bool:
-            """Was this call's cancellation the host's own timeout? (tools/hosts.py)"""
-            reason = await self.cancels.reason(session, request_id)
-            elapsed_ms = (time.monotonic() - started) * 1000
-            return is_host_timeout(reason, elapsed_ms, facts, self.config.host_timeout_ms)
+            return await self.host_gave_up(ctx, started, jobs[-1] if jobs else None)
 
         call = ToolContext(
             meta=meta,
             trusted=self._trusted(ctx),
             progress=report,
-            on_started=on_started,
+            on_started=job_started,
             host=facts,
             host_gave_up=host_gave_up,
         )
@@ -409,7 +413,12 @@ class ConchMCP:
                 content=[types.TextContent(type="text", text=unknown)],
                 is_error=True,
             )
+        note = self.detached.take(session) if self._tells_of_detached(name) else None
+        if note is not None:  # in both views: some hosts show only one of them
+            outcome.result = {**outcome.result, "detached": note}
         text = text_block(self.rt.registry, name, outcome, self.config.text_format)
+        if note is not None and self.config.text_format != "json":
+            text = f"[{note}]\n{text}"
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             # a seed profile's failure without a result (tfbash: "The tool failed unexpectedly.")
@@ -420,6 +429,26 @@ class ConchMCP:
             is_error=outcome.is_error,
             _meta=outcome.meta,
         )
+
+    async def host_gave_up(
+        self, ctx: ServerRequestContext[Any, Any], started: float, job: JobView | None
+    ) -> bool:
+        """Whether the cancellation of the call ``ctx`` (received at ``started``, monotonic)
+        may be the host's own timeout (tools/hosts.py): its job then runs on, detached, and
+        the session's next result says so."""
+        reason = await self.cancels.reason(ctx.session, ctx.request_id)
+        elapsed_ms = (time.monotonic() - started) * 1000
+        facts = facts_for(*_client_info(ctx))
+        keep = is_host_timeout(reason, elapsed_ms, facts, self.config.host_timeout_ms)
+        if keep and job is not None and not job.terminal:
+            self.detached.add(ctx.session, job)
+        return keep
+
+    def _tells_of_detached(self, name: str) -> bool:
+        """The default profile's results carry the detached-job notice; a seed or dialect
+        profile's keep their originals' shapes (its jobs are found by its own listing)."""
+        tool = self.rt.registry.get(name)
+        return tool is not None and self.rt.registry.profile_of(tool).name == "conch"
 
     # -- resources -----------------------------------------------------------------------------
 

@@ -4,8 +4,8 @@ measurements are kept as tests that drive the real Codex CLI and Claude Code, te
 A host cancels a tool call when its own timeout hits, and some cut a result that is too large
 (Codex: in the middle, with the JSON and Conch's own marker). So every wait ends (with
 ``state: running``) before the host gives up — the *horizon* — and every inline window stays
-below the host's cut, with Conch's marker and cursors intact. A cancel the host sends for its
-own timeout leaves the job running; a person's cancel stops it.
+below the host's cut, with Conch's marker and cursors intact. A cancel that may be the host's
+timeout leaves the job running (detached); a cancel that is clearly a person's stops it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,15 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-_TIMEOUT_REASON = re.compile(r"time[ds]?[ _-]?out|deadline", re.IGNORECASE)
+#: what a host's own timeout may be worded as (the MCP SDKs: "Request timed out", "timed out
+#: after 1.0s", "TimeoutError"; deadlines)
+_TIMEOUT_WORDS = re.compile(r"time[ds]?[ _-]?out|deadline", re.IGNORECASE)
+#: what a person's cancel is worded as (Claude Code's Esc and Ctrl-C: "AbortError: user-cancel";
+#: an AbortController aborted without a reason; the Python SDK's "caller cancelled", whose
+#: timeouts say "timed out")
+_PERSON_WORDS = re.compile(
+    r"\buser\b|user[ _-]?cancel|abort|interrupt|\besc\b|^caller cancelled$", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,12 @@ class KnownHost:
     def matches(self, key: str) -> bool:
         return self.name in key if self.anywhere else self.name == key
 
+
+#: the reasons a host gives both for its own timeout and for a person's cancel, so that a
+#: cancel worded so never stops a job. Codex (measured with 0.171.0: a `tool_timeout_sec`
+#: timeout and a SIGINT of `codex exec` both send it)
+CODEX_CANCEL_REASON = "MCP request cancelled by caller"
+_AMBIGUOUS_REASONS = frozenset({CODEX_CANCEL_REASON})
 
 # clientInfo.name -> facts, by version where a default changed. Measured here (tests/hosts):
 # Codex 0.171.0 cuts a call at 300.0 s (`tool_timeout_sec`; progress does not extend it) and a
@@ -141,9 +155,17 @@ def horizon_ms(facts: HostFacts | None, setting_ms: int = 0) -> int | None:
 
 
 def is_host_timeout(reason: object, elapsed_ms: float, facts: HostFacts, setting_ms: int) -> bool:
-    """Whether a cancellation is the host's own timeout (the job then keeps running) rather
-    than a person's cancel: its reason says so, or it came when the host's timeout ran out."""
-    if isinstance(reason, str) and _TIMEOUT_REASON.search(reason):
-        return True
+    """Whether a cancellation may be the host's own timeout, so the job must keep running
+    (detached), rather than a person's cancel that stops it. By its reason: the host's
+    timeout wording, or a reason the host also gives for its timeout (Codex words both alike:
+    the job survives); a person's wording stops the job. Without a reason either way, by its
+    timing: it may be the timeout once the host's known timeout has (nearly) run out."""
+    if isinstance(reason, str):
+        if reason.strip() in _AMBIGUOUS_REASONS:
+            return True
+        if _TIMEOUT_WORDS.search(reason):
+            return True
+        if _PERSON_WORDS.search(reason):
+            return False
     timeout = setting_ms or facts.timeout_ms
     return timeout is not None and timeout > 0 and elapsed_ms >= 0.95 * timeout

@@ -14,7 +14,8 @@ from conch.config import (
     MiB,
 )
 from conch.core import KEY_NAMES
-from conch.tools.search_schemas import SEARCH_INPUT, SEARCH_OUTPUT
+from conch.tools.search_schemas import SEARCH_INPUT
+from conch.tools.search_schemas import SEARCH_OUTPUT as _SEARCH_OUTPUT
 
 __all__ = ["SEARCH_INPUT", "SEARCH_OUTPUT"]  # (with every name below: the tools' schemas)
 
@@ -309,6 +310,15 @@ def _full_only(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {**schema, "default": None, "description": f"{description} {_FULL_ONLY}"}
 
 
+#: on any result of the default profile (tools/hosts.py, mcp/detached.py)
+DETACHED = _d(
+    _NULLABLE_STR,
+    None,
+    "Said once, on your next result: a job whose call your host stopped waiting for (its "
+    "own timeout, or an interrupt it words the same) kept running in the background; which "
+    "job, and how to follow it (`read`) or stop it (`signal`).",
+)
+
 SNAPSHOT_OUTPUT = {
     "type": "object",
     "description": "A job snapshot. A field left out has its default.",
@@ -436,6 +446,7 @@ SNAPSHOT_OUTPUT = {
             "`still running — not an error; read to wait on`: an exec whose wait ended with "
             "the job running, or a read whose wait ended early before the host's own timeout.",
         ),
+        "detached": DETACHED,
     },
     "required": ["job_id", "state", "output"],
 }
@@ -485,6 +496,7 @@ LIST_OUTPUT = {
     "properties": {
         "jobs": {"type": "array", "items": JOB_SUMMARY},
         "shells": {"type": "array", "items": SHELL_SUMMARY},
+        "detached": DETACHED,
     },
     "required": ["jobs", "shells"],
 }
@@ -498,6 +510,7 @@ SHELL_OPEN_OUTPUT = {
         "version": _d(_NULLABLE_STR, None, "The shell's version."),
         "cwd": {"type": "string"},
         "state": {"type": "string"},
+        "detached": DETACHED,
     },
     "required": ["shell_id", "shell", "cwd", "state"],
 }
@@ -510,6 +523,7 @@ SHELL_CLOSE_OUTPUT = {
         "cleanup_complete": _d(
             {"type": "boolean"}, True, "Every process of the shell is gone (false: some linger)."
         ),
+        "detached": DETACHED,
     },
     "required": ["shell_id", "state"],
 }
@@ -538,6 +552,7 @@ INFO_OUTPUT = {
             "host_timeout_ms `setting`, the `known host`'s default, the `default` of an "
             "unknown host, or `none` (in process).",
         },
+        "detached": DETACHED,
     },
     "required": ["version", "containment", "limits"],
 }
@@ -553,7 +568,13 @@ ERROR_OUTPUT = {
                 "retryable": {"type": "boolean"},
             },
             "required": ["code", "message", "retryable"],
-        }
+        },
+        "detached": DETACHED,
     },
     "required": ["error"],
+}
+
+SEARCH_OUTPUT: dict[str, Any] = {
+    **_SEARCH_OUTPUT,
+    "properties": {**_SEARCH_OUTPUT["properties"], "detached": DETACHED},
 }

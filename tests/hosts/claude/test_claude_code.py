@@ -277,9 +277,11 @@ def test_a_host_timeout_does_not_lose_the_job(claude: Claude):
     cancelled = cancellations(run, "exec")
     assert len(cancelled) == 1
     check("host_timeout", {"steps": shown(run)[:1], "cancelled": cancelled})
-    # and the job must live on for the model to find: running, or done with its output
+    # and the job must live on for the model to find: running, or done with its output; the
+    # next result says so (the model saw only the host's timeout, without the job's id)
     [job] = structured(listed)["jobs"]
     assert job["state"] in ("running", "exited"), job
+    assert structured(listed)["detached"].startswith(job["job_id"]), structured(listed)
     assert structured(read) | {"job_id": "-"} == {
         "job_id": "-",
         "state": "exited",
