@@ -18,7 +18,7 @@ MiB = 1024 * 1024
 
 # Limits of every request (SPEC §6), named once: the engine's checks (core/requests.py), the
 # tool schemas (tools/schemas.py) and the settings below all read them here.
-MAX_WAIT_MS = 120_000  # yield_ms / wait_ms
+MAX_WAIT_MS = 600_000  # yield_ms / wait_ms (each clamped to the calling host's horizon)
 MAX_OUTPUT_BYTES = MiB  # max_output_bytes / max_bytes: one inline window
 # terminal screens (core/jobs/screens.py): how many are held at once, and the most log bytes one
 # look feeds the emulator (pyte takes ~0.4-1 MB/s: 16 KiB is ~15-40 ms, and 2 of top's full repaints
@@ -153,8 +153,8 @@ class Config:
     register: str = _setting("", "gateway URL to register the manifest with")
     host_timeout_ms: int = _setting(
         0,
-        "the MCP host's own tool timeout: every wait ends before it (0: the known host's, from "
-        "its clientInfo; 60000 for an unknown one)",
+        "the MCP host's own tool timeout: every wait ends before it (0: the known host's "
+        "default, from its clientInfo; 60000 for an unknown one)",
         lo=0,
         hi=86_400_000,
     )

@@ -29,10 +29,10 @@ from conch.tools import lean, resources
 from conch.tools.call import ToolOutcome, call_tool_full
 from conch.tools.context import ToolContext
 from conch.tools.host import EngineView, Host, HostBase
+from conch.tools.hosts import TRANSPORTS
 from conch.tools.registry import ToolRegistry
 from conch.tools.watch import LocalWatch
 
-TRANSPORTS = ("embedded", "stdio", "streamable-http", "sse", "http-invoke")
 FLEETS_GROUP = "conch.fleets"  # entry points: fleet kind -> its runtime class (conch.fleet)
 _WARM = _EngineContext(warm=True)  # the embedded exec may use a process started ahead
 

@@ -17,21 +17,61 @@ from typing import Any
 import pytest
 
 import conch
-from conch.tools.hosts import IN_PROCESS, KNOWN_HOSTS, UNKNOWN_HOST, facts_for, horizon_ms
+from conch.tools.call import call_tool_full, text_block
+from conch.tools.context import ToolContext
+from conch.tools.hosts import IN_PROCESS, UNKNOWN_HOST, Horizon, facts_for, horizon, horizon_ms
 from conch.tools.hosts import is_host_timeout as host_timeout
 
 pytestmark = pytest.mark.anyio
 
 
 def test_the_horizon_ends_before_each_hosts_timeout() -> None:
-    codex = facts_for("codex-mcp-client")
-    assert codex is KNOWN_HOSTS["codex-mcp-client"] and codex.timeout_ms == 60_000
-    assert horizon_ms(codex) == 54_000
-    assert horizon_ms(facts_for("claude-code")) is None  # no timeout of its own by default
+    codex = facts_for("codex-mcp-client", "0.171.0")
+    assert codex.timeout_ms == 300_000  # measured: Codex cuts a call at 300.0 s
+    assert horizon_ms(codex) == 290_000  # a tenth of the timeout, at most 10 s, before it
+    assert horizon_ms(facts_for("claude-code", "2.1.197")) is None  # no timeout by default
     assert facts_for("someone-else") is UNKNOWN_HOST and horizon_ms(UNKNOWN_HOST) == 54_000
     assert horizon_ms(IN_PROCESS) is None
     assert horizon_ms(IN_PROCESS, 5000) == 4000  # host_timeout_ms wins
     assert horizon_ms(codex, 2000) == 1000
+    assert horizon_ms(facts_for("claude-code"), 120_000) == 110_000
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "timeout_ms"),
+    [
+        ("codex-mcp-client", "0.171.0", 300_000),
+        ("codex-mcp-client", "0.200.1", 300_000),
+        # an older Codex: before 300 s its default was 120 s, and 60 s before that (the
+        # version that changed it is not known here): the shortest
+        ("codex-mcp-client", "0.92.0", 60_000),
+        ("codex-mcp-client", None, 60_000),
+        ("claude-code", "2.1.197", None),
+        ("claude-ai", "0.1.0", 60_000),
+        ("Antigravity CLI", "1.1.12", 180_000),
+        ("opencode", "1.0", 60_000),
+        ("gemini-cli-mcp-client", "0.0.1", 600_000),
+        ("goose", "1.33.1", 300_000),
+        ("Visual Studio Code", "1.110.0", None),
+        ("Visual-Studio-Code", "1.110.0", None),
+        ("a-host-nobody-knows", "1.0", 60_000),
+        (None, None, 60_000),
+    ],
+)
+def test_the_known_host_table_by_client_name_and_version(
+    name: str | None, version: str | None, timeout_ms: int | None
+) -> None:
+    assert facts_for(name, version).timeout_ms == timeout_ms
+
+
+def test_the_setting_wins_over_the_table_and_the_table_over_the_default() -> None:
+    codex = facts_for("codex-mcp-client", "0.171.0")
+    assert horizon(codex, 660_000) == Horizon(650_000, 660_000, "setting")
+    assert horizon(codex) == Horizon(290_000, 300_000, "known host")
+    assert horizon(facts_for("who-knows")) == Horizon(54_000, 60_000, "default")
+    assert horizon(facts_for("claude-code")) == Horizon(None, None, "known host")
+    assert horizon(None) == Horizon(None, None, "none")
+    assert horizon(None, 5000) == Horizon(4000, 5000, "setting")
 
 
 @pytest.mark.parametrize(
@@ -40,16 +80,21 @@ def test_the_horizon_ends_before_each_hosts_timeout() -> None:
         ("McpError: MCP error -32001: Request timed out", 100, True),
         ("timed out awaiting tools/call after 5s", 5000, True),
         ("request timeout", 10, True),
+        # Codex's one wording for its timeout and a person's interrupt (measured): the job lives
+        ("MCP request cancelled by caller", 100, True),
+        ("MCP request cancelled by caller", 5_000, True),
         ("User aborted", 100, False),
+        ("AbortError: user-cancel", 100, False),
         ("AbortError: This operation was aborted", 100, False),
+        ("caller cancelled", 100, False),  # the Python SDK's (its timeouts say "timed out")
         (None, 100, False),
-        (None, 59_000, True),  # no reason, but the host's own timeout ran out
+        (None, 290_000, True),  # no reason, but the host's own timeout (nearly) ran out
     ],
 )
 def test_a_cancel_is_the_hosts_timeout_by_its_reason_or_its_timing(
     reason: str | None, elapsed_ms: float, expected: bool
 ) -> None:
-    assert host_timeout(reason, elapsed_ms, facts_for("codex-mcp-client"), 0) is expected
+    assert host_timeout(reason, elapsed_ms, facts_for("codex-mcp-client", "0.171.0"), 0) is expected
 
 
 async def test_the_default_profile_has_eight_tools_and_closes_shells_by_signal(tmp_path) -> None:
@@ -94,6 +139,63 @@ async def test_every_wait_ends_before_the_configured_host_timeout(tmp_path) -> N
         assert time.monotonic() - t < 2.2
         r = await rt.call_tool("read", {"job_id": r["job_id"], "wait_ms": 60_000, "until": "exit"})
         assert (r["state"], r["output"]) == ("exited", "done\n"), r
+
+
+async def test_a_wait_may_last_ten_minutes_but_ends_at_the_horizon_as_no_error(tmp_path) -> None:
+    cfg = conch.Config(
+        data_dir=str(tmp_path / "d"), default_cwd=str(tmp_path), host_timeout_ms=2500
+    )
+    async with conch.Runtime(cfg) as rt:
+        t = time.monotonic()
+        out = await call_tool_full(
+            rt.engine, rt.registry, "exec", {"command": "sleep 30", "yield_ms": 600_000}
+        )
+        r = out.result
+        assert r["state"] == "running" and 1.4 < time.monotonic() - t < 2.2, r
+        assert r["note"] == "still running — not an error; read to wait on", r
+        text = text_block(rt.registry, "exec", out)
+        assert f"still running — not an error; read {r['job_id']} to wait on" in text, text
+        assert "error" not in text.replace("not an error", ""), text
+        # a read whose wait the horizon cut says the same; one that waited as asked does not
+        cut = await rt.call_tool("read", {"job_id": r["job_id"], "wait_ms": 600_000})
+        assert cut["state"] == "running" and cut["note"] == r["note"], cut
+        asked = await rt.call_tool("read", {"job_id": r["job_id"], "wait_ms": 200})
+        assert asked["state"] == "running" and "note" not in asked, asked
+        await rt.call_tool("signal", {"job_id": r["job_id"], "signal": "kill"})
+        # a wait past ten minutes is refused, before anything runs
+        over = await rt.call_tool("exec", {"command": "true", "yield_ms": 600_001})
+        assert over["error"]["code"] == "invalid_argument", over
+
+
+async def test_an_exec_that_needs_no_wait_carries_no_note(rt) -> None:
+    r = await rt.call_tool("exec", {"command": "sleep 30", "yield_ms": 0})
+    assert r["state"] == "running" and "note" not in r, r
+    await rt.call_tool("signal", {"job_id": r["job_id"], "signal": "kill"})
+    done = await rt.call_tool("exec", {"command": "echo hi"})
+    assert "note" not in done
+
+
+async def test_info_says_profiles_transports_and_the_callers_horizon(tmp_path) -> None:
+    cfg = conch.Config(data_dir=str(tmp_path / "d"), default_cwd=str(tmp_path))
+    async with conch.Runtime(cfg) as rt:
+        typed = await rt.info()
+        tool = await rt.call_tool("info", {})
+        assert tool["profiles"] == typed["profiles"] == ["conch"]
+        assert tool["transports"] == typed["transports"] and "stdio" in tool["transports"]
+        assert tool["host"] == {
+            "name": "in-process",
+            "timeout_ms": None,
+            "horizon_ms": None,
+            "source": "none",
+        }
+        codex = ToolContext(host=facts_for("codex-mcp-client", "0.171.0"))
+        seen = (await call_tool_full(rt.engine, rt.registry, "info", {}, codex)).result
+        assert seen["host"] == {
+            "name": "Codex",
+            "timeout_ms": 300_000,
+            "horizon_ms": 290_000,
+            "source": "known host",
+        }
 
 
 # -- over MCP, as a host -----------------------------------------------------------------------
@@ -192,14 +294,45 @@ async def test_a_cancel_for_the_hosts_timeout_leaves_the_job_running(host, reaso
     assert (r["state"], r["output"]) == ("exited", "survived\n"), r
 
 
-async def test_a_persons_cancel_still_stops_the_job(host) -> None:
+@pytest.mark.parametrize(
+    ("host", "reason"),
+    [("codex-mcp-client", "User aborted"), ("claude-code", "AbortError: user-cancel")],
+    indirect=["host"],
+)
+async def test_a_persons_cancel_still_stops_the_job(host, reason) -> None:
     rid = await host.call("exec", {"command": "sleep 20; echo never", "yield_ms": 10_000})
     await asyncio.sleep(0.8)
     job_id = (await host.result("list", {}))["jobs"][-1]["job_id"]
-    cancel = {"requestId": rid, "reason": "User aborted"}
+    cancel = {"requestId": rid, "reason": reason}
     await host.send({"method": "notifications/cancelled", "params": cancel})
     r = await _until_exit(host, job_id)
     assert r["state"] == "cancelled" and "never" not in r["output"], r
+    assert "detached" not in r
+
+
+async def test_a_cancel_codex_words_alike_for_its_timeout_and_a_person_detaches_the_job(
+    host,
+) -> None:
+    """Codex sends one reason for its own timeout and for a person's interrupt (measured),
+    so its cancel never stops a job: the job runs on, and the session's next result says so
+    once, in both views, with how to stop it."""
+    rid = await host.call("exec", {"command": "sleep 1.5; echo late", "yield_ms": 10_000})
+    await asyncio.sleep(0.5)
+    cancel = {"requestId": rid, "reason": "MCP request cancelled by caller"}
+    await host.send({"method": "notifications/cancelled", "params": cancel})
+    await asyncio.sleep(0.7)
+    answer = await host.answer(await host.call("list", {}))
+    listed = answer["result"]["structuredContent"]
+    [job] = listed["jobs"]
+    assert job["state"] == "running", listed
+    j = job["job_id"]
+    assert listed["detached"] == (
+        f"{j} kept running after the host stopped waiting for the call that started it (not an "
+        f"error): read {j} to follow it, signal {j} to stop it."
+    )
+    assert answer["result"]["content"][0]["text"].startswith(f"[{listed['detached']}]\n")
+    r = await _until_exit(host, j)
+    assert (r["state"], r["output"]) == ("exited", "late\n") and "detached" not in r, r
 
 
 async def test_codex_gets_windows_below_its_cut_with_the_marker_whole(host) -> None:

@@ -5,7 +5,9 @@ not again before ``MIN_INTERVAL_S``, to the 2026-07-28 ``subscriptions/listen`` 
 (through the SDK's bus) and to the handshake-era sessions that sent ``resources/subscribe``.
 
 This module holds Conch's only use of a private SDK attribute: ``ServerSession._connection``,
-the connection a legacy subscription belongs to (the SDK gives no public identity for it).
+the connection a legacy subscription belongs to (the SDK gives no public identity for it, and
+makes a session object per message); and its channel, the one client a cancel's reason and a
+detached job's notice belong to (mcp/server.py, mcp/detached.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ MIN_INTERVAL_S = 0.1  # ≤ 10 notifications per second per resource
 def connection_of(session: ServerSession) -> Any:
     """The connection behind a per-request session proxy (private SDK attribute)."""
     return session._connection
+
+
+def peer_of(session: ServerSession) -> Any:
+    """The one client a message came from: its connection's channel (a stdio stream, an HTTP
+    session), the same for every message of that client; a 2026-07-28 client gets a
+    connection object per request, all on that one channel."""
+    return connection_of(session).outbound
 
 
 class _CountingBus(InMemorySubscriptionBus):

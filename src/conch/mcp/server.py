@@ -12,6 +12,7 @@ import logging
 import re
 import sys
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -19,6 +20,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 
@@ -26,7 +28,8 @@ from conch._version import __version__
 from conch.config import Config
 from conch.core import JobView
 from conch.errors import ConchError
-from conch.mcp.notify import ResourceNotifier
+from conch.mcp.detached import DetachedJobs
+from conch.mcp.notify import ResourceNotifier, peer_of
 from conch.mcp.secrets import WATCHED_TOOLS, SecretPages, SecretPrompter, url_elicitation_supported
 from conch.mcp.seed_wire import SeedWire
 from conch.mcp.tasks import ConchTasks, TaskListenHandler, install
@@ -119,24 +122,49 @@ def fill_instructions(template: str, cfg: Config, rt: Host) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
-def _client_name(ctx: ServerRequestContext[Any, Any]) -> str | None:
+def _client_info(ctx: ServerRequestContext[Any, Any]) -> tuple[str | None, str | None]:
+    """The ``clientInfo`` name and version the session's host sent at ``initialize``."""
     params = ctx.session.client_params
     info = getattr(params, "client_info", None) if params is not None else None
-    name = getattr(info, "name", None)
-    return name if isinstance(name, str) else None
+    name, version = getattr(info, "name", None), getattr(info, "version", None)
+    return (
+        name if isinstance(name, str) else None,
+        version if isinstance(version, str) else None,
+    )
+
+
+class _Reasons:
+    """One session's cancel reasons, by request id."""
+
+    __slots__ = ("reasons", "seen")
+
+    def __init__(self) -> None:
+        self.reasons: dict[Any, str | None] = {}
+        self.seen: dict[Any, asyncio.Event] = {}
+
+    def event(self, rid: Any) -> asyncio.Event:
+        return self.seen.setdefault(rid, asyncio.Event())
 
 
 class CancelWatch:
-    """Middleware: the ``reason`` of each ``notifications/cancelled``, by request id. The SDK
-    cancels the call's scope first and forwards the notification after, so a call that was
-    cancelled waits (briefly) here for its reason."""
+    """Middleware: the ``reason`` of each ``notifications/cancelled``, by session and request
+    id (every client numbers its requests on its own, so a bare id names a request of every
+    session: one client's cancel must never decide another's call). The SDK cancels the
+    call's scope first and forwards the notification after, so a call that was cancelled waits
+    (briefly) here for its reason."""
 
     _WAIT_S = 0.5
-    _KEEP = 256
+    _KEEP = 256  # per session (cancels of calls long gone)
 
     def __init__(self) -> None:
-        self._reasons: dict[Any, str | None] = {}
-        self._seen: dict[Any, asyncio.Event] = {}
+        self._sessions: weakref.WeakKeyDictionary[Any, _Reasons] = weakref.WeakKeyDictionary()
+
+    def _of(self, session: ServerSession) -> _Reasons:
+        peer = peer_of(session)  # (the SDK makes a session object per message)
+        found = self._sessions.get(peer)
+        if found is None:
+            found = self._sessions[peer] = _Reasons()
+        return found
 
     async def __call__(
         self,
@@ -147,25 +175,25 @@ class CancelWatch:
             rid = ctx.params.get("requestId")
             reason = ctx.params.get("reason")
             if isinstance(rid, str | int) and not isinstance(rid, bool):
-                self._reasons[rid] = reason if isinstance(reason, str) else None
-                self._event(rid).set()
-                while len(self._reasons) > self._KEEP:  # (cancels of calls long gone)
-                    old = next(iter(self._reasons))
-                    self._reasons.pop(old, None)
-                    self._seen.pop(old, None)
+                own = self._of(ctx.session)
+                own.reasons[rid] = reason if isinstance(reason, str) else None
+                own.event(rid).set()
+                while len(own.reasons) > self._KEEP:
+                    old = next(iter(own.reasons))
+                    own.reasons.pop(old, None)
+                    own.seen.pop(old, None)
         return await call_next(ctx)
 
-    def _event(self, rid: Any) -> asyncio.Event:
-        return self._seen.setdefault(rid, asyncio.Event())
-
-    async def reason(self, rid: Any) -> str | None:
-        """The reason the peer gave for cancelling ``rid`` (None: none, or none came)."""
+    async def reason(self, session: ServerSession, rid: Any) -> str | None:
+        """The reason ``session``'s peer gave for cancelling its request ``rid`` (None: none,
+        or none came)."""
         if rid is None:
             return None
+        own = self._of(session)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._event(rid).wait(), self._WAIT_S)
-        self._seen.pop(rid, None)
-        return self._reasons.pop(rid, None)
+            await asyncio.wait_for(own.event(rid).wait(), self._WAIT_S)
+        own.seen.pop(rid, None)
+        return own.reasons.pop(rid, None)
 
 
 def _progress_token(ctx: ServerRequestContext[Any, Any]) -> Any:
@@ -251,6 +279,7 @@ class ConchMCP:
             self.server.middleware.append(wire)
         self.cancels = CancelWatch()
         self.server.middleware.append(self.cancels)
+        self.detached = DetachedJobs()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -350,21 +379,24 @@ class ConchMCP:
                 step += 1
                 await ctx.session.report_progress(step, None, message)
 
-        facts = facts_for(_client_name(ctx))
+        facts = facts_for(*_client_info(ctx))
         started = time.monotonic()
-        request_id = ctx.request_id
+        session = ctx.session
+        jobs: list[JobView] = []
+
+        def job_started(job: JobView) -> None:
+            jobs.append(job)
+            if on_started is not None:
+                on_started(job)
 
         async def host_gave_up() -> bool:
-            """Was this call's cancellation the host's own timeout? (tools/hosts.py)"""
-            reason = await self.cancels.reason(request_id)
-            elapsed_ms = (time.monotonic() - started) * 1000
-            return is_host_timeout(reason, elapsed_ms, facts, self.config.host_timeout_ms)
+            return await self.host_gave_up(ctx, started, jobs[-1] if jobs else None)
 
         call = ToolContext(
             meta=meta,
             trusted=self._trusted(ctx),
             progress=report,
-            on_started=on_started,
+            on_started=job_started,
             host=facts,
             host_gave_up=host_gave_up,
         )
@@ -381,7 +413,12 @@ class ConchMCP:
                 content=[types.TextContent(type="text", text=unknown)],
                 is_error=True,
             )
+        note = self.detached.take(session) if self._tells_of_detached(name) else None
+        if note is not None:  # in both views: some hosts show only one of them
+            outcome.result = {**outcome.result, "detached": note}
         text = text_block(self.rt.registry, name, outcome, self.config.text_format)
+        if note is not None and self.config.text_format != "json":
+            text = f"[{note}]\n{text}"
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             # a seed profile's failure without a result (tfbash: "The tool failed unexpectedly.")
@@ -392,6 +429,26 @@ class ConchMCP:
             is_error=outcome.is_error,
             _meta=outcome.meta,
         )
+
+    async def host_gave_up(
+        self, ctx: ServerRequestContext[Any, Any], started: float, job: JobView | None
+    ) -> bool:
+        """Whether the cancellation of the call ``ctx`` (received at ``started``, monotonic)
+        may be the host's own timeout (tools/hosts.py): its job then runs on, detached, and
+        the session's next result says so."""
+        reason = await self.cancels.reason(ctx.session, ctx.request_id)
+        elapsed_ms = (time.monotonic() - started) * 1000
+        facts = facts_for(*_client_info(ctx))
+        keep = is_host_timeout(reason, elapsed_ms, facts, self.config.host_timeout_ms)
+        if keep and job is not None and not job.terminal:
+            self.detached.add(ctx.session, job)
+        return keep
+
+    def _tells_of_detached(self, name: str) -> bool:
+        """The default profile's results carry the detached-job notice; a seed or dialect
+        profile's keep their originals' shapes (its jobs are found by its own listing)."""
+        tool = self.rt.registry.get(name)
+        return tool is not None and self.rt.registry.profile_of(tool).name == "conch"
 
     # -- resources -----------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -126,6 +127,10 @@ class TaskHost(Protocol):
         """ConchMCP.run_tool(ctx, name, arguments, meta, *, progress=True)."""
         ...
 
+    async def host_gave_up(
+        self, ctx: ServerRequestContext[Any, Any], started: float, job: JobView | None
+    ) -> bool: ...
+
 
 @dataclass
 class TaskRecord:
@@ -176,6 +181,7 @@ class ConchTasks(Extension):
             meta.pop("progressToken", None)
             meta.pop("progress_token", None)
         record: list[TaskRecord] = []
+        received = time.monotonic()
         if params.name == "exec":
             work = asyncio.ensure_future(self._exec_work(ctx, args, meta, record))
         else:
@@ -188,11 +194,15 @@ class ConchTasks(Extension):
                 done, _ = await asyncio.wait({work}, timeout=0.05)
         except BaseException:
             # the caller gave up before a task existed: like a cancelled call (exec: the job
-            # stops with it; read and write only stop waiting)
+            # stops with it, unless that may be the host's own timeout; read and write only
+            # stop waiting)
             work.cancel()
             if record:
                 self._forget(record[0])
-                await self._stop(record[0].task_id)
+                decide = self._stop_unless_host_gave_up(ctx, received, record[0].task_id)
+                stopping = asyncio.ensure_future(decide)
+                self._track(stopping)
+                await asyncio.shield(stopping)
             raise
         if done:
             if record:
@@ -272,6 +282,13 @@ class ConchTasks(Extension):
             for watcher in list(self._watchers):
                 watcher(rec.task_id)
 
+    async def _stop_unless_host_gave_up(
+        self, ctx: ServerRequestContext[Any, Any], received: float, task_id: str
+    ) -> None:
+        job = self._job_of(task_id)
+        if not await self._mcp.host_gave_up(ctx, received, job):
+            await self._stop(task_id)
+
     async def _stop(self, task_id: str) -> None:
         with contextlib.suppress(ConchError):
             await self._mcp.rt.signal(task_id, "terminate", wait_ms=0)
@@ -286,8 +303,11 @@ class ConchTasks(Extension):
     # -- views ---------------------------------------------------------------------------------
 
     def _job(self, rec: TaskRecord) -> JobView | None:
+        return self._job_of(rec.task_id)
+
+    def _job_of(self, task_id: str) -> JobView | None:
         try:
-            return self._mcp.rt.view.job(rec.task_id)
+            return self._mcp.rt.view.job(task_id)
         except ConchError:
             return None
 

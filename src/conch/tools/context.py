@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from conch.config import Config
 from conch.core import CALLER_SESSION_VAR, CallContext, JobLabel, JobView, check_env
 from conch.errors import ConchError
-from conch.tools.hosts import HostFacts
+from conch.tools.hosts import Horizon, HostFacts, horizon
 from conch.tools.state import ProfileState
 
 T = TypeVar("T")
@@ -59,6 +59,16 @@ class ToolContext:
             label=self.label,
             keep_on_cancel=self.host_gave_up,
         )
+
+    def wait_horizon(self, cfg: Config) -> Horizon:
+        """How long a wait of this call may last (tools/hosts.py): the calling host's
+        horizon; in process, the ``host_timeout_ms`` setting's (none without it)."""
+        return horizon(self.host, cfg.host_timeout_ms)
+
+    def within_horizon(self, wait_ms: int, cfg: Config) -> int:
+        """``wait_ms``, ended before the calling host gives up on the call."""
+        limit = self.wait_horizon(cfg).ms
+        return wait_ms if limit is None else min(wait_ms, limit)
 
     def for_call(self) -> ToolContext:
         """A copy for one call: what one call learns (its job) never leaks into another."""

@@ -22,6 +22,10 @@ from typing import Any
 
 Result = Mapping[str, Any]
 
+#: what a wait that ended with the job still running says of it (``note``), where a model could
+#: take the early return for a failure (an exec that waited; a read whose wait the host cut)
+STILL_RUNNING = "still running — not an error; read to wait on"
+
 #: fields of a job snapshot that only full results carry: ``ok`` is derived from ``state`` and
 #: ``exit_code``, the rest is bookkeeping a model does not need to read a result
 FULL_ONLY = (
@@ -113,7 +117,7 @@ def snapshot(s: Result, default_cwd: str | None = None, *, named: bool = True) -
         out["lost_bytes"] = s["lost_bytes"]
     if s.get("attended"):
         out["attended"] = True
-    for key in ("human_input", "screen"):
+    for key in ("human_input", "screen", "note"):
         if s.get(key) is not None:
             out[key] = s[key]
     if s.get("digest") is not None:
@@ -152,6 +156,17 @@ def _ending(s: Result) -> str:
         return f"exit {s['exit_code']}"
     sig = f" ({s['signal']})" if s.get("signal") else ""
     return f"{s.get('state')}{sig}"
+
+
+def still_running(s: Result) -> bool:
+    """The snapshot is of a job that runs on and waits for nothing from the caller (no prompt
+    awaiting input, no `ready` that held)."""
+    return (
+        s.get("state") == "running"
+        and not s.get("awaiting_input")
+        and not s.get("awaiting_secret")
+        and not s.get("ready")
+    )
 
 
 def job_summary(s: Result, default_cwd: str | None = None) -> dict[str, Any]:

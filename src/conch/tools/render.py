@@ -45,11 +45,12 @@ def header(s: dict[str, Any]) -> str:
             f"exited {s['exit_code']}" if s.get("signal") is None else f"exited by {s['signal']}"
         )
     elif state == "running":
-        parts.append("running")
         if s.get("awaiting_secret"):
-            parts.append("awaiting secret input")
+            parts += ["running", "awaiting secret input"]
         elif s.get("awaiting_input"):
-            parts.append("awaiting input")
+            parts += ["running", "awaiting input"]
+        else:  # a plain fact, never worded as a failure
+            parts.append(f"still running — not an error; read {s['job_id']} to wait on")
     else:
         parts.append(state + (f" ({s['signal']})" if s.get("signal") else ""))
     parts[0] += " " + parts.pop(1)

@@ -14,7 +14,8 @@ from conch.config import (
     MiB,
 )
 from conch.core import KEY_NAMES
-from conch.tools.search_schemas import SEARCH_INPUT, SEARCH_OUTPUT
+from conch.tools.search_schemas import SEARCH_INPUT
+from conch.tools.search_schemas import SEARCH_OUTPUT as _SEARCH_OUTPUT
 
 __all__ = ["SEARCH_INPUT", "SEARCH_OUTPUT"]  # (with every name below: the tools' schemas)
 
@@ -123,8 +124,8 @@ EXEC_INPUT = obj(
         "yield_ms": {
             **YIELD,
             "description": "How long to wait before returning with the job still "
-            "running in the background, 0-120000. Default 10000. Ends earlier (still running) "
-            "before the host's own tool timeout.",
+            "running in the background, 0-600000. Default 10000. Ends sooner (still running, "
+            "not an error) before the host's own tool timeout.",
         },
         "max_output_bytes": {
             "type": "integer",
@@ -202,8 +203,8 @@ READ_INPUT = obj(
         },
         "wait_ms": {
             **YIELD,
-            "description": "Wait up to this long for `until`, 0-120000 (less where the host "
-            "would time the call out). Default 0.",
+            "description": "Wait up to this long for `until`, 0-600000 (ends sooner, the job "
+            "still running, where the host would time the call out). Default 0.",
         },
         "until": UNTIL,
         "quiet_ms": {
@@ -248,7 +249,7 @@ WRITE_INPUT = obj(
             f"SIGWINCH), rows and cols {TERMINAL_MIN_SIZE}-{TERMINAL_MAX_SIZE}. Terminals start "
             "at 50 rows x 200 cols.",
         },
-        "yield_ms": {**YIELD, "description": "Wait for output to settle, 0-120000. Default 1000."},
+        "yield_ms": {**YIELD, "description": "Wait for output to settle, 0-600000. Default 1000."},
         "purpose": PURPOSE,
     },
     ("job_id",),
@@ -274,7 +275,7 @@ SIGNAL_INPUT = obj(
         },
         "wait_ms": {
             **YIELD,
-            "description": "Wait this long for the job to end, 0-120000. Default 2000.",
+            "description": "Wait this long for the job to end, 0-600000. Default 2000.",
         },
         "purpose": PURPOSE,
     },
@@ -371,6 +372,14 @@ DIGEST = {
     },
     "required": ["lines"],
 }
+#: on any result of the default profile (tools/hosts.py, mcp/detached.py)
+DETACHED = _d(
+    _NULLABLE_STR,
+    None,
+    "Said once, on your next result: a job whose call your host stopped waiting for (its "
+    "own timeout, or an interrupt it words the same) kept running in the background; which "
+    "job, and how to follow it (`read`) or stop it (`signal`).",
+)
 
 SNAPSHOT_OUTPUT = {
     "type": "object",
@@ -500,6 +509,13 @@ SNAPSHOT_OUTPUT = {
             "that say what went wrong, from the whole log. No status of its own: `exit_code` "
             "says how the job ended.",
         ),
+        "note": _d(
+            _NULLABLE_STR,
+            None,
+            "`still running — not an error; read to wait on`: an exec whose wait ended with "
+            "the job running, or a read whose wait ended early before the host's own timeout.",
+        ),
+        "detached": DETACHED,
     },
     "required": ["job_id", "state", "output"],
 }
@@ -549,6 +565,7 @@ LIST_OUTPUT = {
     "properties": {
         "jobs": {"type": "array", "items": JOB_SUMMARY},
         "shells": {"type": "array", "items": SHELL_SUMMARY},
+        "detached": DETACHED,
     },
     "required": ["jobs", "shells"],
 }
@@ -562,6 +579,7 @@ SHELL_OPEN_OUTPUT = {
         "version": _d(_NULLABLE_STR, None, "The shell's version."),
         "cwd": {"type": "string"},
         "state": {"type": "string"},
+        "detached": DETACHED,
     },
     "required": ["shell_id", "shell", "cwd", "state"],
 }
@@ -574,6 +592,7 @@ SHELL_CLOSE_OUTPUT = {
         "cleanup_complete": _d(
             {"type": "boolean"}, True, "Every process of the shell is gone (false: some linger)."
         ),
+        "detached": DETACHED,
     },
     "required": ["shell_id", "state"],
 }
@@ -595,6 +614,14 @@ INFO_OUTPUT = {
         "limits": {"type": "object"},
         "profiles": {"type": "array"},
         "transports": {"type": "array"},
+        "host": {
+            "type": "object",
+            "description": "The calling host and how long one wait may last for it: "
+            "`horizon_ms` (null: no limit), from `timeout_ms`, whose `source` is the "
+            "host_timeout_ms `setting`, the `known host`'s default, the `default` of an "
+            "unknown host, or `none` (in process).",
+        },
+        "detached": DETACHED,
     },
     "required": ["version", "containment", "limits"],
 }
@@ -610,7 +637,13 @@ ERROR_OUTPUT = {
                 "retryable": {"type": "boolean"},
             },
             "required": ["code", "message", "retryable"],
-        }
+        },
+        "detached": DETACHED,
     },
     "required": ["error"],
+}
+
+SEARCH_OUTPUT: dict[str, Any] = {
+    **_SEARCH_OUTPUT,
+    "properties": {**_SEARCH_OUTPUT["properties"], "detached": DETACHED},
 }

@@ -83,7 +83,14 @@ def sent_to_conch(run: Run, method: str) -> list[dict[str, Any]]:
 
 
 def test_conch_tools_reach_the_model_verbatim(claude: Claude):
-    run = claude([Say("nothing to do")])
+    run = claude([conch("info", {}), Say("nothing to do")])
+    # the horizon Conch picks for this Claude Code from its clientInfo: none (no call limit)
+    assert structured(run.results()[0])["host"] == {
+        "name": "Claude Code",
+        "timeout_ms": None,
+        "horizon_ms": None,
+        "source": "known host",
+    }
     [listing] = [m["result"]["tools"] for m in run.from_conch() if "tools" in m.get("result", {})]
     first = run.fake.turns()[0]
     listed = [t for t in first["tools"] if t["name"].startswith(PREFIX)]
@@ -270,9 +277,11 @@ def test_a_host_timeout_does_not_lose_the_job(claude: Claude):
     cancelled = cancellations(run, "exec")
     assert len(cancelled) == 1
     check("host_timeout", {"steps": shown(run)[:1], "cancelled": cancelled})
-    # and the job must live on for the model to find: running, or done with its output
+    # and the job must live on for the model to find: running, or done with its output; the
+    # next result says so (the model saw only the host's timeout, without the job's id)
     [job] = structured(listed)["jobs"]
     assert job["state"] in ("running", "exited"), job
+    assert structured(listed)["detached"].startswith(job["job_id"]), structured(listed)
     assert structured(read) | {"job_id": "-"} == {
         "job_id": "-",
         "state": "exited",

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +86,7 @@ def with_job(step: int, **args: Any) -> Any:
 
 
 def test_codex_lists_conch_tools_to_the_model(drive, tmp_path: Path, logged_conch):
-    run = drive([LOAD_CONCH, Say("loaded")])
+    run = drive([LOAD_CONCH, Call("info", {}), Say("loaded")])
     first = run.fake.requests[0]
     deferred = [
         line
@@ -101,6 +105,13 @@ def test_codex_lists_conch_tools_to_the_model(drive, tmp_path: Path, logged_conc
     client = initialize["params"]["clientInfo"]
     assert client["name"] and client["version"], client
     print(f"Codex initialize clientInfo: {json.dumps(client)}")
+    # the horizon Conch picks for this Codex from its clientInfo: its 300 s cut, less 10 s
+    assert run.json(1)["host"] == {
+        "name": "Codex",
+        "timeout_ms": 300_000,
+        "horizon_ms": 290_000,
+        "source": "known host",
+    }
     matches_golden(
         "tools",
         normalize(
@@ -267,10 +278,9 @@ def _running_or_exited(fake: FakeResponses) -> dict[str, Any]:
 def test_a_host_timeout_shorter_than_the_call_does_not_lose_the_job(
     drive, tmp_path: Path, logged_conch
 ):
-    """Issue 20.2. Codex cancels with the same reason for its timeout and for a person's
-    interrupt ("MCP request cancelled by caller"), so Conch cannot tell the two apart from the
-    cancel: with `tool_timeout_sec` lowered, the server is told the same (`host_timeout_ms`,
-    docs/mcp.md) and no wait reaches Codex's timeout: the exec returns `running` first."""
+    """With `tool_timeout_sec` lowered and Conch told the same (`host_timeout_ms`, which
+    `conch install` passes), the setting wins over Codex's default: no wait reaches Codex's
+    timeout, the exec returns `running` first, saying that is no error."""
     run = drive(
         [
             LOAD_CONCH,
@@ -287,8 +297,91 @@ def test_a_host_timeout_shorter_than_the_call_does_not_lose_the_job(
     assert "timed out" not in json.dumps(run.output(1))
     first = run.json(1)
     assert first["state"] == "running", first
+    assert first["note"] == "still running — not an error; read to wait on", first
     (job,) = run.json(2)["jobs"]
     assert job["state"] in ("running", "exited"), job
     final = run.json(3)
     assert (final["state"], final["output"]) == ("exited", "survived\n"), final
     matches_golden("host_timeout", scenario(run, tmp_path))
+
+
+def _detached_job(fake: FakeResponses) -> dict[str, Any]:
+    """``read`` of the job the previous `list` names (what the model learns of it there)."""
+    listed = fake.last_output_json()
+    found = re.search(r"\bj_[0-9a-f]{10}\b", listed.get("detached", ""))
+    job_id = found.group(0) if found else listed["jobs"][0]["job_id"]
+    return {"job_id": job_id, "wait_ms": 4000, "until": "exit"}
+
+
+def test_a_host_timeout_conch_was_not_told_of_never_loses_the_job(
+    drive, tmp_path: Path, logged_conch
+):
+    """Codex cuts the exec at its `tool_timeout_sec` (5 s; Conch was not told, so its horizon
+    is Codex's default) and cancels it with the reason it also gives a person's interrupt: the
+    job runs on, detached; the next result says so and how to stop it; its output is read."""
+    run = drive(
+        [
+            LOAD_CONCH,
+            Call("exec", {"command": "sleep 7; echo late", "yield_ms": 10000}),
+            Call("list", {"state": "all"}),
+            Call("read", _detached_job),
+            Say("ok"),
+        ],
+        tool_timeout_sec=5,
+    )
+    cancelled = [m["params"] for m in logged_conch.requests("notifications/cancelled")]
+    assert [c["reason"] for c in cancelled] == ["MCP request cancelled by caller"]
+    assert "timed out awaiting tools/call after 5s" in json.dumps(run.output(1))
+    listed = run.json(2)
+    (job,) = listed["jobs"]
+    assert job["state"] == "running", listed
+    j = job["job_id"]
+    assert listed["detached"] == (
+        f"{j} kept running after the host stopped waiting for the call that started it (not an "
+        f"error): read {j} to follow it, signal {j} to stop it."
+    ), listed
+    final = run.json(3)
+    assert (final["job_id"], final["state"], final["output"]) == (j, "exited", "late\n"), final
+    matches_golden("host_timeout_detached", scenario(run, tmp_path))
+
+
+def test_codex_words_a_persons_interrupt_as_it_words_its_timeout(
+    codex: Path, tmp_path: Path, loopback, logged_conch, spawn
+):
+    """The fact the detach rests on, measured: a person's Ctrl-C (SIGINT to `codex exec`)
+    while Conch runs a call sends the same `notifications/cancelled` reason as Codex's own
+    timeout above, so Conch cannot tell the two apart."""
+
+    def interrupted(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        proc = spawn(argv, **kwargs)
+
+        def interrupt() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and proc.poll() is None:
+                if any(m["params"]["name"] == "exec" for m in logged_conch.requests("tools/call")):
+                    time.sleep(1.0)
+                    proc.send_signal(signal.SIGINT)
+                    return
+                time.sleep(0.05)
+
+        threading.Thread(target=interrupt, daemon=True).start()
+        return proc
+
+    script = [
+        LOAD_CONCH,
+        Call("exec", {"command": "sleep 30; echo never", "yield_ms": 20000}),
+        Say("ok"),
+    ]
+    with pytest.raises(AssertionError, match="codex exec failed"):  # Ctrl-C ends the run
+        run_codex(
+            codex,
+            script,
+            tmp=tmp_path,
+            loopback=loopback,
+            conch=logged_conch,
+            spawn=interrupted,
+            timeout=30,
+        )
+    cancelled = [m["params"] for m in logged_conch.requests("notifications/cancelled")]
+    [call] = [m for m in logged_conch.requests("tools/call") if m["params"]["name"] == "exec"]
+    assert cancelled == [{"requestId": call["id"], "reason": "MCP request cancelled by caller"}]

@@ -15,7 +15,7 @@ from conch.core import Engine
 from conch.tools import lean as L
 from conch.tools import schemas as S
 from conch.tools.context import ToolContext
-from conch.tools.hosts import IN_PROCESS, horizon_ms
+from conch.tools.hosts import IN_PROCESS, TRANSPORTS
 from conch.tools.profiles._common import Profile
 from conch.tools.tool import Tool, WireShape
 
@@ -30,43 +30,50 @@ def _fitted(
     args: dict[str, Any],
     wait: tuple[str, int],
     budget: str | None = None,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], bool]:
     """``args`` with the wait (name, default) ending before the host's timeout, and the
-    inline window (``budget``) below where the host cuts a result (conch/tools/hosts.py)."""
-    setting = rt.config.host_timeout_ms
-    if ctx.host is None and not setting:
-        return args
-    facts = ctx.host or IN_PROCESS
+    inline window (``budget``) below where the host cuts a result (conch/tools/hosts.py);
+    and whether the horizon cut the wait asked for."""
+    if ctx.host is None and not rt.config.host_timeout_ms:
+        return args, False
     out = dict(args)
-    horizon = horizon_ms(facts, setting)
     name, default = wait
-    if horizon is not None and out.get(name, default) > horizon:
-        out[name] = horizon
+    asked = out.get(name, default)
+    out[name] = ctx.within_horizon(asked, rt.config)
     if budget is not None:
         given = out.get(budget, rt.config.default_max_output_bytes)
-        out[budget] = min(given, facts.max_output_bytes)
-    return out
+        out[budget] = min(given, (ctx.host or IN_PROCESS).max_output_bytes)
+    return out, out[name] < asked
+
+
+def _still_running(result: dict[str, Any], waited: bool) -> dict[str, Any]:
+    """A wait that ended with the job running says so, as a fact that is no error, where a
+    model could take it for one: an exec that waited, a read whose wait the host cut."""
+    if waited and L.still_running(result):
+        result["note"] = L.STILL_RUNNING
+    return result
 
 
 # `purpose` is the call's (its label, for the dashboard), not the request's
 async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     wait = ("yield_ms", rt.config.default_yield_ms)
-    fitted = _fitted(rt, ctx, _without(args, "purpose"), wait, "max_output_bytes")
-    return dict(await rt.exec(core.ExecRequest(**fitted), ctx.engine_context(warm=True)))
+    fitted, _ = _fitted(rt, ctx, _without(args, "purpose"), wait, "max_output_bytes")
+    result = dict(await rt.exec(core.ExecRequest(**fitted), ctx.engine_context(warm=True)))
+    return _still_running(result, fitted.get("yield_ms", rt.config.default_yield_ms) > 0)
 
 
 async def _read(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    fitted = _fitted(rt, ctx, args, ("wait_ms", 0), "max_bytes")
-    return dict(await rt.read(core.ReadRequest(**fitted)))
+    fitted, cut = _fitted(rt, ctx, args, ("wait_ms", 0), "max_bytes")
+    return _still_running(dict(await rt.read(core.ReadRequest(**fitted))), cut)
 
 
 async def _write(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    fitted = _fitted(rt, ctx, _without(args, "purpose"), ("yield_ms", 1000), "max_bytes")
+    fitted, _ = _fitted(rt, ctx, _without(args, "purpose"), ("yield_ms", 1000), "max_bytes")
     return dict(await rt.write(core.WriteRequest(**fitted)))
 
 
 async def _signal(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    args = _fitted(rt, ctx, _without(args, "purpose"), ("wait_ms", 2000), "max_bytes")
+    args, _ = _fitted(rt, ctx, _without(args, "purpose"), ("wait_ms", 2000), "max_bytes")
     shell_id = args.pop("shell_id", None)
     if shell_id is not None:  # closing a shell (and everything in it)
         if "job_id" in args:
@@ -105,7 +112,19 @@ async def _search(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[st
 
 
 async def _info(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    return dict(await rt.info())
+    h = ctx.wait_horizon(rt.config)
+    return {
+        **await rt.info(),
+        "profiles": list(rt.config.profiles),
+        "transports": list(TRANSPORTS),
+        # how long one wait may last for the caller, and why (tools/hosts.py)
+        "host": {
+            "name": (ctx.host or IN_PROCESS).name,
+            "timeout_ms": h.timeout_ms,
+            "horizon_ms": h.ms,
+            "source": h.source,
+        },
+    }
 
 
 def _lean_snapshot(r: dict[str, Any], cwd: str) -> dict[str, Any]:
@@ -155,8 +174,9 @@ EXEC_DESCRIPTION = "\n".join(
             "persist)."
         ),
         (
-            "Waits up to `yield_ms` (default 10 s): if the job is still running you get `state: "
-            "running` with the output so far, and it keeps running in the background — use "
+            "Waits up to `yield_ms` (default 10 s, at most 10 min, less where the host would "
+            "time the call out): if the job is still running you get `state: running` (not an "
+            "error) with the output so far, and it keeps running in the background — use "
             "`read` to follow it, `write` to type into it, `signal` to stop it. It is killed at "
             "`timeout_ms` (default 30 min)."
         ),
@@ -211,7 +231,7 @@ DESCRIPTIONS = {
         "kills processes the job left running (`lingering_pids`). With `shell_id` instead of "
         "`job_id` (terminate or kill) it closes that persistent shell and kills every process "
         "in it: the result is `{shell_id, state: closed}`. Waits up to `wait_ms` (default "
-        "2000, at most 120000) for the job to end. Fields left out have their default."
+        "2000, at most 600000) for the job to end. Fields left out have their default."
     ),
     "list": (
         "List jobs (running and recent) and open persistent shells. Fields left out have "

@@ -20,7 +20,7 @@ from harness import Server, open_session, shared_env
 import conch
 from conch.tools.call import ToolOutcome, call_tool_full
 from conch.tools.context import ToolContext
-from conch.tools.hosts import KNOWN_HOSTS, HostFacts
+from conch.tools.hosts import HostFacts, facts_for
 from conch.tools.profiles.claude_code import anthropic_tools
 from conch.tools.profiles.claude_code import results as R
 
@@ -232,7 +232,7 @@ async def test_a_long_error_is_cut_unless_the_host_cuts_it(rt):
     shown, _ = await text(rt, "Bash", command)
     full = "Exit code 1\n" + "\n".join(str(n) for n in range(1, 3001))
     assert shown == f"{full[:5000]}\n\n... [3904 characters truncated] ...\n\n{full[-5000:]}"
-    claude = ToolContext(host=KNOWN_HOSTS["claude-code"])
+    claude = ToolContext(host=facts_for("claude-code"))
     assert (await call(rt, "Bash", command, claude)).result["text"] == full
     # over 30000 characters of output, the first 30000
     long = (await call(rt, "Bash", {"command": "seq 1 100000; exit 2"}, claude)).result["text"]

@@ -25,7 +25,6 @@ from conch.config import MAX_WAIT_MS
 from conch.core import Engine, ExecRequest, JobView, SignalRequest
 from conch.errors import ConchError
 from conch.tools.context import ToolContext
-from conch.tools.hosts import IN_PROCESS, horizon_ms
 from conch.tools.profiles.claude_code.tasks import Tasks
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -34,14 +33,6 @@ TASK_OUTPUT_TIMEOUT_MS = 30_000
 # how much of a log is read at most for a result (its head or tail); the rest stays in the file
 _READ_LIMIT = 4 << 20
 _FIRST_WORD = re.compile(r"^\s*([^\s;&|()<>]+)")
-
-
-def _horizon(rt: Engine, ctx: ToolContext) -> int | None:
-    """How long a wait may last so that it ends before the MCP host gives up (None: no limit)."""
-    setting = rt.config.host_timeout_ms
-    if ctx.host is None and not setting:
-        return None
-    return horizon_ms(ctx.host or IN_PROCESS, setting)
 
 
 def _timeout_ms(value: Any) -> int:
@@ -151,8 +142,7 @@ async def bash(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, 
         task = tasks.add(job.job_id, command, description)
         return R.background(task.task_id, job.log.path)
     timeout_ms = _timeout_ms(args.get("timeout"))
-    horizon = _horizon(rt, ctx)
-    wait_ms = timeout_ms if horizon is None else min(timeout_ms, horizon)
+    wait_ms = ctx.within_horizon(timeout_ms, rt.config)
     cwd_file = rt.output_file()
     try:
         started = time.monotonic()
@@ -204,9 +194,7 @@ async def task_output(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dic
     block = args.get("block", True)
     if block and not job.terminal:
         wait_ms = args.get("timeout", TASK_OUTPUT_TIMEOUT_MS)
-        horizon = _horizon(rt, ctx)
-        if horizon is not None:
-            wait_ms = min(wait_ms, horizon)
+        wait_ms = ctx.within_horizon(wait_ms, rt.config)
         await _wait(rt, ctx, job, wait_ms / 1000, stop=False)
     if not job.terminal:
         if not block:

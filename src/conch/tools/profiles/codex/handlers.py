@@ -20,7 +20,6 @@ from typing import Any
 from conch.core import Engine, ExecRequest, JobLabel, JobView, WriteRequest
 from conch.errors import ConchError
 from conch.tools.context import ToolContext
-from conch.tools.hosts import IN_PROCESS, horizon_ms
 from conch.tools.profiles.codex.results import (
     DEFAULT_MAX_OUTPUT_TOKENS,
     Chunk,
@@ -67,15 +66,6 @@ def _count(args: dict[str, Any], name: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConchError("invalid_argument", f"{name}: expected a non-negative integer", field=name)
     return value
-
-
-def _within_host(rt: Engine, ctx: ToolContext, wait_ms: int) -> int:
-    """``wait_ms``, ended before the calling host gives up on the call."""
-    setting = rt.config.host_timeout_ms
-    if ctx.host is None and not setting:
-        return wait_ms
-    horizon = horizon_ms(ctx.host or IN_PROCESS, setting)
-    return wait_ms if horizon is None else min(wait_ms, horizon)
 
 
 def user_shell() -> str:
@@ -136,7 +126,7 @@ async def exec_command(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> di
         cwd=args.get("workdir") or None,
         env=CODEX_ENV,
         timeout_ms=0,  # Codex gives a command no deadline: it runs until it ends or is stopped
-        yield_ms=_within_host(rt, ctx, yield_ms),
+        yield_ms=ctx.within_horizon(yield_ms, rt.config),
         max_output_bytes=0,  # the chunk is read from the log below
     )
     snap = await rt.exec(req, ctx.engine_context())
@@ -182,7 +172,7 @@ async def write_stdin(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dic
     else:
         wait_ms = min(max(yield_ms, POLL_MIN), POLL_MAX)
     started = time.monotonic()
-    await job.wait_until(lambda: job.terminal, _within_host(rt, ctx, wait_ms) / 1000)
+    await job.wait_until(lambda: job.terminal, ctx.within_horizon(wait_ms, rt.config) / 1000)
     done = job.terminal
     chunk, end = _chunk(job, session.tty, session.cursor, started, None if done else sid)
     if done:
