@@ -67,6 +67,9 @@ class ToolSet:
     cumulative = False  # a wait shows the whole output so far (not what is new)
     start_input = False  # ``start`` takes the first input for the program (``text``)
     digests = False  # results carry a digest of a long output (the lines that failed)
+    #: ``run`` waits as long as a wait call may (Conch's exec waits up to the host's horizon,
+    #: like a read), so a long job is run and waited on rather than started and then waited on
+    long_run = False
 
     def call(self, name: str, **args: Any) -> Call:
         return Call(name, args, self.server)
@@ -131,6 +134,7 @@ class ConchTools(ToolSet):
     pty = True
     start_input = True  # exec's stdin, kept open (stdin_open) for later writes
     digests = True
+    long_run = True
 
     def __init__(self, host: str, secret: bool = False) -> None:
         self.host = host
@@ -219,10 +223,12 @@ class ConchTools(ToolSet):
         return self._out((yield self.call("signal", job_id=h.handle)))
 
     def shell(self) -> G:
-        return self._out((yield self.call("shell_open")))
+        """A name, no call: exec's ``shell_id`` opens a shell of a new name on first use."""
+        return Out("", handle="work")
+        yield
 
     def sh(self, sh: Out, cmd: str, state: list[str]) -> G:
-        out = self._out((yield self.call("exec", command=cmd, shell_id=sh.handle, yield_ms=60000)))
+        out = self._out((yield self.call("exec", command=cmd, shell_id=sh.handle, yield_ms=600000)))
         return (yield from self._follow(out, 120))
 
 

@@ -261,3 +261,23 @@ async def test_full_detail_restores_every_field_in_the_typed_methods(tmp_path):
         r = await rt.exec(command="echo hi")
         assert {"pid", "log_path", "ok", "duration_ms", "stdout_bytes", "eof"} <= set(r)
         assert (await rt.shell_close((await rt.shell_open())["shell_id"]))["cleanup_complete"]
+
+
+async def test_a_shell_named_in_exec_opens_on_first_use(tmp_path):
+    """One call instead of shell_open + exec: a new name opens a shell of that name (in the
+    exec's cwd) and says so once; later calls by the name run in it; an id that is gone stays
+    not_found (a typo of an id never opens a shell)."""
+    import conch
+
+    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "data"))) as rt:
+        first = await rt.call_tool(
+            "exec", {"shell_id": "git", "cwd": str(tmp_path), "command": "export Q=5; pwd"}
+        )
+        assert first["shell_opened"] is True and first["output"] == f"{tmp_path}\n", first
+        again = await rt.call_tool("exec", {"shell_id": "git", "command": "echo $Q; pwd"})
+        assert "shell_opened" not in again and again["output"] == f"5\n{tmp_path}\n", again
+        assert again["shell_id"] == first["shell_id"]
+        gone = await rt.call_tool("exec", {"shell_id": "s_0123456789", "command": "true"})
+        assert gone["error"]["code"] == "not_found", gone
+        shells = (await rt.call_tool("list", {}))["shells"]
+        assert [s["name"] for s in shells] == ["git"], shells

@@ -113,6 +113,8 @@ def snapshot(s: Result, default_cwd: str | None = None, *, named: bool = True) -
         out["lingering_pids"] = s["lingering_pids"]
     if s.get("restarted"):
         out["restarted"] = True
+    if s.get("shell_opened"):
+        out["shell_opened"] = True
     if s.get("lost_bytes"):
         out["lost_bytes"] = s["lost_bytes"]
     if s.get("attended"):

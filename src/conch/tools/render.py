@@ -62,6 +62,8 @@ def header(s: dict[str, Any]) -> str:
         parts.append(f"shell {s['shell_id']} cwd {s.get('cwd')}")
     if s.get("restarted"):
         parts.append("shell restarted")
+    if s.get("shell_opened"):
+        parts.append("shell opened")
     if s.get("lingering_pids"):
         parts.append(f"lingering pids {' '.join(map(str, s['lingering_pids']))}")
     if s.get("truncated") and s.get("omitted_bytes"):

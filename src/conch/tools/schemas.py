@@ -97,7 +97,11 @@ EXEC_INPUT = obj(
             "maxLength": 4 * MiB,
             "description": "Multi-line bash script; syntax-checked with `bash -n` first.",
         },
-        "shell_id": {**ID, "description": "Run `command` in this persistent shell (shell_open)."},
+        "shell_id": {
+            **ID,
+            "description": "Run `command` in this persistent shell: its id, or a name; the "
+            "first exec with a new name opens a shell of that name (in `cwd`).",
+        },
         "stdin": {
             "type": "string",
             "maxLength": 16 * MiB,
@@ -395,6 +399,9 @@ SNAPSHOT_OUTPUT = {
             "How the job runs; left out for `command`, and for `shell` when shell_id is given.",
         ),
         "shell_id": _d(_NULLABLE_STR, None, "The persistent shell the command ran in."),
+        "shell_opened": _d(
+            {"type": "boolean"}, False, "This exec opened the shell it named (a new name)."
+        ),
         "state": {"enum": ["running", "exited", "timed_out", "cancelled", "output_limit", "limit"]},
         "limit": {
             "enum": ["memory_max", None],

@@ -7,6 +7,7 @@ below where the host cuts a result (conch/tools/hosts.py)."""
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -55,10 +56,25 @@ def _still_running(result: dict[str, Any], waited: bool) -> dict[str, Any]:
 
 
 # `purpose` is the call's (its label, for the dashboard), not the request's
+#: a shell's id (``s_`` and hex), as opposed to a name the caller gives
+_SHELL_ID = re.compile(r"^s_[0-9a-f]+$")
+
+
 async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     wait = ("yield_ms", rt.config.default_yield_ms)
     fitted, _ = _fitted(rt, ctx, _without(args, "purpose"), wait, "max_output_bytes")
-    result = dict(await rt.exec(core.ExecRequest(**fitted), ctx.engine_context(warm=True)))
+    try:
+        result = dict(await rt.exec(core.ExecRequest(**fitted), ctx.engine_context(warm=True)))
+    except core.ConchError as e:
+        # a shell named in exec opens on first use (a call less than shell_open + exec); an
+        # id that is gone stays not_found
+        name = fitted.get("shell_id")
+        if e.code != "not_found" or not isinstance(name, str) or _SHELL_ID.match(name):
+            raise
+        opened = await rt.shell_open(core.ShellOpenRequest(name=name, cwd=fitted.get("cwd")))
+        fitted = {**_without(fitted, "cwd"), "shell_id": opened["shell_id"]}
+        result = dict(await rt.exec(core.ExecRequest(**fitted), ctx.engine_context(warm=True)))
+        result["shell_opened"] = True
     return _still_running(result, fitted.get("yield_ms", rt.config.default_yield_ms) > 0)
 
 
