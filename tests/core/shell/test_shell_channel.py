@@ -7,9 +7,11 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 import pytest
 
+import conch
 from conch.core.process import libc_spawn, popen
 from conch.core.shell import channel
 
@@ -83,3 +85,18 @@ def test_a_spawner_passes_no_other_descriptor() -> None:
             spawner=lambda *a, **k: 0,
             keep=(0, 8),
         )
+
+
+@pytest.mark.anyio
+async def test_a_shell_spawned_by_popen_ends_its_commands(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole way where glibc cannot spawn (before 2.34, musl): the shell gets its channel
+    from Popen and its commands end with their own status."""
+    monkeypatch.setattr(libc_spawn, "available", lambda: False)
+    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "data"))) as rt:
+        sid = (await rt.call_tool("shell_open", {"shell": "bash"}))["shell_id"]
+        # (while a command runs, 8 is closed: the shell keeps one copy, close-on-exec)
+        probe = "ls -l /proc/$$/fd | grep -c socket; [ -e /proc/$$/fd/8 ] || echo closed; (exit 6)"
+        r = await rt.call_tool("exec", {"shell_id": sid, "command": probe})
+    assert r["exit_code"] == 6 and r["output"] == "1\nclosed\n", r
