@@ -14,14 +14,14 @@ from typing import Any
 
 from conch.core.jobs.job import Job
 from conch.core.output.normalize import Normalizer
-from conch.core.pattern import STEP_S, Pattern, beside_loop, compile_pattern
+from conch.core.pattern import MAX_STEP_S, STEP_S, Pattern, beside_loop, compile_pattern
 from conch.errors import ConchError
 
 _POLL_S = 0.1
 _CARRY = 4096  # characters of a step searched again with the next (a match across steps)
 _MIN = 128  # the fewest characters carried, and bytes read, in a step
 _MAX_CHUNK = 64 << 10  # the most bytes read in a step (normalizing them holds the GIL)
-_MEASURABLE_S = 0.001  # a step that took this long says how fast the pattern is
+_MEASURABLE = 1024  # characters a step searched to say how fast its pattern is
 
 
 @dataclass(frozen=True)
@@ -58,11 +58,11 @@ class LogScanner:
     stream: an escape sequence or a UTF-8 character cut between two reads is still whole.
 
     The search runs in steps beside the event loop (core/pattern.py): each reads on the loop
-    what arrived since the last one, at most as much as the pattern can search in
-    ``pattern.STEP_S`` of CPU time at its worst (or at a slower rate a step measured), and
-    normalizes and searches it on a pattern worker. A match may begin in the text of an
-    earlier step (the last characters of its finished lines are searched again: 4096, fewer
-    for a pattern whose worst is slow)."""
+    what arrived since the last one, as much as the pattern searches in ``pattern.STEP_S``
+    of CPU time at the rate it showed so far (at first its worst), never more than it could
+    search in ``pattern.MAX_STEP_S`` at its worst, and normalizes and searches it on a
+    pattern worker. A match may begin in the text of an earlier step (the last characters of
+    its finished lines are searched again: 4096, fewer for a slow pattern)."""
 
     def __init__(self, pattern: Pattern, since: int = 0) -> None:
         self.pattern = pattern
@@ -70,7 +70,7 @@ class LogScanner:
         self.matched = False
         self._carry = ""  # the last finished characters, searched again with the next step
         self._norm = Normalizer()
-        self._rate = pattern.cost  # seconds per character, at worst
+        self._rate = pattern.cost  # CPU seconds per character: as measured, at first the worst
         self._keep, self._chunk = self._sizes()
         self._step: asyncio.Task[None] | None = None
 
@@ -102,7 +102,7 @@ class LogScanner:
         if not chunk:  # (the log cannot be read there: nothing to find in it)
             self.scanned = end
             return
-        bound = self._rate * (len(self._carry) + len(chunk))
+        bound = self.pattern.cost * (len(self._carry) + len(chunk))  # (at its worst)
         found = await beside_loop(bound, self._search, chunk)
         self.scanned += len(chunk)
         self.matched = self.matched or found
@@ -113,15 +113,16 @@ class LogScanner:
         t0 = time.thread_time()  # (CPU time: a busy machine only stretches it in wall time)
         found = self.pattern.search(text) is not None
         took = time.thread_time() - t0
-        if took >= _MEASURABLE_S:  # (a slower CPU than the one the worst was measured on)
-            self._rate = max(self.pattern.cost, took / max(len(text), 1))
+        if len(text) >= _MEASURABLE:
+            self._rate = max(took / len(text), 1e-10)
             self._keep, self._chunk = self._sizes()
         self._carry = done[-self._keep :] if not found else ""
         return found
 
     def _sizes(self) -> tuple[int, int]:
-        """(characters carried over, bytes read) for a step of about STEP_S at this rate."""
-        fits = STEP_S / max(self._rate, 1e-12)
+        """(characters carried over, bytes read) for a step of about STEP_S at the rate
+        measured, and no more than MAX_STEP_S at the pattern's worst."""
+        fits = min(STEP_S / self._rate, MAX_STEP_S / self.pattern.cost)
         keep = int(min(_CARRY, max(_MIN, fits / 2)))
         return keep, int(min(_MAX_CHUNK, max(_MIN, fits - keep)))
 
