@@ -141,9 +141,24 @@ async def read(jobs: Sequence[Job], req: CheckedRead, screens: Screens) -> JobSn
         w = win.following(job.log, start, req.budget, stream=sidx, raw=r.raw, final=job.terminal)
     job.read_cursor[stream] = w.next_cursor
     snap = snapshot(job, w, stream=stream)
+    if met is None and r.wait_ms > 0:
+        snap["output"] += _unsearched(watches, r.wait_ms)
     # a digest's cursors are of the whole log: a read of one stream gets one on request only
     want = r.digest if stream is None or r.digest is not None else False
     return await with_digest(job, snap, want)
+
+
+def _unsearched(watches: Sequence[Watch], wait_ms: int) -> str:
+    """A note on a read whose wait ran out before its pattern was searched in all the output
+    (a slow pattern over much output): the result alone would read as 'not found'."""
+    behind = max(w.pattern_behind() for w in watches)
+    if not behind:
+        return ""
+    return (
+        f"\n[... until.pattern: {behind} bytes of output were not searched yet when wait_ms "
+        f"({wait_ms}) ran out (a slow pattern over much output); a simpler pattern searches "
+        "faster ...]"
+    )
 
 
 def screen_snapshot(job: Job, screens: Screens, start: int) -> JobSnapshot:

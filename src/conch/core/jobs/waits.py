@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from conch.core.jobs.job import Job
-from conch.core.jobs.ready import LogScanner
+from conch.core.jobs.ready import LogScanner, changed
 from conch.core.pattern import Pattern
 
 #: the named conditions; a pattern is the fifth kind
@@ -55,7 +55,7 @@ class Watch:
             self.met = "exit"
         elif "change" in kinds and job.log.size(self.stream) > self.start:
             self.met = "change"
-        elif self._scan is not None and self._scan.found(job):
+        elif self._scan is not None and self._scan.matched:
             self.met = "pattern"
         elif "quiet" in kinds and now - job.quiet_since >= self.until.quiet_s:
             self.met = "quiet"
@@ -67,12 +67,25 @@ class Watch:
             return False
         return True
 
+    def scan(self) -> asyncio.Task[None] | None:
+        """The pattern search step that runs (started if the search is behind), or None."""
+        return self._scan.step(self.job) if self._scan is not None else None
+
+    def pattern_behind(self) -> int:
+        """How many bytes of output the pattern was not searched in yet (0: none, or no
+        pattern)."""
+        if self._scan is None or self._scan.matched:
+            return 0
+        return max(0, self.job.log.size() - self._scan.scanned)
+
+    def close(self) -> None:
+        if self._scan is not None:
+            self._scan.close()
+
     def wake_in(self, now: float) -> float | None:
         """How soon the condition may hold with no change of the job: a quiet spell ending, a
-        prompt to look for, a pattern still behind the log; None: only a change can do it."""
+        prompt to look for; None: only a change (or a pattern search step) can do it."""
         soon: list[float] = []
-        if self._scan is not None and self._scan.behind(self.job):
-            soon.append(0.0)
         if "quiet" in self.until.kinds:
             soon.append(max(0.0, self.job.quiet_since + self.until.quiet_s - now))
         if "input" in self.until.kinds:
@@ -82,30 +95,22 @@ class Watch:
 
 async def first(watches: Sequence[Watch], timeout_s: float) -> Watch | None:
     """The first watch that holds (in the given order when several do), waiting up to
-    ``timeout_s``; None when none held in time."""
+    ``timeout_s``; None when none held in time. A pattern's search goes on in steps beside
+    the loop meanwhile (core/jobs/ready.py); it stops with the wait."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        now = time.monotonic()
-        for w in watches:
-            if w.holds(now):
-                return w
-        remaining = deadline - now
-        if remaining <= 0:
-            return None
-        wake = min([remaining, *(t for w in watches if (t := w.wake_in(now)) is not None)])
-        if wake > 0:
-            await _any_change([w.job for w in watches], wake)
-
-
-async def _any_change(jobs: Sequence[Job], timeout_s: float) -> None:
-    if len(jobs) == 1:
-        await jobs[0].wait_change(jobs[0].version, timeout_s)
-        return
-    futures = [(job, job.watch()) for job in dict.fromkeys(jobs)]
     try:
-        await asyncio.wait(
-            [f for _, f in futures], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
-        )
+        while True:
+            now = time.monotonic()
+            for w in watches:
+                if w.holds(now):
+                    return w
+            remaining = deadline - now
+            if remaining <= 0:
+                return None
+            steps = [s for w in watches if (s := w.scan()) is not None]
+            wake = min([remaining, *(t for w in watches if (t := w.wake_in(now)) is not None)])
+            if wake > 0:
+                await changed([w.job for w in watches], wake, steps)
     finally:
-        for job, fut in futures:
-            job.unwatch(fut)
+        for w in watches:
+            w.close()

@@ -60,6 +60,7 @@ def _load() -> bool:
             "posix_spawn_file_actions_destroy",
             "posix_spawn_file_actions_adddup2",
             "posix_spawn_file_actions_addopen",
+            "posix_spawn_file_actions_addclose",
             "posix_spawn_file_actions_addchdir_np",
             "posix_spawn_file_actions_addclosefrom_np",
             "posix_spawnattr_init",
@@ -79,6 +80,7 @@ def _load() -> bool:
     libc.posix_spawn_file_actions_init.argtypes = [vp]
     libc.posix_spawn_file_actions_destroy.argtypes = [vp]
     libc.posix_spawn_file_actions_adddup2.argtypes = [vp, i, i]
+    libc.posix_spawn_file_actions_addclose.argtypes = [vp, i]
     libc.posix_spawn_file_actions_addopen.argtypes = [vp, i, cp, i, ctypes.c_uint]
     libc.posix_spawn_file_actions_addchdir_np.argtypes = [vp, cp]
     libc.posix_spawn_file_actions_addclosefrom_np.argtypes = [vp, i]
@@ -183,6 +185,7 @@ class Prepared:
         terminal: str | None = None,
         cgroup: str | None = None,
         fds: Sequence[int] = (),
+        first_fd: int = 3,
     ) -> None:
         enc = _encode
         args = [enc(a) for a in argv]
@@ -216,14 +219,16 @@ class Prepared:
                     or libc.posix_spawn_file_actions_adddup2(actions, stdout, 1)
                     or libc.posix_spawn_file_actions_adddup2(actions, stderr, 2)
                 )
-            # the extra descriptors become 3, 4, ... after the three: one that sits where an
-            # earlier one goes would be overwritten first, so each is copied above them all
-            top = 3 + len(fds)
+            # the extra descriptors become first_fd, first_fd + 1, ...: one that sits where
+            # an earlier one goes would be overwritten first, so each is copied above them all
+            top = first_fd + len(fds)
             for n, fd in enumerate(fds):
                 if fd < top:
                     fd = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, top)
                     self._moved.append(fd)
-                err = err or libc.posix_spawn_file_actions_adddup2(actions, fd, 3 + n)
+                err = err or libc.posix_spawn_file_actions_adddup2(actions, fd, first_fd + n)
+            for fd in range(3, first_fd if fds else 3):  # (glibc ignores EBADF here)
+                err = err or libc.posix_spawn_file_actions_addclose(actions, fd)
             err = (
                 err
                 or libc.posix_spawn_file_actions_addchdir_np(actions, where)
@@ -285,14 +290,15 @@ def spawn(
     terminal: str | None = None,
     cgroup: str | None = None,
     fds: Sequence[int] = (),
+    first_fd: int = 3,
 ) -> int:
     """Start ``path`` with ``argv`` and exactly ``env``, in ``cwd``, as the leader of a new
     session with the three descriptors given (and inside the cgroup v2 directory ``cgroup``);
     its pid. ``terminal``: the PTY slave the descriptors are; the child opens it as its stdio
     instead, after setsid, which makes it its controlling terminal. ``fds``: descriptors the
-    child gets as 3, 4, ... (every other one is closed). A failure (the program, the
-    directory, the cgroup) is the ``OSError`` Popen would raise. Needs :func:`available` (and
-    :func:`into_cgroup_available` for ``cgroup``)."""
+    child gets as ``first_fd``, ``first_fd + 1``, ... (every other one is closed). A failure
+    (the program, the directory, the cgroup) is the ``OSError`` Popen would raise. Needs
+    :func:`available` (and :func:`into_cgroup_available` for ``cgroup``)."""
     call = Prepared(
         path,
         argv,
@@ -304,6 +310,7 @@ def spawn(
         terminal=terminal,
         cgroup=cgroup,
         fds=fds,
+        first_fd=first_fd,
     )
     try:
         err = call.run()

@@ -11,11 +11,14 @@ asyncio with the same reset and the same child environment (core/spawn.py).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
+import functools
+import os
 import subprocess
 import termios
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from conch.core.process import libc_spawn, program
 from conch.core.process.hygiene import spawning
@@ -26,6 +29,22 @@ Stdio = int  # a file descriptor
 
 def _take_terminal() -> None:  # runs in the child between fork and exec (Popen's path)
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def _keep(fd: int, number: int) -> None:  # runs in the child between fork and exec (Popen's)
+    """``fd`` as ``number``, and every other descriptor the program would inherit closed, as
+    ``close_fds`` does (which would close ``number`` too; those closed on exec, Popen's error
+    pipe among them, go by themselves)."""
+    os.dup2(fd, number)
+    try:
+        fds: Iterable[int] = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = range(3, os.sysconf("SC_OPEN_MAX"))
+    for other in fds:
+        if other > 2 and other != number:
+            with contextlib.suppress(OSError):
+                if os.get_inheritable(other):
+                    os.close(other)
 
 
 def spawn(
@@ -39,13 +58,17 @@ def spawn(
     terminal: str | None = None,
     cgroup: str | None = None,
     spawner: Callable[..., int] | None = None,
+    keep: tuple[int, int] | None = None,
 ) -> int:
     """Start ``argv``; its pid. A failure to start is ``spawn_failed``. ``terminal``: the path
     of the PTY slave the three descriptors are, which becomes the child's controlling terminal.
     ``cgroup``: the cgroup v2 directory the child starts in (only where
     ``SpawnFence.prepare`` said so for this argv and env). ``spawner``: what starts it instead
     (``SpawnFence.spawner``: the landlock backend, which fences the child before its program),
-    called as ``libc_spawn.spawn`` is."""
+    called as ``libc_spawn.spawn`` is. ``keep``: (a descriptor of ours, a number from 3 up) that
+    the child gets as that number (not with a ``spawner``)."""
+    if spawner is not None and keep is not None:
+        raise ValueError("a spawner passes no other descriptor")
     try:
         path = program.resolved(argv[0], env)
         if spawner is not None:
@@ -74,22 +97,22 @@ def spawn(
                 stderr=stderr,
                 terminal=terminal,
                 cgroup=cgroup,
+                fds=[keep[0]] if keep is not None else (),
+                first_fd=keep[1] if keep is not None else 3,
             )
         if cgroup is not None:
             raise ConchError("spawn_failed", "a spawn into a cgroup needs glibc's posix_spawn")
-        preexec_fn = _take_terminal if terminal is not None else None
+        steps: list[Callable[[], None]] = [_take_terminal] if terminal is not None else []
+        if keep is not None:
+            steps.append(functools.partial(_keep, *keep))
         with spawning() as reset:  # None: nothing to undo in the child, vfork stays possible
-            setup = preexec_fn
-            if reset is not None and preexec_fn is not None:
-                after = preexec_fn
+            if reset is not None:
+                steps.insert(0, reset)
 
-                def setup() -> None:  # runs in the child between fork and exec
-                    assert reset is not None
-                    reset()
-                    after()
+            def setup() -> None:  # runs in the child between fork and exec
+                for step in steps:
+                    step()
 
-            elif reset is not None:
-                setup = reset
             proc = subprocess.Popen(
                 argv,
                 # found once per PATH (core/process/program.py), not by trying every directory
@@ -100,9 +123,9 @@ def spawn(
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
-                close_fds=True,
+                close_fds=keep is None,  # (else _keep closes them: Popen would close it too)
                 restore_signals=True,
-                preexec_fn=setup,
+                preexec_fn=(steps[0] if len(steps) == 1 else setup) if steps else None,
             )
     except OSError as e:
         raise _failed(argv[0], e, cgroup) from None

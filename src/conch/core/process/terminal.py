@@ -40,11 +40,13 @@ def spawn(
     echo: bool = True,
     size: tuple[int, int] = (ROWS, COLS),
     spawner: Callable[..., int] | None = None,
+    keep: tuple[int, int] | None = None,
 ) -> tuple[int, int, str, list[Any]]:
     """Start argv in its own session with a new PTY (``size`` rows × columns) as controlling
     terminal (``argv`` and ``env`` as a fence prepared them: core/containment/fence.py; in the
     cgroup ``place`` when given); ``echo=False`` turns the terminal's echo off, so what is
-    typed into it never shows in the output.
+    typed into it never shows in the output. ``keep``: another descriptor the program gets
+    (``popen.spawn``).
 
     Returns (pid, master fd (non-blocking), slave path, the terminal's initial attributes).
     The caller owns reaping the pid.
@@ -68,6 +70,7 @@ def spawn(
             terminal=tty,
             cgroup=place,
             spawner=spawner,
+            keep=keep,
         )
     except BaseException:
         os.close(master)

@@ -4,15 +4,46 @@ Design (why it is exact and quiet):
 
 * The shell runs without line editing (``bash --noediting``, zsh ``unsetopt zle``), so nothing
   redraws the command line, there is no bracketed paste, and the only echo is the kernel's
-  echo of what we type — one short *trigger line* that the marker parser removes.
+  echo of what we type — one short *trigger line* that the echo filter removes.
 * The command itself never crosses the terminal: it is written to a private file that the
   trigger line sources (``. file``) in the shell itself, so heredocs, quotes, multi-line text and
   any length are safe, and cwd/variables/functions persist as if typed.
-* The end of a command is printed by the prompt hook (``PROMPT_COMMAND`` / ``precmd``), which
+* The end of a command is written by the prompt hook (``PROMPT_COMMAND`` / ``precmd``), which
   runs however the command line ended — normally, by Ctrl-C in the middle of a list, by a syntax
-  error — with ``$?`` and a per-command nonce (see ``markers.py``).
+  error — with ``$?`` and a per-command nonce (see ``markers.py``), not to the terminal but to
+  the shell's marker channel (``channel.py``). When it comes, everything the command printed
+  is in the terminal's buffers already (the shell waited for it first): they are read empty,
+  then the job ends.
 * Prompts are empty; job control is off (no ``[1]+ Done`` notices); before each command the
   terminal is reset to sane modes (echo on, canonical input, ``\\n`` line ends).
+
+Why no command can end itself or a later command of its shell with a marker of its choosing:
+
+* Nothing the terminal shows ends a command: markers never travel there. A command that prints
+  a marker, with any token or nonce it reads from the shell's variables, prints output, and it
+  never sees the next trigger line (none is typed while it runs).
+* The channel is a Unix socket, descriptor 8 of the shell, and each command runs with it
+  closed (``. file 8>&-``; the shell keeps its copy close-on-exec until the file returns), so no
+  program a command starts holds it (a subshell, ``( … ) &``, keeps the copy, as a process of
+  its own). A process cannot reopen a socket through
+  ``/proc/<shell>/fd`` (ENXIO); one that takes a copy anyway (``pidfd_getfd``, which the same
+  user may do where Yama's ptrace_scope is 0, sandboxed or not) writes messages that the
+  kernel stamps with its own pid (``SCM_CREDENTIALS``), and only the shell's own pid counts.
+  So neither a foreground child nor one left in the background, at any later time, ends a
+  command — also while the shell itself runs a builtin, where no foreground child would give
+  a forger away.
+
+What it does not hold against (said in docs/containment.md too):
+
+* Code that runs in the shell process itself: the command's own text and the scripts it sources
+  (``. venv/bin/activate``) are the shell. They can write to the shell's copy of descriptor 8
+  (bash lets any descriptor be named; zsh's ``zsh/system`` module can), redefine the hook, set
+  traps, or ``exec`` another program in the shell's place — and so make later commands of that
+  shell report what they like. A shell is one trust domain with everything run in it.
+* A process that can debug the shell (``ptrace``, writes to ``/proc/<pid>/mem``: the same user
+  where Yama's ptrace_scope is 0, or root) can make the shell itself write.
+* Elsewhere than Linux the kernel does not say who wrote a message: only the closed descriptor
+  keeps the channel the shell's.
 """
 
 from __future__ import annotations
@@ -37,10 +68,11 @@ from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree
 from conch.core.results import ShellSummary, timestamp
-from conch.core.shell.boot import ARGV, BOOT
+from conch.core.shell import channel
+from conch.core.shell.boot import ARGV, BOOT, TRIGGER_END
 from conch.core.shell.command import ShellCommandDriver
 from conch.core.shell.command_file import CommandFile
-from conch.core.shell.markers import Done, MarkerParser, Output
+from conch.core.shell.markers import EchoFilter, Markers
 from conch.core.shell.state import UNAVAILABLE, ShellState, move
 from conch.core.spawn import SpawnContext
 from conch.errors import ConchError
@@ -51,6 +83,9 @@ _PENDING_CAP = 16 * 1024 * 1024
 _SIGINT_BIT = 1 << (signal.SIGINT - 1)
 _SIGQUIT_BIT = 1 << (signal.SIGQUIT - 1)
 _INT_BREAKS = (b"\r\n", b"\n")  # what bash and zsh print as Ctrl-C ends a command line
+# what the terminal can hold when a command's end marker comes: all of it is the command's
+# (the kernel's buffers of a PTY hold well under this)
+_DRAIN_LIMIT = 4 << 20
 
 
 class Shell:
@@ -100,8 +135,10 @@ class Shell:
         self._tag = b""
         self._sane: list[Any] = []
         self._watch: ExitWatch | None = None
-        self._parser = MarkerParser("0")
-        self._token = ""
+        self._echo = EchoFilter()  # the terminal stream less the trigger line's echo
+        self._markers = Markers()  # which end marker ends the command that runs
+        self._chan: channel.Channel | None = None  # Conch's end of the marker channel
+        self._hello: asyncio.Future[None] | None = None  # the launcher made the channel
         self._cmd: CommandFile | None = None  # where each command goes (core/shell/command_file)
         self._pending = bytearray()  # output while no job runs: it goes to the next job
         self._input: Feeder | None = None  # typed for the running command, not yet taken
@@ -154,15 +191,21 @@ class Shell:
         cwd = self.cwd if os.path.isdir(self.cwd) else self.ctx.config.resolved_default_cwd
         self.cwd = cwd
         self._tag = env[TAG_VAR].encode()
-        self._token = secrets.token_hex(8)
-        self._parser = MarkerParser(self._token)
+        self._echo, self._markers = EchoFilter(), Markers()
         self._reaped = asyncio.Event()
         if self._cmd is None:
             self._cmd = CommandFile(self.ctx.data, self.shell_id, self.kind)
         self._drop_cgroup()
         self._fence = await self.ctx.fence(tag_id, shell=True, **self._fence_args)
+        spawner = self._fence.spawner if self._fence is not None else None
+        mine: channel.Channel | None = None
+        theirs = None
         try:
             argv, place = [self.path, *ARGV[self.kind]], None
+            if spawner is not None:  # (it passes no descriptor: a launcher makes the pair)
+                argv = channel.launcher_argv(argv)
+            else:
+                mine, theirs = channel.pair()
             if self._fence is not None:
                 exposed = [self._cmd.path]
                 argv, env, place = self._fence.prepare(argv, cwd=cwd, env=env, exposed=exposed)
@@ -173,35 +216,55 @@ class Shell:
                 place=place,
                 echo=self.echo,
                 size=self.size,
-                spawner=self._fence.spawner if self._fence is not None else None,
+                spawner=spawner,
+                keep=(theirs.fileno(), channel.FD) if theirs is not None else None,
             )
         except BaseException:
+            if mine is not None:
+                mine.close()
             self._drop_cgroup()
             raise
+        finally:
+            if theirs is not None:
+                theirs.close()
         self.pid, self._master = pid, master
         self._inner = None
         self._input = Feeder(master)
         self.ctx.reaper.known_sids.add(str(pid))
-        self._loop.add_reader(master, self._on_readable)
-        self._watch = ExitWatch(pid, self._on_exit, self.ctx.reaper.awaited)
-        nonce = secrets.token_hex(6)
         self._capture = bytearray()
         self._internal = self._loop.create_future()
-        self._parser.expect(nonce, None)
-        self._write(
-            BOOT[self.kind].replace("@TOKEN@", self._token).replace("@NONCE@", nonce).encode()
-        )
+        self._loop.add_reader(master, self._on_readable)
+        self._watch = ExitWatch(pid, self._on_exit, self.ctx.reaper.awaited)
         try:
+            if mine is None:
+                mine = await self._take_channel(pid)
+            self._chan = mine
+            self._loop.add_reader(mine.fileno(), self._on_channel)
+            nonce = secrets.token_hex(6)
+            self._markers.expect(nonce)
+            self._echo.expect(None)
+            self._write(BOOT[self.kind].replace("@NONCE@", nonce).encode())
             await asyncio.wait_for(asyncio.shield(self._internal), _BOOT_TIMEOUT_S)
         except asyncio.TimeoutError:
             raise ConchError("spawn_failed", f"{self.kind} did not start in time") from None
-        except ConchError:
-            raise
         finally:
             self._capture = None
             self._internal = None
-        if self._fence is not None and self._fence.monitor:
+        if self._fence is not None and self._fence.monitor and self._inner is None:
             self._inner = inner_pid(pid)
+
+    async def _take_channel(self, pid: int) -> channel.Channel:
+        """Conch's end of the channel from the shell's launcher (channel.py), once it says so."""
+        self._hello = self._loop.create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._hello), _BOOT_TIMEOUT_S)
+            return channel.take(pid)
+        except OSError as e:
+            raise ConchError(
+                "spawn_failed", f"cannot connect to the {self.kind} it starts: {e.strerror or e}"
+            ) from None
+        finally:
+            self._hello = None
 
     @property
     def sandboxed(self) -> bool:
@@ -257,6 +320,7 @@ class Shell:
         assert self._cmd is not None
         nonce = secrets.token_hex(6)
         line = self._cmd.write(command, assign, nonce)
+        line = line.removesuffix(b"\n") + TRIGGER_END  # (it runs with the channel closed)
         echo: bytes | None = line
         assert self._master is not None
         try:
@@ -270,7 +334,11 @@ class Shell:
                 echo = None
         except termios.error:
             pass
-        self._parser.expect(nonce, echo)
+        held = self._echo.flush()  # (a possible start of an earlier echo that never came)
+        if held:
+            self._terminal_output(held)
+        self._echo.expect(echo)
+        self._markers.expect(nonce)
         self._write(line)
 
     async def claim(self) -> bool:
@@ -326,19 +394,51 @@ class Shell:
             self._close_master()
             return
         if data:
-            self._handle(self._parser.feed(data))
+            self._terminal_output(self._echo.feed(data))
 
-    def _handle(self, events: list[Output | Done]) -> None:
-        for ev in events:
-            if isinstance(ev, Output):
-                self._output(self._cmd.scrub.feed(ev.data) if self._cmd else ev.data)
-            else:
-                if self._cmd:
-                    self._output(self._cmd.scrub.flush())
-                held, self._since_int = self._since_int, None
-                if held and held not in _INT_BREAKS:
-                    self._append(bytes(held))
-                self._done(ev.status)
+    def _terminal_output(self, data: bytes) -> None:
+        self._output(self._cmd.scrub.feed(data) if self._cmd else data)
+
+    def _on_channel(self) -> None:
+        """Messages on the marker channel: the shell's end marker ends its command; whatever
+        another process wrote (one that took a copy of the shell's end) ends nothing."""
+        if self._chan is None:
+            return
+        for pid, message in self._chan.receive():
+            if pid is not None and pid != self._marker_writer():
+                continue
+            done = self._markers.take(message)
+            if done is not None:
+                self._ended(done.status)
+
+    def _marker_writer(self) -> int | None:
+        """The one process whose end markers count: the shell itself (under bwrap, not the
+        monitor that leads its session)."""
+        fence = self._fence
+        if self._inner is None and fence is not None and fence.monitor and self.pid is not None:
+            self._inner = inner_pid(self.pid)
+        return self.shell_pid
+
+    def _ended(self, status: int) -> None:
+        """The command ended with ``status``: what it printed is all in the terminal's
+        buffers by now (the shell wrote the marker after it ended), so read them empty first."""
+        got = 0
+        while self._master is not None and got < _DRAIN_LIMIT:
+            data = terminal.read_master(self._master)
+            if data is None:
+                self._close_master()
+                break
+            if not data:
+                break
+            got += len(data)
+            self._terminal_output(self._echo.feed(data))
+        self._terminal_output(self._echo.flush())
+        if self._cmd:
+            self._output(self._cmd.scrub.flush())
+        held, self._since_int = self._since_int, None
+        if held and held not in _INT_BREAKS:
+            self._append(bytes(held))
+        self._done(status)
 
     def _output(self, data: bytes) -> None:
         """The command's output, less the lone line break an interactive shell (bash, zsh)
@@ -358,6 +458,9 @@ class Shell:
         job = self.job
         if self._capture is not None:
             self._capture += data
+            hello = self._hello
+            if hello is not None and not hello.done() and channel.HELLO in self._capture:
+                hello.set_result(None)
         elif job is not None and not job.terminal:
             job.log.append(data, 0)
             job.output_arrived()
@@ -417,21 +520,24 @@ class Shell:
         self._blank_command_file()
         self._reaped.set()
         self._drain()
-        self._handle(self._parser.flush())
+        self._terminal_output(self._echo.flush())
+        if self._cmd:
+            self._output(self._cmd.scrub.flush())
         held, self._since_int = self._since_int, None
         if held:  # no end marker came: the shell died, and what it printed is output
             self._append(bytes(held))
         code, signum = decode_status(status)
-        if self._internal is not None and not self._internal.done():
-            self._internal.set_exception(
-                ConchError(
-                    "spawn_failed",
-                    f"{self.kind} exited during startup ("
-                    + (f"exit status {code}" if signum is None else f"signal {signum}")
-                    + ")",
+        for starting in (self._internal, self._hello):
+            if starting is not None and not starting.done():
+                starting.set_exception(
+                    ConchError(
+                        "spawn_failed",
+                        f"{self.kind} exited during startup ("
+                        + (f"exit status {code}" if signum is None else f"signal {signum}")
+                        + ")",
+                    )
                 )
-            )
-            self._internal.exception()  # mark retrieved
+                starting.exception()  # mark retrieved
         job = self.job
         if self.state in (ShellState.READY, ShellState.BUSY):
             self._to(ShellState.EXITED)
@@ -457,9 +563,14 @@ class Shell:
             data = terminal.read_master(self._master)
             if not data:
                 break
-            self._handle(self._parser.feed(data))
+            self._terminal_output(self._echo.feed(data))
 
     def _close_master(self) -> None:
+        if self._chan is not None:
+            with contextlib.suppress(ValueError, OSError):
+                self._loop.remove_reader(self._chan.fileno())
+            self._chan.close()
+            self._chan = None
         if self._input is not None:
             self._input.clear()
             self._input = None
