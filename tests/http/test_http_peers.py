@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
 import time
 from pathlib import Path
 
 from frontend_servers import HttpServer, agent_call, http_get, kill_group, start_http
-from local_user import LocalUser
+from local_user import PYTHON, LocalUser
 
+from conch.core import socket_uid
+from conch.core.process import peer
 from conch.http.peers import user_name
 
 TOKEN = "tok-peers-8Rk2-secret"
@@ -128,3 +132,57 @@ def test_a_right_token_passes_after_the_same_users_wrong_ones(tmp_path: Path):
         assert http_get(srv, "/health", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
     finally:
         kill_group(srv.proc)
+
+
+def test_the_owner_of_a_loopback_socket_is_told_alike_by_sock_diag_and_the_table(
+    other_user: LocalUser,
+):
+    """The user who made the client's socket, whichever way it is asked; and nobody once its
+    process has closed it (a socket without a file: some kernels show uid 0 for it)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    theirs = subprocess.Popen(
+        other_user.argv(
+            PYTHON,
+            "-c",
+            "import socket, sys\n"
+            f"s = socket.create_connection(('127.0.0.1', {port}))\n"
+            "s.sendall(b'GET / HTTP/1.1\\r\\n\\r\\n')\n"
+            "print(s.getsockname()[1], flush=True)\n"
+            "sys.stdin.readline()\n"
+            "s.close()\n"
+            "print('closed', flush=True)\n"
+            "sys.stdin.read()",
+        ),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd="/",
+    )
+    mine = socket.create_connection(("127.0.0.1", port))
+    accepted = []
+    try:
+        assert theirs.stdout is not None and theirs.stdin is not None
+        their_port = int(theirs.stdout.readline())
+        accepted = [listener.accept()[0], listener.accept()[0]]
+        server = listener.getsockname()
+        for client, uid in (
+            (mine.getsockname(), os.geteuid()),
+            (("127.0.0.1", their_port), other_user.uid),
+        ):
+            assert socket_uid(client, server) == uid
+            assert peer.diag_socket_uid(client, server) == uid  # the kernel's exact lookup
+            assert peer.table_socket_uid(client, server) == uid  # /proc/net/tcp
+        gone = ("127.0.0.1", 1)  # no such connection: nobody's
+        assert socket_uid(gone, server) is None and peer.table_socket_uid(gone, server) is None
+        theirs.stdin.write("\n")  # their process closes its end (which our end has not)
+        theirs.stdin.flush()
+        assert theirs.stdout.readline() == "closed\n"
+        closed = ("127.0.0.1", their_port)
+        assert peer.diag_socket_uid(closed, server) is None
+        assert peer.table_socket_uid(closed, server) is None
+    finally:
+        theirs.kill()
+        theirs.communicate()
+        for s in (mine, listener, *accepted):
+            s.close()

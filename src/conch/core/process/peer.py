@@ -44,11 +44,12 @@ def parse_tcp_table(text: str, local: str, remote: str) -> int | None:
 
 def parse_tcp_uid(text: str, local: str, remote: str) -> int | None:
     """The owner (uid) of the socket whose local and remote addresses are the given ones
-    (pure); None when no line has them."""
+    (pure); None when no line has them, or when the socket has no file any more (inode 0:
+    its process closed it; some kernels then show uid 0 for it, which is nobody's)."""
     for line in text.splitlines()[1:]:
         fields = line.split()
         if len(fields) >= 10 and fields[1] == local and fields[2] == remote:
-            return int(fields[7])
+            return int(fields[7]) if fields[9] != "0" else None
     return None
 
 
@@ -116,7 +117,7 @@ def diag_request(client: tuple[str, int], server: tuple[str, int]) -> bytes:
 
 def parse_diag_reply(data: bytes) -> int | None:
     """The socket's owner in a sock_diag reply (pure); None when the kernel found no such
-    socket; OSError for any other error."""
+    socket, or one without a file; OSError for any other error."""
     if len(data) < 20:
         raise OSError("short sock_diag reply")
     _, kind = struct.unpack_from("=IH", data)
@@ -127,7 +128,11 @@ def parse_diag_reply(data: bytes) -> int | None:
         raise OSError(err, os.strerror(err))
     if kind != _SOCK_DIAG_BY_FAMILY or len(data) < 16 + _DIAG_MSG.size:
         raise OSError(f"unexpected sock_diag reply (type {kind})")
-    return int(_DIAG_MSG.unpack_from(data, 16)[8])
+    fields = _DIAG_MSG.unpack_from(data, 16)
+    uid, inode = int(fields[8]), int(fields[9])
+    # a socket its process has closed (or one in TIME_WAIT) has no inode, and on some kernels
+    # uid 0: it names nobody
+    return uid if inode not in (0, 0xFFFFFFFF) else None
 
 
 def diag_socket_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
