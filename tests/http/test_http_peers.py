@@ -12,6 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import anyio
+import pytest
 from frontend_servers import HttpServer, agent_call, http_get, kill_group, start_http
 from local_user import PYTHON, LocalUser
 
@@ -186,3 +188,32 @@ def test_the_owner_of_a_loopback_socket_is_told_alike_by_sock_diag_and_the_table
         theirs.communicate()
         for s in (mine, listener, *accepted):
             s.close()
+
+
+@pytest.mark.anyio
+async def test_a_secret_page_refuses_another_local_user(other_user: LocalUser):
+    """The one-time secret pages (--secret-prompt elicit) run a small server of their own
+    behind the same guard: another user who learns a page's address gets 403."""
+    from conch.http.secret_page import LoopbackSecretPages
+
+    typed: list[str] = []
+
+    async def deliver(value: str) -> bool:
+        typed.append(value)
+        return True
+
+    pages = LoopbackSecretPages()
+    try:
+        page = await pages.open("[sudo] password for root:", deliver)
+        curl = ("curl", "-s", "-w", "\n%{http_code}")
+        theirs = await anyio.to_thread.run_sync(
+            lambda: other_user.run(*curl, "--data-urlencode", "secret=x", page.url)
+        )
+        assert theirs.stdout.endswith("\n403") and "takes requests from" in theirs.stdout
+        assert typed == [] and pages.usable(page.page_id)  # still there for the person
+        mine = await anyio.to_thread.run_sync(
+            lambda: subprocess.run([*curl, page.url], capture_output=True, text=True)
+        )
+        assert mine.stdout.endswith("\n200"), mine.stdout[-200:]
+    finally:
+        await pages.aclose()
