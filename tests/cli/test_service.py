@@ -192,6 +192,24 @@ def test_install_passes_the_given_settings_to_serve():
     assert serve_argv(args, cfg)[0] == sys.executable
 
 
+def test_install_says_who_may_connect_to_the_service(tmp_path: Path):
+    """The service gets a token from its --env-file only: without one, only this user may
+    connect; with one, whoever presents it."""
+    from conch.cli.main import build_parser, config_from_args
+    from conch.cli.service import _who_may_connect
+    from conch.http.peers import user_name
+
+    args = build_parser().parse_args(["service", "install", "--port", "7799"])
+    said = _who_may_connect(args, config_from_args(args))
+    assert said.startswith(f"only {user_name(os.geteuid())} may connect"), said
+    assert "other local users are refused" in said
+    env = tmp_path / "conch.env"
+    env.write_text("CONCH_AUTH_TOKEN=tok-service-secret\n")
+    args = build_parser().parse_args(["service", "install", "--env-file", str(env)])
+    said = _who_may_connect(args, config_from_args(args))
+    assert said.startswith("any client that presents the token") and "tok-" not in said
+
+
 def test_install_refuses_secrets_port_zero_and_bad_gateways(tmp_path: Path):
     r = conch_cli("service", "install", "--auth-token", "s3cret", home=tmp_path)
     assert r.returncode == 1 and "--env-file" in r.stderr and "s3cret" not in r.stderr
@@ -217,7 +235,7 @@ def test_install_without_a_user_systemd_fails_clearly(tmp_path: Path):
         pytest.skip("a systemd user instance is running here: not installing into it")
     r = conch_cli("service", "install", "--port", str(free_port()), home=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert r.stderr.startswith("conch service install: ")
+    assert r.stderr.startswith("conch service install: once running, only ")
     assert "no systemd user instance is reachable" in r.stderr or "systemctl not found" in r.stderr
     assert "conch serve --http" in r.stderr
     assert r.stdout == ""

@@ -520,11 +520,14 @@ def _invoke(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
 def _dashboard(url: str, path: str, body: Any = None) -> tuple[int, Any]:
     """(status, JSON) of a dashboard route: GET, or POST with a JSON ``body``."""
     data = None if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    if data is not None:  # a control action carries the token of a page of the dashboard
+        with urllib.request.urlopen(url + "/", timeout=60) as r:
+            page = r.read().decode()
+        token = page.split("const PAGE_TOKEN = ", 1)[1].split(";", 1)[0]
+        headers["X-Conch-Page-Token"] = json.loads(token)
     req = urllib.request.Request(
-        url + path,
-        data=data,
-        headers={"Content-Type": "application/json"},
-        method="POST" if data else "GET",
+        url + path, data=data, headers=headers, method="POST" if data else "GET"
     )
     try:
         with urllib.request.urlopen(req, timeout=60) as r:

@@ -7,14 +7,17 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from browser import Browser, chromium
-from frontend_servers import HttpServer, kill_group, sign_in, start_http
+from frontend_servers import HttpServer, free_port, kill_group, page_token, sign_in, start_http
 from frontend_servers import invoke as call
+from local_user import PYTHON, LocalUser
 
 pytestmark = pytest.mark.needs("chromium", "chromedriver")
 
@@ -217,15 +220,110 @@ def test_signal_route_refuses_cross_origin_and_originless_cookie_posts(tmp_path:
         job = call(srv, "exec", {"command": "sleep 60", "yield_ms": 0}, token=TOKEN)
         path = f"/api/jobs/{job['job_id']}/signal"
         cookie = {"Cookie": f"conch_dashboard={_session_cookie(srv)}"}
+        page = {**cookie, "X-Conch-Page-Token": str(page_token(srv.port, cookie))}
         assert status_of(srv, "POST", path, {}) == 401
-        assert status_of(srv, "POST", path, {**cookie, "Origin": "http://evil.example"}) == 403
-        assert status_of(srv, "POST", path, cookie) == 403  # no Origin: not from our page
+        assert status_of(srv, "POST", path, {**page, "Origin": "http://evil.example"}) == 403
+        assert status_of(srv, "POST", path, page) == 403  # no Origin: not from our page
+        same = {**cookie, "Origin": f"http://127.0.0.1:{srv.port}"}
+        assert status_of(srv, "POST", path, same) == 403  # no page token: not from our page
         time.sleep(0.2)
         state = call(srv, "read", {"job_id": job["job_id"]}, token=TOKEN)["state"]
         assert state == "running"
-        same = {**cookie, "Origin": f"http://127.0.0.1:{srv.port}"}
-        assert status_of(srv, "POST", path, same) == 200
+        assert status_of(srv, "POST", path, {**page, **same}) == 200
         final = call(srv, "read", {"job_id": job["job_id"], "wait_ms": 5000}, token=TOKEN)
         assert final["state"] == "cancelled"
     finally:
         kill_group(srv.proc)
+
+
+# another server on another port of 127.0.0.1, which the browser sends the dashboard's
+# cookie to (cookies are per host, not per port): it replays the cookie against Conch as the
+# red team's did, with a forged Origin, and prints what came of it (one JSON line a visit)
+REPLAYER = r"""
+import http.server, json, sys, urllib.error, urllib.request
+port, conch, shell, proof = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+def status(path, body=None):
+    headers = {"Cookie": cookie, "Origin": conch, "Sec-Fetch-Site": "same-origin",
+               "Content-Type": "application/json"}
+    req = urllib.request.Request(conch + path, data=body, headers=headers,
+                                 method="POST" if body else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        global cookie
+        cookie = self.headers.get("Cookie", "")
+        got = {"cookie": "conch_dashboard=" in cookie, "jobs": status("/api/jobs"),
+               "exec": status(f"/api/shells/{shell}/exec",
+                              json.dumps({"command": f"id > {proof}"}).encode())}
+        print(json.dumps(got), flush=True)
+        self.send_response(200); self.send_header("Content-Type", "text/html"); self.end_headers()
+        self.wfile.write(b"<h1>an app preview</h1>")
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def test_a_cookie_another_port_receives_cannot_be_replayed(
+    tmp_path: Path, browser: Browser, other_user: LocalUser
+):
+    """A person signed in to the dashboard opens a page on another port of 127.0.0.1: that
+    server gets the dashboard's cookie. Replayed by another local user's server it opens
+    nothing (the session is bound to the user who signed in); replayed by a server of Conch's
+    own user, it runs no control action (each needs the token of a page of this dashboard)."""
+    srv = start_http(tmp_path, "--auth-token", TOKEN, "--dashboard-control", token=TOKEN)
+    proof = Path(f"/tmp/conch-replay-proof-{os.getpid()}")
+    replayers = []
+    try:
+        shell = call(srv, "shell_open", {}, token=TOKEN)["shell_id"]
+        job = call(srv, "exec", {"command": "sleep 60", "yield_ms": 0}, token=TOKEN)
+        browser.get(srv.url + "/")
+        browser.type(browser.find("#token"), TOKEN)
+        browser.click(browser.find("#go"))
+        row_of(browser, job["job_id"])
+        for user in (other_user, None):
+            port = free_port()
+            argv = [PYTHON, "-c", REPLAYER, str(port), srv.url, shell, str(proof)]
+            proc = subprocess.Popen(
+                user.argv(*argv) if user else argv,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd="/",
+                start_new_session=True,
+            )
+            replayers.append(proc)
+            wait_listening(port)
+            browser.get(f"http://127.0.0.1:{port}/")  # "open the app preview"
+            assert proc.stdout is not None
+            got = json.loads(proc.stdout.readline())
+            assert got["cookie"] is True, got  # the browser did send it there
+            if user is not None:
+                assert got == {"cookie": True, "jobs": 401, "exec": 401}, got
+            else:
+                assert got["exec"] == 403, got  # no page token
+            assert not proof.exists()
+        # the person's own page still stops a job: its script sends the page's token
+        browser.get(srv.url + "/")
+        browser.click(browser.find(f'button[data-stop="{job["job_id"]}"]'))
+        final = call(srv, "read", {"job_id": job["job_id"], "wait_ms": 5000}, token=TOKEN)
+        assert final["state"] == "cancelled"
+    finally:
+        for proc in replayers:
+            os.killpg(proc.pid, 9)
+            proc.communicate()
+        proof.unlink(missing_ok=True)
+        kill_group(srv.proc)
+
+
+def wait_listening(port: int) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, "the other server did not start"
+            time.sleep(0.05)

@@ -17,7 +17,7 @@ from frontend_servers import (
     HttpServer,
     agent_call,
     control_http,
-    http_post,
+    dashboard_post,
     kill_group,
     rest_until,
     sign_in,
@@ -32,7 +32,7 @@ SIZES = "stty size; while read -r x; do stty size; done"
 call = agent_call
 
 
-post = http_post
+post = dashboard_post
 
 
 def resize(srv: HttpServer, job_id: str, body: Any, **headers: str) -> tuple[int, Any]:

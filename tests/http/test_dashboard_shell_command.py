@@ -17,8 +17,8 @@ from frontend_servers import (
     HttpServer,
     agent_call,
     control_http,
+    dashboard_post,
     http_get,
-    http_post,
     kill_group,
     sign_in,
     start_http,
@@ -32,7 +32,7 @@ call = agent_call
 
 
 def run_as_person(srv: HttpServer, shell_id: str, body: Any, **headers: str) -> tuple[int, Any]:
-    return http_post(srv, f"/api/shells/{shell_id}/exec", body, headers)
+    return dashboard_post(srv, f"/api/shells/{shell_id}/exec", body, headers)
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def test_a_persons_command_runs_in_the_agents_shell_and_the_agent_hears_only_tha
     assert typed["error"]["code"] == "busy" and typed["error"]["retryable"] is True, typed
     # the person answers the prompt in its terminal
     typing = {"text": "yes", "keys": ["enter"]}
-    assert http_post(server, f"/api/jobs/{job}/input", typing)[0] == 200
+    assert dashboard_post(server, f"/api/jobs/{job}/input", typing)[0] == 200
     done = call(server, "read", {"job_id": job, "wait_ms": 5000, "until": "exit"})
     assert done["state"] == "exited" and done["output"].strip().endswith("got-yes"), done
     assert done["human_input"]["bytes"] == len(command) + 1 + len("yes") + 1, done

@@ -52,6 +52,22 @@ def sign_in(port: int, token: str) -> tuple[int, dict[str, str], str]:
         conn.close()
 
 
+def page_token(port: int, headers: dict[str, str] | None = None) -> str | None:
+    """The token the dashboard's page (``GET /``, with these credentials) gives its control
+    actions, for a client that plays the page (it sends it as ``X-Conch-Page-Token``); None
+    when no page is served to them."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/", headers=headers or {})
+        resp = conn.getresponse()
+        page = resp.read().decode()
+    finally:
+        conn.close()
+    if resp.status != 200 or "const PAGE_TOKEN = " not in page:
+        return None
+    return str(json.loads(page.split("const PAGE_TOKEN = ", 1)[1].split(";", 1)[0]))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -88,13 +104,28 @@ class HttpServer:
 
 
 def start_http(
-    tmp: Path, *extra: str, env: dict[str, str] | None = None, token: str = ""
+    tmp: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    token: str = "",
+    prefix: tuple[str, ...] = (),
 ) -> HttpServer:
+    """``conch serve --http`` on a free port (``prefix``: a command that runs it, such as
+    ``prlimit --nofile=…``), once it answers /health."""
     port = free_port()
     err = tmp / f"http-{port}.stderr"
     full_env = {**os.environ, **(env or {})}
     full_env.pop("CONCH_AUTH_TOKEN", None) if "CONCH_AUTH_TOKEN" not in (env or {}) else None
-    args = [*SERVE, "--http", "--port", str(port), "--data-dir", str(tmp / "data"), *extra]
+    args = [
+        *prefix,
+        *SERVE,
+        "--http",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(tmp / "data"),
+        *extra,
+    ]
     with open(err, "wb") as errf:
         proc = subprocess.Popen(
             args,
@@ -182,6 +213,19 @@ def http_post(
             return resp.status, data.decode(errors="replace")
     finally:
         conn.close()
+
+
+def dashboard_post(
+    srv: HttpServer, path: str, body: Any, headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
+    """A control action as the dashboard's page sends it: :func:`http_post` with the token of
+    a page served to the same credentials (``Cookie``, ``Authorization``), if any is."""
+    headers = dict(headers or {})
+    creds = {k: v for k, v in headers.items() if k.lower() in ("cookie", "authorization")}
+    token = page_token(srv.port, creds)
+    if token is not None:
+        headers.setdefault("X-Conch-Page-Token", token)
+    return http_post(srv, path, body, headers)
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from conch.config import Config, local_url
+from conch.config import Config, local_url, read_env_file
 
 UNIT_NAME = "conch.service"
 LAUNCHD_LABEL = "dev.conch.service"
@@ -305,6 +305,15 @@ def serve_argv(args: argparse.Namespace, cfg: Config) -> list[str]:
     return argv
 
 
+def _who_may_connect(args: argparse.Namespace, cfg: Config) -> str:
+    """Who the installed service lets in: it gets a token from its --env-file only."""
+    from conch.http.peers import who_may_connect
+
+    env_file = getattr(args, "env_file", None)
+    token = bool(env_file and read_env_file(env_file).get("CONCH_AUTH_TOKEN", "").strip())
+    return who_may_connect(cfg.host, token)
+
+
 def install(args: argparse.Namespace, cfg: Config) -> dict[str, Any]:
     _check_platform()
     if cfg.port == 0:
@@ -322,6 +331,7 @@ def install(args: argparse.Namespace, cfg: Config) -> dict[str, Any]:
                 "service; give it as a flag or in an --env-file",
                 file=sys.stderr,
             )
+    print(f"conch service install: once running, {_who_may_connect(args, cfg)}", file=sys.stderr)
     cwd = os.getcwd()
     search_path = os.environ.get("PATH") or DEFAULT_PATH
     url = local_url(cfg.host, cfg.port)

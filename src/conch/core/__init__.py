@@ -23,6 +23,7 @@ from conch.core.output.utf8 import boundary_at_or_after
 from conch.core.output.window import Window
 from conch.core.process.hygiene import kill_orphans_of_dead_servers
 from conch.core.process.keys import KEY_NAMES
+from conch.core.process.peer import socket_uid
 from conch.core.process.procfs import is_alive as pid_alive
 from conch.core.process.procfs import live_start_time
 from conch.core.requests import (
@@ -93,5 +94,6 @@ __all__ = [
     "peek",
     "pid_alive",
     "screen_text",
+    "socket_uid",
     "timestamp",
 ]

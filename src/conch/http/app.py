@@ -32,6 +32,7 @@ from conch._version import __version__
 from conch.config import Config
 from conch.http import IS_ERROR_HEADER, dashboard, signin
 from conch.http.manifest import SERVICE_ID, manifest
+from conch.http.peers import Connections
 from conch.http.register import Registrar
 from conch.http.secret_page import LoopbackSecretPages
 from conch.http.security import MAX_BODY_BYTES, Guard
@@ -76,7 +77,11 @@ class ConchHTTP:
         # --register: checked here, so a bad gateway URL fails before the socket is bound
         self.registrar = registrar or (Registrar(cfg) if cfg.register else None)
         self.runtime: Host = Runtime(cfg, owns_process=True)
-        self.signin_throttle = signin.Throttle()  # 5 wrong tokens a minute per client
+        self.signin_throttle = signin.Throttle()  # 5 wrong tokens a minute per peer
+        self.signins = signin.Sessions()  # dashboard sign-ins of this run
+        # the open connections and their peers, filled by the listener (conch.http.listener)
+        self.connections = Connections()
+        self.guard: Guard | None = None
         pages = LoopbackSecretPages() if cfg.secret_prompt == "elicit" else None
         self.mcp = ConchMCP(self.runtime, transport="http", secret_pages=pages)
         self.sessions = StreamableHTTPSessionManager(
@@ -101,6 +106,8 @@ class ConchHTTP:
                     yield
             finally:
                 self.closing = True
+                if self.guard is not None:
+                    self.guard.close()
                 await self.mcp.aclose()
                 if self.registrar is not None:
                     await self.registrar.stop()
@@ -120,7 +127,7 @@ class ConchHTTP:
                 Route("/api/jobs/{job_id}/resize", dashboard.api_resize, methods=["POST"]),
                 Route("/api/shells/{shell_id}/exec", dashboard.api_shell_exec, methods=["POST"]),
                 Route("/login", self.login, methods=["GET", "POST"]),
-                Route("/logout", signin.logout, methods=["POST"]),
+                Route("/logout", self.logout, methods=["POST"]),
                 Route("/health", self.health, methods=["GET"]),
                 Route("/manifest", self.manifest, methods=["GET"]),
                 Route("/invoke", self.invoke, methods=["POST"]),
@@ -132,20 +139,29 @@ class ConchHTTP:
         )
         starlette.state.runtime = self.runtime
         starlette.state.config = self.config
-        return Guard(
+        starlette.state.sessions = self.signins
+        self.guard = Guard(
             starlette,
             bind_host=self.config.host,
             token=self.config.auth_token,
             throttle=self.signin_throttle,
+            sessions=self.signins,
             sandboxed_caller=self.runtime.view.sandboxed_caller,
+            connections=self.connections,
         )
+        return self.guard
 
     # -- routes ----------------------------------------------------------------------------------
 
     async def login(self, request: Request) -> Response:
         if request.method == "GET" and self.config.auth_token:
             return signin.signin_page(status=200)
-        return await signin.login(request, self.config.auth_token, self.signin_throttle)
+        return await signin.login(
+            request, self.config.auth_token, self.signin_throttle, self.signins
+        )
+
+    async def logout(self, request: Request) -> Response:
+        return await signin.logout(request, self.signins)
 
     async def health(self, request: Request) -> Response:
         rt = self.runtime

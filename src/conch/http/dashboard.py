@@ -37,6 +37,7 @@ from conch.core import (
     KEY_NAMES,
 )
 from conch.errors import ConchError
+from conch.http import signin
 from conch.http.security import AUTH_SCOPE_KEY
 from conch.tools.resources import job_uri
 from conch.tools.schemas import WRITE_INPUT
@@ -137,12 +138,38 @@ async def api_cast(request: Request) -> Response:
     )
 
 
+def page_binding(request: Request) -> str:
+    """What a page's token is bound to: the sign-in session it was served to, else (a server
+    without a token) the peer it was served to."""
+    if request.scope.get(AUTH_SCOPE_KEY) == "cookie":
+        return "session:" + str(request.scope.get(signin.SESSION_SCOPE_KEY))
+    return "peer:" + signin.request_peer(request).key
+
+
+def _sessions(request: Request) -> signin.Sessions:
+    sessions: signin.Sessions = request.app.state.sessions
+    return sessions
+
+
 def _control_refusal(request: Request) -> Response | None:
     """Why a state-changing dashboard request is refused (CSRF: see :func:`api_signal`)."""
     if not _control(request):
         return _refuse(403, "invalid_argument", "dashboard control is off (--dashboard-control)")
+    if request.scope.get(AUTH_SCOPE_KEY) == "bearer":
+        return None  # a client that sends the token itself, not a browser's cookie
     if request.scope.get(AUTH_SCOPE_KEY) == "cookie" and "origin" not in request.headers:
         return _refuse(403, "invalid_argument", "a signed-in request must carry Origin")
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site != "same-origin":
+        return _refuse(403, "invalid_argument", "a control action must come from this page")
+    given = request.headers.get(signin.PAGE_TOKEN_HEADER)
+    if not _sessions(request).page_token_valid(given, page_binding(request)):
+        return _refuse(
+            403,
+            "invalid_argument",
+            "a control action needs the dashboard page's own token "
+            f"({signin.PAGE_TOKEN_HEADER}): reload the page",
+        )
     return None
 
 
@@ -255,9 +282,12 @@ async def api_resize(request: Request) -> Response:
 async def api_signal(request: Request) -> Response:
     """``POST /api/jobs/{job_id}/signal {"signal": "terminate"}`` (dashboard_control only).
 
-    CSRF: a browser's request carries the SameSite=Strict cookie only from this origin, the
-    guard refuses a foreign ``Origin``, and a cookie-authenticated request without one is
-    refused here (browsers always send it on POST)."""
+    CSRF: every control action of a browser carries the token of the page it came from (a
+    header its script adds; another origin can neither read the page nor set the header), the
+    guard refuses a foreign ``Origin``, a cookie-authenticated request without ``Origin`` is
+    refused, and so is one a browser marks as not ``Sec-Fetch-Site: same-origin``. A
+    page-token is bound to the sign-in session (or, without a token, to the peer's user) of
+    this server run."""
     body = await _controlled_body(request)
     if isinstance(body, Response):
         return body
@@ -276,7 +306,8 @@ async def api_signal(request: Request) -> Response:
 
 async def page(request: Request) -> Response:
     nonce = secrets.token_urlsafe(16)
-    html = PAGE.replace("{{NONCE}}", nonce)
+    token = _sessions(request).page_token(page_binding(request))
+    html = PAGE.replace("{{NONCE}}", nonce).replace("{{PAGE_TOKEN}}", json.dumps(token))
     return HTMLResponse(
         html,
         headers={
@@ -357,6 +388,13 @@ let selected = null, cursor = null, style = "", follow = null, jobsById = {};
 const rows = new Map(), shellRows = new Map();
 const MAX_LINES = 20000;
 const $ = (id) => document.getElementById(id);
+// every control action carries this page's own token (the server checks it)
+const PAGE_TOKEN = {{PAGE_TOKEN}};
+function post(url, body) {
+  return fetch(url, {method: "POST", cache: "no-store",
+    headers: {"Content-Type": "application/json", "X-Conch-Page-Token": PAGE_TOKEN},
+    body: body === undefined ? undefined : JSON.stringify(body)});
+}
 function cell(tr, text, cls, title) {
   const td = document.createElement("td"); td.textContent = text == null ? "" : String(text);
   if (cls) td.className = cls; if (title) td.title = title; tr.appendChild(td); return td;
@@ -380,9 +418,8 @@ async function stop(id, ev) {
   ev.stopPropagation();
   const btn = ev.target; btn.disabled = true; btn.textContent = "stopping…";
   try {
-    const r = await fetch("api/jobs/" + encodeURIComponent(id) + "/signal", {
-      method: "POST", headers: {"Content-Type": "application/json"},
-      body: JSON.stringify({signal: "terminate"}), cache: "no-store"});
+    const r = await post("api/jobs/" + encodeURIComponent(id) + "/signal",
+      {signal: "terminate"});
     if (!r.ok) throw new Error("HTTP " + r.status);
   } catch (e) { btn.textContent = "failed"; }
   refresh();
@@ -462,9 +499,7 @@ async function runInShell(id, inp) {
   if (!command.trim()) return;
   inp.disabled = true;
   try {
-    const r = await fetch("api/shells/" + encodeURIComponent(id) + "/exec", {
-      method: "POST", headers: {"Content-Type": "application/json"},
-      body: JSON.stringify({command}), cache: "no-store"});
+    const r = await post("api/shells/" + encodeURIComponent(id) + "/exec", {command});
     const d = await r.json();
     if (!r.ok) { $("err").textContent = (d.error && d.error.message) || "refused"; return; }
     inp.value = ""; $("err").textContent = "";
@@ -576,9 +611,7 @@ async function flush() {
   while (pending.length) {
     const body = pending.shift();
     try {
-      const r = await fetch("api/jobs/" + encodeURIComponent(id) + "/input", {
-        method: "POST", headers: {"Content-Type": "application/json"},
-        body: JSON.stringify(body), cache: "no-store"});
+      const r = await post("api/jobs/" + encodeURIComponent(id) + "/input", body);
       $("hint").textContent = r.ok ? "you have the terminal: Hand back when done"
         : "typing refused (HTTP " + r.status + ")";
       if (r.ok) $("handback").hidden = false;
@@ -629,9 +662,7 @@ async function fitNow() {
   fitted = id;
   const size = fitSize();
   try {
-    const r = await fetch("api/jobs/" + encodeURIComponent(id) + "/resize", {
-      method: "POST", headers: {"Content-Type": "application/json"},
-      body: JSON.stringify(size), cache: "no-store"});
+    const r = await post("api/jobs/" + encodeURIComponent(id) + "/resize", size);
     $("hint").textContent = r.ok ? "resized to " + size.cols + "×" + size.rows
       : "resize refused (HTTP " + r.status + ")";
   } catch (e) { $("hint").textContent = "resize failed"; }
@@ -647,8 +678,7 @@ window.addEventListener("resize", () => {
 $("replay").onclick = replay;
 $("handback").onclick = async () => {
   const id = screenFor; if (!id) return;
-  await fetch("api/jobs/" + encodeURIComponent(id) + "/handback", {method: "POST",
-    cache: "no-store"});
+  await post("api/jobs/" + encodeURIComponent(id) + "/handback");
   $("handback").hidden = true; $("hint").textContent = "handed back to the agent"; refresh();
 };
 function select(id) {

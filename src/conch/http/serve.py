@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import signal
 import sys
-from types import FrameType
 
 from conch.config import Config
 from conch.errors import ConfigError
@@ -23,36 +21,24 @@ def check_bind(cfg: Config) -> None:
         )
 
 
-def _server_class() -> type:
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        """Stops cleanly on SIGTERM/SIGINT and exits 0 (uvicorn re-raises the signal after its
-        graceful shutdown, so the process would die by it); a second SIGINT forces the exit."""
-
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            if self.should_exit and sig == signal.SIGINT:
-                self.force_exit = True
-            else:
-                self.should_exit = True
-
-    return Server
-
-
 def run_http(cfg: Config) -> int:
     check_bind(cfg)
     import uvicorn
 
-    from conch.http.app import build_app
+    from conch.http.app import ConchHTTP
+    from conch.http.listener import Limits, make_server, raise_descriptor_limit
+    from conch.http.peers import who_may_connect
 
-    app = build_app(cfg)
-    server_cls = _server_class()
+    http = ConchHTTP(cfg)
+    app = http.app()
+    limits = Limits.for_descriptors(raise_descriptor_limit())
     host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
     print(
         f"conch: serving http://{host}:{cfg.port} (MCP /mcp, SSE /sse, POST /invoke, "
         f"dashboard /){' with bearer-token auth' if cfg.auth_token else ''}",
         file=sys.stderr,
     )
+    print(f"conch: {who_may_connect(cfg.host, bool(cfg.auth_token))}", file=sys.stderr)
     config = uvicorn.Config(
         app,
         host=cfg.host,
@@ -65,7 +51,9 @@ def run_http(cfg: Config) -> int:
         # the client is the socket's peer: uvicorn would otherwise take X-Forwarded-For from
         # a loopback peer (any local process), which resets the sign-in throttle
         proxy_headers=False,
+        http="h11",  # the listener's HeadDeadline is uvicorn's h11 protocol
+        ws="none",  # no route is a websocket
     )
-    server = server_cls(config)
+    server = make_server(config, http.connections, limits)
     server.run()
     return 0 if server.started else 1
