@@ -15,6 +15,7 @@ from run_all import scripts  # noqa: E402
 
 EXPECTED = {
     "bench_core.py",
+    "bench_digest.py",
     "bench_fleet.py",
     "bench_mcp.py",
     "bench_screen.py",

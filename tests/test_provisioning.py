@@ -24,6 +24,7 @@ SELECTION = [
     "tests/core/search/test_search.py::test_gitignore_respected",
     "tests/http/test_recording_replay.py::test_asciinema_plays_a_recording_to_the_screen_the_dashboard_showed",
     "tests/core/containment/test_sandbox_reach.py::test_a_job_keeps_its_own_terminal_and_only_bwrap_makes_new_ones[landlock]",
+    "tests/mcp/test_secret_prompt.py::test_a_known_password_program_is_the_systems_own",
 ]
 HIDDEN = sorted(tools())  # every command of system-tools.txt
 
@@ -60,8 +61,9 @@ def test_missing_tools_skip_with_reasons_and_fail_under_ci(tmp_path: Path) -> No
     assert laptop.returncode == 0, out[-3000:]
     # (the shell test runs on bash as well: that one passes)
     # (the sandbox test runs on three backends, tests/support/sandbox_backends.py: three skips;
-    # the replay test in two ways: two; the own-terminal test on Landlock: one)
-    assert re.search(r"\b1 passed, 10 skipped\b", out), out[-3000:]
+    # the replay test in two ways: two; the own-terminal test on Landlock: one; the known
+    # password program: one)
+    assert re.search(r"\b1 passed, 11 skipped\b", out), out[-3000:]
     assert "install with: sudo apt-get install chromium chromium-driver" in out
     (last,) = [ln for ln in out.splitlines() if ln.startswith("skipped for missing prereq")]
     for tool in tools().values():  # each named in the one closing line, with its package
@@ -69,12 +71,12 @@ def test_missing_tools_skip_with_reasons_and_fail_under_ci(tmp_path: Path) -> No
 
     ci = pytest_run(hidden, ci=True)
     assert ci.returncode == 1, ci.stdout[-3000:]
-    assert re.search(r"\b1 passed, 10 errors\b", ci.stdout), ci.stdout[-3000:]
+    assert re.search(r"\b1 passed, 11 errors\b", ci.stdout), ci.stdout[-3000:]
     assert "CI=true makes a missing prerequisite a failure" in ci.stdout
 
     installed = pytest_run(os.environ["PATH"], ci=True)
     assert installed.returncode == 0, installed.stdout[-3000:]
-    assert re.search(r"\b11 passed in\b", installed.stdout), installed.stdout[-3000:]
+    assert re.search(r"\b12 passed in\b", installed.stdout), installed.stdout[-3000:]
 
 
 def test_bin_test_names_what_it_cannot_install(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from frontend_servers import kill_group, start_http
+from frontend_servers import kill_group, page_token, start_http
 
 import conch
 from conch.tools.context import ToolContext
@@ -198,11 +198,16 @@ def test_the_dashboards_typing_and_commands_refuse_it_too(tmp_path):
     srv = start_http(tmp_path, "--dashboard-control")
     try:
         port = srv.port
+        token = page_token(port) or ""  # (a control action carries its page's token)
 
         def post(path: str, body: dict[str, Any]) -> tuple[int, Any]:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             try:
-                headers = {"Content-Type": "application/json", "Origin": srv.url}
+                headers = {
+                    "Content-Type": "application/json",
+                    "Origin": srv.url,
+                    "X-Conch-Page-Token": token,
+                }
                 conn.request("POST", path, json.dumps(body), headers)
                 resp = conn.getresponse()
                 return resp.status, json.loads(resp.read())
