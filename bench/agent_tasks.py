@@ -410,8 +410,11 @@ def table(results: list[Result], tasks: list[Task], keys: list[str]) -> str:
 
 #: the host's own shell tool set, per host
 OWN = {"codex": "codex@codex", "claude": "claude@claude"}
-#: the byte goal per host: Conch's best at most this many times the host's own shell
+#: the byte goal per host over the agent tasks: Conch's best at most this many times the host's
+#: own shell (over the faithful-on-red tasks t12-t14: 0.5 on both)
 BYTE_GOAL = {"codex": 1.0, "claude": 0.8}
+RUN_TASKS = {f"t{i}" for i in range(1, 12)}
+RED_TASKS = {"t12", "t13", "t14"}
 
 
 def goals(results: list[Result], tasks: list[Task]) -> str:
@@ -444,15 +447,27 @@ def goals(results: list[Result], tasks: list[Task]) -> str:
             return sum(r.ok for r in rs if r.toolset == key)
 
         mk = {r.toolset for r in mine}
-        best = min(mk, key=lambda k: (-passed(mine, k), total(mine, k)))
-        bm, bo = total(mine, best), total(own, OWN[h])
-        ratio = bm / max(bo, 1)
-        met = "met" if ratio <= BYTE_GOAL[h] else "not met"
-        lines.append(
-            f"- {h}: bytes, Conch's best by passes then bytes (`{best}`, {passed(mine, best)}"
-            f" passed) {bm / 1024:.1f} KB against `{OWN[h]}` ({passed(own, OWN[h])} passed)"
-            f" {bo / 1024:.1f} KB: {ratio:.2f}× (goal ≤ {BYTE_GOAL[h]}×: {met})"
-        )
+        for label, group, goal in (
+            ("t1-t11", RUN_TASKS, BYTE_GOAL[h]),
+            ("t12-t14", RED_TASKS, 0.5),
+        ):
+            m = [r for r in mine if r.task in group]
+            o = [r for r in own if r.task in group]
+            if not m or not o:
+                continue
+            best = min(mk, key=lambda k, m=m: (-passed(m, k), total(m, k)))
+            bm, bo = total(m, best), total(o, OWN[h])
+            both = {r.task for r in m if r.ok and r.toolset == best} & {r.task for r in o if r.ok}
+            bm2 = sum(r.bytes for r in m if r.toolset == best and r.task in both)
+            bo2 = sum(r.bytes for r in o if r.task in both)
+            ratio = bm / max(bo, 1)
+            met = "met" if ratio <= goal else "not met"
+            lines.append(
+                f"- {h}: bytes over {label}, Conch's best by passes then bytes (`{best}`,"
+                f" {passed(m, best)} passed) {bm / 1024:.1f} KB against `{OWN[h]}`"
+                f" ({passed(o, OWN[h])} passed) {bo / 1024:.1f} KB: {ratio:.2f}× (goal ≤ {goal}×:"
+                f" {met}); over the {len(both)} tasks both passed {bm2 / max(bo2, 1):.2f}×"
+            )
     for key in sorted(CONCH_KEYS):
         for tk in ("t10", "t11"):
             rl = [r for r in results if r.task == tk and r.toolset == key]
