@@ -74,6 +74,21 @@ def test_the_setting_wins_over_the_table_and_the_table_over_the_default() -> Non
     assert horizon(None, 5000) == Horizon(4000, 5000, "setting")
 
 
+def test_a_cut_the_host_was_seen_to_make_wins_when_it_is_shorter() -> None:
+    """A host that cut a call sooner than Conch knew (a tool_timeout_sec it was not told of)
+    bounds every later wait of that client; a later cut never lengthens it."""
+    import dataclasses
+
+    codex = facts_for("codex-mcp-client", "0.171.0")
+    cut = dataclasses.replace(codex, learned_ms=5_000)
+    assert horizon(cut) == Horizon(4_000, 5_000, "learned")
+    assert horizon(cut, 700_000) == Horizon(4_000, 5_000, "learned")  # over the setting too
+    longer = dataclasses.replace(codex, learned_ms=400_000)
+    assert horizon(longer) == Horizon(290_000, 300_000, "known host")
+    claude = dataclasses.replace(facts_for("claude-code"), learned_ms=120_000)
+    assert horizon(claude) == Horizon(110_000, 120_000, "learned")
+
+
 @pytest.mark.parametrize(
     ("reason", "elapsed_ms", "expected"),
     [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 import sys
@@ -37,11 +38,14 @@ from conch.tools import registry, resources
 from conch.tools.call import text_block
 from conch.tools.context import ToolContext, caller_context_trusted
 from conch.tools.host import Host
-from conch.tools.hosts import facts_for, is_host_timeout
+from conch.tools.hosts import HostFacts, facts_for, is_host_timeout
 from conch.tools.profiles import seed_module, server_identity
 
 log = logging.getLogger("conch.mcp")
 RESOURCE_NOT_FOUND = -32002
+#: a cut that may be the host's timeout teaches the client's horizon from this long on (an
+#: interrupt a second into a call says nothing of a timeout)
+LEARN_MIN_MS = 2000
 
 
 def instructions(cfg: Config, rt: Host) -> str:
@@ -280,6 +284,9 @@ class ConchMCP:
         self.cancels = CancelWatch()
         self.server.middleware.append(self.cancels)
         self.detached = DetachedJobs()
+        # per client (peer_of), the shortest time its host let a call last before a cancel
+        # that may have been its own timeout: every later wait of that client ends before it
+        self.cut_at: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -379,7 +386,7 @@ class ConchMCP:
                 step += 1
                 await ctx.session.report_progress(step, None, message)
 
-        facts = facts_for(*_client_info(ctx))
+        facts = self._facts(ctx)
         started = time.monotonic()
         session = ctx.session
         jobs: list[JobView] = []
@@ -442,7 +449,27 @@ class ConchMCP:
         keep = is_host_timeout(reason, elapsed_ms, facts, self.config.host_timeout_ms)
         if keep and job is not None and not job.terminal:
             self.detached.add(ctx.session, job)
+        if keep and elapsed_ms >= LEARN_MIN_MS:
+            self._learn(ctx, int(elapsed_ms))
         return keep
+
+    def _facts(self, ctx: ServerRequestContext[Any, Any]) -> HostFacts:
+        """The calling host's facts, with the cut it was seen to make (``host_gave_up``)."""
+        facts = facts_for(*_client_info(ctx))
+        try:
+            cut = self.cut_at.get(peer_of(ctx.session))
+        except TypeError:  # (a channel that takes no weak reference)
+            cut = None
+        return dataclasses.replace(facts, learned_ms=cut) if cut else facts
+
+    def _learn(self, ctx: ServerRequestContext[Any, Any], elapsed_ms: int) -> None:
+        """A cancel that may be the host's timeout came ``elapsed_ms`` into a call: the
+        client's later waits end before that (a person's interrupt that its host words alike
+        shortens them as well, never lengthens them; a wait cut short says so)."""
+        with contextlib.suppress(TypeError):
+            peer = peer_of(ctx.session)
+            known = self.cut_at.get(peer)
+            self.cut_at[peer] = elapsed_ms if known is None else min(known, elapsed_ms)
 
     def _tells_of_detached(self, name: str) -> bool:
         """The default profile's results carry the detached-job notice; a seed or dialect

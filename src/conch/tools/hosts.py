@@ -34,6 +34,9 @@ class HostFacts:
     name: str
     timeout_ms: int | None
     max_output_bytes: int = 1 << 20
+    #: how long this host let a call last before it cut one (learned from a cut that may be
+    #: its own timeout): below what Conch knew, it bounds every later wait of that client
+    learned_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,8 @@ class Horizon:
 def horizon(facts: HostFacts | None, setting_ms: int = 0) -> Horizon:
     """The horizon of a call from a host with ``facts`` (None: in process). The setting
     ``host_timeout_ms`` wins (``conch install`` registers Conch with the timeout it wrote
-    into the host's config), then the known host's default, then the unknown host's. The wait
+    into the host's config), then the known host's default, then the unknown host's; a
+    shorter timeout the host was seen to cut a call at (``learned_ms``) wins over them all. The wait
     ends a margin before the timeout: a tenth of it, between 1 s and 10 s, for the time from the
     host's sending the call to Conch's starting the wait (the spawn of an exec, a loaded event
     loop) and from its end to the result reaching the host."""
@@ -143,6 +147,8 @@ def horizon(facts: HostFacts | None, setting_ms: int = 0) -> Horizon:
     else:
         timeout = facts.timeout_ms
         source = "default" if facts is UNKNOWN_HOST else "known host"
+    if facts is not None and facts.learned_ms and (not timeout or facts.learned_ms < timeout):
+        timeout, source = facts.learned_ms, "learned"
     if not timeout:
         return Horizon(None, None, source)
     margin = min(HORIZON_MARGIN_MAX_MS, max(HORIZON_MARGIN_MIN_MS, timeout // 10))

@@ -345,6 +345,41 @@ def test_a_host_timeout_conch_was_not_told_of_never_loses_the_job(
     matches_golden("host_timeout_detached", scenario(run, tmp_path))
 
 
+def _long_read(fake: FakeResponses) -> dict[str, Any]:
+    """A long ``read`` of the job the previous result names (a read's, or a list's)."""
+    last = fake.last_output_json()
+    if "job_id" in last:
+        return {"job_id": last["job_id"], "wait_ms": 20000, "until": "exit"}
+    return {**_detached_job(fake), "wait_ms": 20000}
+
+
+def test_after_one_cut_every_wait_ends_before_the_hosts_timeout(
+    drive, tmp_path: Path, logged_conch
+):
+    """Conch learns the cut: the host cut the exec at 5 s (its `tool_timeout_sec`, which
+    Conch was not told), so the next waits of that client end before 5 s, still running and
+    no error, instead of being cut again; the job is followed to its end without a second
+    cancel."""
+    run = drive(
+        [
+            LOAD_CONCH,
+            Call("exec", {"command": "sleep 11; echo late", "yield_ms": 10000}),
+            Call("list", {"state": "all"}),
+            Call("read", _long_read),
+            Call("read", _long_read),
+            Call("read", _long_read),
+            Say("ok"),
+        ],
+        tool_timeout_sec=5,
+    )
+    cancelled = [m["params"] for m in logged_conch.requests("notifications/cancelled")]
+    assert len(cancelled) == 1, cancelled  # the exec only: no read was cut
+    reads = [run.json(i) for i in (3, 4, 5)]
+    assert all("error" not in r for r in reads), reads
+    assert reads[0]["state"] == "running" and "not an error" in reads[0].get("note", ""), reads
+    assert any(r["state"] == "exited" and "late" in r["output"] for r in reads), reads
+
+
 def test_codex_words_a_persons_interrupt_as_it_words_its_timeout(
     codex: Path, tmp_path: Path, loopback, logged_conch, spawn
 ):
