@@ -158,7 +158,8 @@ class ConchTools(ToolSet):
         )
 
     def _follow(self, out: Out, wait_s: float) -> G:
-        """Read until the job ends, each read as long as Conch allows."""
+        """Read until the job ends, each read as long as Conch allows (a read the host cut
+        at its own timeout is read again: the job runs on)."""
         text, waited = out.text, 0.0
         while out.running and waited < wait_s:
             r = self._out(
@@ -166,6 +167,8 @@ class ConchTools(ToolSet):
             )
             waited += 30  # give up after wait_s / 30 reads at the least
             text += r.text
+            if r.error and _HOST_CUT.search(r.error):
+                continue
             out = Out(text, r.running, r.exit_code, out.handle, r.error, digest=r.digest)
             if r.error:
                 break
@@ -173,6 +176,14 @@ class ConchTools(ToolSet):
 
     def run(self, cmd: str, wait_s: float = 120) -> G:
         out = self._out((yield self.call("exec", command=cmd, yield_ms=600000)))
+        if out.error and _HOST_CUT.search(out.error):
+            # the host cut the call at its own timeout: the next result names the job Conch
+            # kept running (``detached``); a list is the cheapest next result
+            listed = _json_after_prefix((yield self.call("list", state="running")))
+            found = _JOB_ID.search(str(listed.get("detached", "")))
+            if found is None:
+                return out
+            out = Out("", True, None, found.group(0))
         return (yield from self._follow(out, wait_s))
 
     def start(
@@ -230,6 +241,12 @@ class ConchTools(ToolSet):
     def sh(self, sh: Out, cmd: str, state: list[str]) -> G:
         out = self._out((yield self.call("exec", command=cmd, shell_id=sh.handle, yield_ms=600000)))
         return (yield from self._follow(out, 120))
+
+
+#: a host's own timeout, as the model sees it (Codex: "timed out awaiting tools/call after
+#: 60s"; Claude Code: "… timed out after 60s", "Request timed out")
+_HOST_CUT = re.compile(r"timed out", re.I)
+_JOB_ID = re.compile(r"\bj_[0-9a-f]{10}\b")
 
 
 _CODEX_STATE = re.compile(r"Process (?:exited with code (-?\d+)|running with session ID (\d+))")
