@@ -199,22 +199,10 @@ def socket_inode(client: tuple[str, int], server: tuple[str, int]) -> int | None
 
 def table_socket_inode(client: tuple[str, int], server: tuple[str, int]) -> int | None:
     """:func:`socket_inode` from /proc/net/tcp{,6} (reads the whole table)."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        hosts = [(client[0], server[0])]
-        if table.endswith("6") and ":" not in client[0]:
-            hosts = [(f"::ffff:{client[0]}", f"::ffff:{server[0]}")]  # v4 on a v6 socket
-        for c, s in hosts:
-            local, remote = _hex_addr(c, client[1]), _hex_addr(s, server[1])
-            if local is None or remote is None:
-                continue
-            try:
-                with open(table) as f:
-                    text = f.read()
-            except OSError:
-                continue
-            inode = parse_tcp_table(text, local, remote)
-            if inode is not None:
-                return inode
+    for text, local, remote in _tcp_lines(client, server):
+        inode = parse_tcp_table(text, local, remote)
+        if inode is not None:
+            return inode
     return None
 
 
