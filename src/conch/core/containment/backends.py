@@ -53,7 +53,7 @@ def _probe_bwrap(bwrap: str, *, root: bool, env_prog: str, seccomp: str | None) 
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            timeout=10,
+            timeout=20,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -204,6 +204,10 @@ class Backends:
             files = {}
         seccomp = files.get("off")
         why = _probe_bwrap(path, root=self.root, env_prog=self.env_prog, seccomp=seccomp)
+        if why is not None and seccomp is not None:
+            # once more before going without the filter: a probe that met a loaded machine
+            # (its 10 s) must not cost every job of this server two guarantees
+            why = _probe_bwrap(path, root=self.root, env_prog=self.env_prog, seccomp=seccomp)
         # without the filter bwrap may still work, but host sockets stay reachable and a
         # setuid file can be made (info says: no unix_sockets, no fs_write)
         if (
