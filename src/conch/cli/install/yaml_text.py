@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,8 +129,11 @@ def _block(lines: list[str]) -> _Block | None:
 # -- the YAML subset Goose writes ------------------------------------------------------------
 
 
-def _strip_comment(s: str) -> str:
-    out, quote, escaped = [], "", False
+def _unquoted(s: str, *, closed: bool) -> Iterator[tuple[int, str, bool]]:
+    """Each character of ``s`` with its index and whether it stands outside quotes (the
+    opening and closing quote themselves count as inside); with ``closed``, a quote left open
+    at the end raises."""
+    quote, escaped = "", False
     for i, c in enumerate(s):
         if quote:
             if escaped:
@@ -138,12 +142,21 @@ def _strip_comment(s: str) -> str:
                 escaped = True
             elif c == quote:
                 quote = ""
+            yield i, c, False
         elif c in "\"'":
             quote = c
-        elif c == "#" and (i == 0 or s[i - 1] in " \t"):
-            break
-        out.append(c)
-    return "".join(out).rstrip()
+            yield i, c, False
+        else:
+            yield i, c, True
+    if quote and closed:
+        raise _Unsupported(s)
+
+
+def _strip_comment(s: str) -> str:
+    for i, c, outside in _unquoted(s, closed=False):
+        if outside and c == "#" and (i == 0 or s[i - 1] in " \t"):
+            return s[:i].rstrip()
+    return s.rstrip()
 
 
 def _scalar(s: str) -> Any:
@@ -179,28 +192,15 @@ def _scalar(s: str) -> Any:
 
 
 def _split(s: str) -> list[str]:
-    parts, quote, cur, escaped = [], "", "", False
-    for c in s:
-        if quote:
-            cur += c
-            if escaped:
-                escaped = False
-            elif c == "\\" and quote == '"':
-                escaped = True
-            elif c == quote:
-                quote = ""
-            continue
-        if c in "\"'":
-            quote = c
-        elif c in "[{":
+    parts, cur = [], ""
+    for _, c, outside in _unquoted(s, closed=True):
+        if outside and c in "[{":
             raise _Unsupported(s)  # nested flow collections: not what Goose writes
-        elif c == ",":
+        if outside and c == ",":
             parts.append(cur)
             cur = ""
             continue
         cur += c
-    if quote:
-        raise _Unsupported(s)
     parts.append(cur)
     parts = [p.strip() for p in parts]
     if parts and parts[-1] == "":
