@@ -23,6 +23,7 @@ import os
 import socket
 import struct
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -108,6 +109,7 @@ _SOCK_DIAG_BY_FAMILY = 20
 _NLMSG_ERROR = 2
 _NLM_F_REQUEST = 1
 _DIAG_MSG = struct.Struct("=BBBB48sIIIII")  # struct inet_diag_msg: ... idiag_uid, idiag_inode
+_INET_DIAG_CGROUP_ID = 21  # (Linux 5.9: the cgroup v2 id of the socket's maker)
 
 
 def diag_request(client: tuple[str, int], server: tuple[str, int]) -> bytes:
@@ -131,6 +133,24 @@ def parse_diag_reply(data: bytes) -> int | None:
 
 def parse_diag_owner(data: bytes) -> tuple[int, int] | None:
     """(owner, inode) of the socket in a sock_diag reply (pure); None as ``parse_diag_reply``."""
+    found = parse_diag_socket(data)
+    return (found.uid, found.inode) if found is not None else None
+
+
+@dataclass(frozen=True)
+class Found:
+    """The client end of a connection as the kernel tells it: its owner, its inode, and the
+    id of the cgroup v2 its socket was made in (None where the kernel did not say: the table
+    was read, or no cgroup data is kept for sockets). The cgroup is the maker's when it
+    made the socket, kept with the socket whatever process holds it later."""
+
+    uid: int
+    inode: int
+    cgroup: int | None = None
+
+
+def parse_diag_socket(data: bytes) -> Found | None:
+    """The socket in a sock_diag reply (pure); None as ``parse_diag_reply``."""
     if len(data) < 20:
         raise OSError("short sock_diag reply")
     _, kind = struct.unpack_from("=IH", data)
@@ -145,18 +165,40 @@ def parse_diag_owner(data: bytes) -> tuple[int, int] | None:
     uid, inode = int(fields[8]), int(fields[9])
     # a socket its process has closed (or one in TIME_WAIT) has no inode, and on some kernels
     # uid 0: it names nobody
-    return (uid, inode) if inode not in (0, 0xFFFFFFFF) else None
+    if inode in (0, 0xFFFFFFFF):
+        return None
+    return Found(uid, inode, _diag_cgroup(data))
+
+
+def _diag_cgroup(data: bytes) -> int | None:
+    """The INET_DIAG_CGROUP_ID attribute of a sock_diag reply (pure), None without one."""
+    end = min(len(data), struct.unpack_from("=I", data)[0])
+    at = 16 + _DIAG_MSG.size
+    while at + 4 <= end:
+        length, kind = struct.unpack_from("=HH", data, at)
+        if length < 4:
+            break
+        if kind == _INET_DIAG_CGROUP_ID and length >= 12 and at + 12 <= end:
+            return int(struct.unpack_from("=Q", data, at + 4)[0])
+        at += (length + 3) & ~3
+    return None
 
 
 def diag_socket_owner(client: tuple[str, int], server: tuple[str, int]) -> tuple[int, int] | None:
     """(owner, inode) of the client's socket by one sock_diag exact lookup (OSError where it
     is unavailable)."""
+    found = diag_socket(client, server)
+    return (found.uid, found.inode) if found is not None else None
+
+
+def diag_socket(client: tuple[str, int], server: tuple[str, int]) -> Found | None:
+    """The client's socket by one sock_diag exact lookup (OSError where it is unavailable)."""
     with socket.socket(
         socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG
     ) as nl:
         nl.settimeout(1.0)
         nl.sendto(diag_request(client, server), (0, 0))
-        return parse_diag_owner(nl.recv(8192))
+        return parse_diag_socket(nl.recv(8192))
 
 
 def diag_socket_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
@@ -180,6 +222,25 @@ def _diag_answers() -> bool:
         return uid == os.geteuid()
     except OSError:
         return False
+
+
+def socket_found(client: tuple[str, int], server: tuple[str, int]) -> Found | None:
+    """The client's end of a connection from ``client`` to ``server``: by sock_diag where it
+    answers (with the cgroup it was made in), else from /proc/net/tcp{,6} (without)."""
+    if _diag_answers():
+        try:
+            found = diag_socket(client, server)
+            if found is not None:
+                return found
+        except (OSError, ValueError):
+            pass
+    for text, local, remote in _tcp_lines(client, server):
+        for line in text.splitlines()[1:]:
+            fields = line.split()
+            matches = len(fields) >= 10 and fields[1] == local and fields[2] == remote
+            if matches and fields[9] != "0":
+                return Found(int(fields[7]), int(fields[9]))
+    return None
 
 
 def socket_inode(client: tuple[str, int], server: tuple[str, int]) -> int | None:
@@ -278,3 +339,48 @@ class Marks:
         if self.pid_ns is None or self.filters is None or own.filters is None:
             return True
         return self.pid_ns != own.pid_ns or self.filters > own.filters
+
+
+#: sandboxed cgroups remembered past this many only while their directory is there
+CGROUPS_KEPT = 65536
+
+
+class CgroupMarks:
+    """The cgroup v2 of every fenced spawn, by id: a socket made in one of them (by whatever
+    process of that job, its leader gone or not) is that job's, whoever holds it now. The
+    kernel keeps the mark: a socket's cgroup is its maker's when it was made; a job cannot
+    leave its cgroup (its sandbox cannot write the cgroup tree) nor make one inside it
+    (``cgroup.max.descendants`` is set to 0 here, before it starts).
+
+    ``complete`` is False once a fenced spawn has no cgroup v2 directory of its own (cgroups
+    off, a v1-only host, a setup that failed): then the socket's cgroup proves nothing and
+    the caller searches the processes instead."""
+
+    def __init__(self) -> None:
+        self.complete = True
+        self._units: dict[int, tuple[str, str]] = {}  # cgroup id -> (unit, directory)
+        self._lock = threading.Lock()
+
+    def add(self, unit: str, directory: str | None) -> None:
+        """Mark ``directory`` (a cgroup v2 directory, or None: there is none) as ``unit``'s,
+        before anything runs in it."""
+        if directory is None:
+            self.complete = False
+            return
+        try:
+            with open(os.path.join(directory, "cgroup.max.descendants"), "w") as f:
+                f.write("0")
+            ident = os.stat(directory).st_ino  # (a cgroup v2 directory's inode is its id)
+        except OSError:
+            self.complete = False
+            return
+        with self._lock:
+            self._units[ident] = (unit, directory)
+            if len(self._units) > CGROUPS_KEPT:
+                self._units = {k: v for k, v in self._units.items() if os.path.isdir(v[1])}
+
+    def unit(self, cgroup: int) -> str | None:
+        """The unit whose cgroup has the id ``cgroup``, or None (not a fenced spawn's)."""
+        with self._lock:
+            found = self._units.get(cgroup)
+        return found[0] if found is not None else None
