@@ -31,7 +31,7 @@ PROCS, FDS = int(os.environ.get("PROCS", "4")), int(os.environ.get("FDS", "15000
 CGROUP = "off" if "--cgroup=off" in sys.argv else "auto"
 HOG = (
     f"ulimit -n {FDS + 500}; for i in $(seq {PROCS}); do {sys.executable} -c "
-    f'"import os,time\nfd=os.open(\'/dev/null\',os.O_RDONLY)\n'
+    f"\"import os,time\nfd=os.open('/dev/null',os.O_RDONLY)\n"
     f'for _ in range({FDS}): os.dup(fd)\ntime.sleep(600)" & done; wait'
 )
 
@@ -94,9 +94,7 @@ def run(backend: str) -> None:
                 time.sleep(0.1)
         invoke(url, "exec", {"command": "true", "sandbox": "read-only"})  # the guard is on
         quiet, q_refused = sample(url)
-        status, hog = invoke(
-            url, "exec", {"command": HOG, "sandbox": "read-only", "yield_ms": 0}
-        )
+        status, hog = invoke(url, "exec", {"command": HOG, "sandbox": "read-only", "yield_ms": 0})
         assert status == 200, hog
         time.sleep(2 + PROCS * FDS / 50000)  # the descriptors made
         attacked, a_refused = sample(url)

@@ -149,19 +149,18 @@ class Engine:
             if not is_loopback(client[0]):
                 return None  # another machine's (a local process's socket is in the table)
             return "an untraceable peer (its socket is not in /proc/net/tcp)"
+        marks = self.spawn.cgroup_marks
+        if found.cgroup is not None and marks.complete:
+            return marks.unit(found.cgroup)  # (one dict lookup: nothing to keep)
         inode = found.inode
         with self._peers_lock:
             cached = self._peers.get(inode)
         if cached is not None:
             return cached or None
-        marks = self.spawn.cgroup_marks
-        if found.cgroup is not None and marks.complete:
-            verdict = marks.unit(found.cgroup)
-        else:
-            try:
-                verdict = self._trace_peer(inode)
-            except peer.Untraceable:  # (not kept: the next request searches again)
-                return "an untraceable peer (the search for its process ran out of time)"
+        try:
+            verdict = self._trace_peer(inode)
+        except peer.Untraceable:  # (not kept: the next request searches again)
+            return "an untraceable peer (the search for its process ran out of time)"
         with self._peers_lock:
             self._peers[inode] = verdict or ""
             while len(self._peers) > PEER_CACHE:

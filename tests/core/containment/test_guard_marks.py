@@ -222,3 +222,42 @@ def test_the_socket_of_a_live_connection_names_this_process_cgroup():
         accepted.close()
     assert found is not None and found.cgroup is not None
     assert found.cgroup == os.stat(v2 + rel).st_ino
+
+
+def _v2_mount() -> str | None:
+    with open("/proc/self/mountinfo") as f:
+        return next((line.split()[4] for line in f if " - cgroup2 " in line), None)
+
+
+@pytest.mark.parametrize("backend", CGROUP_BACKENDS)
+def test_a_sandboxed_jobs_cgroup_can_have_no_child(tmp_path, base, backend):
+    """A sandboxed job's cgroup v2 takes no child cgroup (``cgroup.max.descendants`` 0, set
+    before it starts): no process of it can make a socket in a cgroup the guard does not
+    know. An unsandboxed job's is left as it was."""
+    v2 = _v2_mount()
+    srv = _server(tmp_path, base, backend)
+    try:
+        assert v2 is not None
+        limits = {}
+        for sandbox in ("read-only", "off"):
+            status, r = _call(
+                srv.url,
+                "exec",
+                {"command": "sleep 30", "sandbox": sandbox, "yield_ms": 0},
+            )
+            assert status == 200, r
+            found = [
+                os.path.join(v2, d, r["job_id"])
+                for d in os.listdir(v2)
+                if os.path.isdir(os.path.join(v2, d, r["job_id"]))
+            ]
+            assert len(found) == 1, found
+            with open(os.path.join(found[0], "cgroup.max.descendants")) as f:
+                limits[sandbox] = f.read().strip()
+            if sandbox == "read-only":
+                with pytest.raises(OSError):  # EAGAIN: over cgroup.max.descendants
+                    os.mkdir(os.path.join(found[0], "child"))
+            _call(srv.url, "signal", {"job_id": r["job_id"], "signal": "kill"})
+        assert limits == {"read-only": "0", "off": "max"}, limits
+    finally:
+        kill_group(srv.proc)
