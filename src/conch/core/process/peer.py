@@ -1,9 +1,11 @@
 """Which local process or user holds the other end of a loopback TCP connection (Linux procfs).
 
-Used to tell a request that comes from inside a sandboxed job: the connection's socket is
-found in ``/proc/net/tcp{,6}`` by its two addresses, and its inode among the descriptors of
-the processes that may hold it. Which processes may: those that carry a fence the kernel keeps
-for them (``Marks``: a PID namespace other than the server's, as bwrap makes, or more seccomp
+Used to tell a request that comes from inside a sandboxed job. Where every sandboxed spawn has
+a cgroup v2 of its own (``CgroupMarks``), the cgroup the kernel recorded for the connection's
+socket when it was made (sock_diag tells it with the socket's owner) decides at once. Else the
+socket is found in ``/proc/net/tcp{,6}`` by its two addresses, and its inode among the
+descriptors of the processes that may hold it: those that carry a fence the kernel keeps for
+them (``Marks``: a PID namespace other than the server's, as bwrap makes, or more seccomp
 filters than the server has, as every sandboxed job gets), so the answer holds for as long as
 any process of a job lives, its leader gone or not; a search that runs past its deadline
 raises ``Untraceable`` (the caller refuses: it fails closed).
@@ -12,7 +14,8 @@ The same line names the user who made the socket (its ``uid`` column): the HTTP 
 only its own user in without a token. That owner is asked of the kernel's socket-diagnostics
 netlink (sock_diag, an exact lookup by the two addresses: microseconds) where it answers, and
 read from the table otherwise (the whole table each time: milliseconds per thousand sockets on
-the host). Pure parsing plus a few reads; nothing is cached but whether sock_diag answers."""
+the host). Pure parsing plus a few reads; nothing is cached but whether sock_diag answers (and
+the sandboxed cgroups, ``CgroupMarks``)."""
 
 from __future__ import annotations
 
