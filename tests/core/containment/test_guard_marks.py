@@ -261,3 +261,17 @@ def test_a_sandboxed_jobs_cgroup_can_have_no_child(tmp_path, base, backend):
         assert limits == {"read-only": "0", "off": "max"}, limits
     finally:
         kill_group(srv.proc)
+
+
+def test_a_sandboxed_spawn_without_a_cgroup_v2_turns_the_cgroup_answer_off(tmp_path):
+    """Once one sandboxed spawn has no cgroup v2 of its own (cgroups off, v1 only, a failed
+    setup), a socket's cgroup proves nothing and the guard searches the processes."""
+    from conch.core.process import peer
+
+    marks = peer.CgroupMarks()
+    assert marks.complete and marks.unit(1) is None
+    marks.add("j_1", None)
+    assert not marks.complete
+    gone = peer.CgroupMarks()
+    gone.add("j_2", str(tmp_path / "no-such-cgroup"))  # its limit cannot be set: not marked
+    assert not gone.complete
