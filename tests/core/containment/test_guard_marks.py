@@ -275,3 +275,21 @@ def test_a_sandboxed_spawn_without_a_cgroup_v2_turns_the_cgroup_answer_off(tmp_p
     gone = peer.CgroupMarks()
     gone.add("j_2", str(tmp_path / "no-such-cgroup"))  # its limit cannot be set: not marked
     assert not gone.complete
+
+
+def test_a_v4_peer_of_a_dual_stack_server_is_found_with_its_cgroup():
+    """A server bound to "::" sees a v4 client as ::ffff:127.0.0.1: sock_diag is asked that
+    way too, so the socket's cgroup is told (the table, which has no cgroup, is the last
+    resort)."""
+    from conch.core.process import peer
+
+    if not peer._diag_answers() or not socket.has_dualstack_ipv6():
+        pytest.skip("needs sock_diag for TCP and dual-stack IPv6 on this host")
+    with (
+        socket.create_server(("::", 0), family=socket.AF_INET6, dualstack_ipv6=True) as ls,
+        socket.create_connection(("127.0.0.1", ls.getsockname()[1])) as c,
+    ):
+        accepted, _ = ls.accept()
+        with accepted:
+            found = peer.socket_found(c.getsockname(), ("127.0.0.1", ls.getsockname()[1]))
+    assert found is not None and found.cgroup is not None, found

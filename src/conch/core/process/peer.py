@@ -231,12 +231,16 @@ def socket_found(client: tuple[str, int], server: tuple[str, int]) -> Found | No
     """The client's end of a connection from ``client`` to ``server``: by sock_diag where it
     answers (with the cgroup it was made in), else from /proc/net/tcp{,6} (without)."""
     if _diag_answers():
-        try:
-            found = diag_socket(client, server)
+        tries = [(client, server)]
+        if ":" not in client[0]:  # a v4 peer of a v6 socket (a server bound to "::")
+            tries.append(((f"::ffff:{client[0]}", client[1]), (f"::ffff:{server[0]}", server[1])))
+        for c, s in tries:
+            try:
+                found = diag_socket(c, s)
+            except (OSError, ValueError):
+                break
             if found is not None:
                 return found
-        except (OSError, ValueError):
-            pass
     for text, local, remote in _tcp_lines(client, server):
         for line in text.splitlines()[1:]:
             fields = line.split()
