@@ -68,7 +68,10 @@ class Person:
         origin = "http://" + urllib.parse.urlsplit(url).netloc
         status, page = await anyio.to_thread.run_sync(http_call, url)
         assert status == 200 and 'type="password"' in page
-        body = urllib.parse.urlencode({"secret": self.secret})
+        fields = {"secret": self.secret}
+        if 'id="confirm"' in page:  # no known password program: the person confirms
+            fields["confirm"] = "unverified"
+        body = urllib.parse.urlencode(fields)
         status, done = await anyio.to_thread.run_sync(
             lambda: http_call(url, "POST", body, Origin=origin)
         )
@@ -161,9 +164,11 @@ async def test_without_the_setting_nothing_changes(tmp_path: Path, mode):
     assert person.asked == []
 
 
-async def submit(url: str, secret: str = SECRET) -> tuple[int, str]:
+async def submit(url: str, secret: str = SECRET, confirm: bool = True) -> tuple[int, str]:
+    """The person sends ``secret`` (ticking the page's second confirmation: ``confirm``)."""
     origin = "http://" + urllib.parse.urlsplit(url).netloc
-    body = urllib.parse.urlencode({"secret": secret})
+    fields = {"secret": secret, **({"confirm": "unverified"} if confirm else {})}
+    body = urllib.parse.urlencode(fields)
     return await anyio.to_thread.run_sync(lambda: http_call(url, "POST", body, Origin=origin))
 
 
@@ -301,7 +306,13 @@ async def test_the_page_is_guarded_single_use_and_expires():
         assert bad[0] == 400 and "nothing was sent" in bad[1] and got == []  # no line breaks
         empty = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "other=1"))
         assert empty[0] == 400 and got == []
-        ok = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "secret=c"))
+        # no program named: a value goes only with the second confirmation
+        unsure = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "secret=c"))
+        assert unsure[0] == 400 and "Nothing was sent" in unsure[1] and got == []
+        assert 'id="confirm"' in unsure[1]
+        ok = await anyio.to_thread.run_sync(
+            lambda: http_call(page.url, "POST", "secret=c&confirm=unverified")
+        )
         assert ok[0] == 200 and got == ["c"]
         again = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "secret=d"))
         assert again[0] == 410 and got == ["c"]  # single use
@@ -310,7 +321,9 @@ async def test_the_page_is_guarded_single_use_and_expires():
         await anyio.sleep(1.2)
         assert (await anyio.to_thread.run_sync(http_call, late.url))[0] == 410
         fresh = await pages.open("a third", deliver)
-        ok = await anyio.to_thread.run_sync(lambda: http_call(fresh.url, "POST", "secret=s3"))
+        ok = await anyio.to_thread.run_sync(
+            lambda: http_call(fresh.url, "POST", "secret=s3&confirm=unverified")
+        )
         assert ok[0] == 200 and got == ["s3"]
         as_json = await pages.open("a fourth", deliver)
 
@@ -318,7 +331,7 @@ async def test_the_page_is_guarded_single_use_and_expires():
             u = urllib.parse.urlsplit(as_json.url)
             conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
             try:
-                body = json.dumps({"secret": "j4"})
+                body = json.dumps({"secret": "j4", "confirm": "unverified"})
                 conn.request("POST", u.path, body, {"Content-Type": "application/json"})
                 resp = conn.getresponse()
                 return resp.status, resp.read().decode()
@@ -492,7 +505,9 @@ async def test_a_value_is_not_sent_when_another_program_reads_than_the_page_show
         )
         assert status == 409 and got == [] and "nothing was sent" in again
         assert 'id="warning"' in again and "/usr/bin/bash" in (page_text(again, "reader") or "")
-        status, _ = await anyio.to_thread.run_sync(lambda: http_call(page.url, "POST", "secret=s2"))
+        status, _ = await anyio.to_thread.run_sync(
+            lambda: http_call(page.url, "POST", "secret=s2&confirm=unverified")
+        )
         assert status == 200 and got == ["s2"]  # seen now: the person's own decision
     finally:
         await pages.aclose()
@@ -511,3 +526,55 @@ def test_a_known_password_program_is_the_systems_own(tmp_path: Path):
     fake.write_bytes(Path(openssl).read_bytes())
     fake.chmod(0o755)
     assert not password_program(str(fake)) and not password_program(None)
+
+
+async def test_a_fake_prompt_takes_a_value_only_with_a_second_confirmation():
+    """The red-team case: a shell's `read -s` posing as sudo saved what the person typed where
+    the agent read it. A page for a program that is no known password program sends nothing
+    unless the person also ticks the box that says the value goes to an unverified program
+    (the form carries it as ``confirm=unverified``); a known program's page asks no more."""
+    from conch.http.secret_page import LoopbackSecretPages
+    from conch.mcp.secrets import SecretAsk
+
+    fake = SecretAsk(
+        "j_1",
+        "[sudo] password for root:",
+        "read -r -s -p '[sudo] password for root: ' P; printf %s \"$P\" > .build-cache",
+        None,
+        ((9, "/usr/bin/bash"),),
+        ("/usr/bin/bash",),
+    )
+    sudo = SecretAsk(
+        "j_2", "[sudo] password for root:", "sudo true", None, ((7, "/usr/bin/sudo"),), ()
+    )
+    got: list[str] = []
+
+    async def deliver(value: str) -> bool:
+        got.append(value)
+        return True
+
+    pages = LoopbackSecretPages()
+    try:
+        page = await pages.open("a fake prompt", deliver, lambda: fake)
+        status, shown = await anyio.to_thread.run_sync(http_call, page.url)
+        assert status == 200 and 'id="warning"' in shown and 'id="confirm"' in shown
+        assert "Send to this unverified program" in shown
+        for body in ("secret=hunter2", "secret=hunter2&confirm=on", "secret=hunter2&confirm="):
+            status, text = await anyio.to_thread.run_sync(
+                lambda b=body: http_call(page.url, "POST", b)
+            )
+            assert status == 400 and "Nothing was sent" in text and got == [], text
+            assert 'id="warning"' in text and 'id="confirm"' in text
+        status, text = await anyio.to_thread.run_sync(
+            lambda: http_call(page.url, "POST", "secret=hunter2&confirm=unverified")
+        )
+        assert status == 200 and got == ["hunter2"]
+        known = await pages.open("sudo", deliver, lambda: sudo)
+        status, shown = await anyio.to_thread.run_sync(http_call, known.url)
+        assert status == 200 and 'id="confirm"' not in shown and 'id="warning"' not in shown
+        status, _ = await anyio.to_thread.run_sync(
+            lambda: http_call(known.url, "POST", "secret=pw")
+        )
+        assert status == 200 and got == ["hunter2", "pw"]
+    finally:
+        await pages.aclose()

@@ -124,25 +124,35 @@ class Engine:
     def sandboxed_caller(self, client: tuple[str, int], server: tuple[str, int]) -> str | None:
         """What holds the client end of a loopback connection to ``server`` when it is inside
         a sandbox (a job or shell id, or a phrase naming a leftover), else None: a request from
-        inside a sandbox must not get more than its fence (SPEC §9a).
+        inside a sandbox must not get more than its fence.
 
-        The fence travels with the processes: every process of the server's tree that carries
-        a fence the kernel keeps for it (another PID namespace: bwrap; more seccomp filters
-        than the server: every sandboxed job, Landlock's included) is a suspect for as long as
-        it lives, its job's leader gone or not (a Landlock job's leftover comes back to the
-        server, a subreaper, and stays in its tree). Fails closed: a socket that cannot be
-        found, or a search that runs past ``PEER_BUDGET_S``, is refused. Blocking (procfs
-        reads): the HTTP guard calls it off the event loop, for every peer: a job reaches a
-        server bound to every interface by this machine's own address as well as by the
-        loopback (a peer whose socket is not in this machine's table is another machine). A
-        runtime that never sandboxed anything answers at once."""
+        The fence travels with the processes. First answer, where every sandboxed spawn runs
+        in a cgroup v2 of its own (``SpawnContext.cgroup_marks``): the cgroup the kernel
+        recorded for the socket when it was made decides, in one sock_diag lookup, whatever
+        the number of processes or descriptors: a socket made in a sandboxed job's cgroup (by
+        its leader or anything it left running) is that job's. Otherwise the processes are
+        searched: every process of the server's tree that carries a fence the kernel keeps
+        for it (another PID namespace: bwrap; more seccomp filters than the server: every
+        sandboxed job, Landlock's included) is a suspect for as long as it lives (a Landlock
+        job's leftover comes back to the server, a subreaper, and stays in its tree).
+
+        Fails closed: a socket that cannot be found, or a search that runs past
+        ``PEER_BUDGET_S``, is refused. Blocking (procfs reads, netlink): the HTTP guard calls
+        it off the event loop, for every peer: a job reaches a server bound to every interface
+        by this machine's own address as well as by the loopback (a peer whose socket is not
+        in this machine's table is another machine). A runtime that never sandboxed anything
+        answers at once."""
         if not self.spawn.fenced:
             return None
-        inode = peer.socket_inode(client, server)
-        if inode is None:
+        found = peer.socket_found(client, server)
+        if found is None:
             if not is_loopback(client[0]):
                 return None  # another machine's (a local process's socket is in the table)
             return "an untraceable peer (its socket is not in /proc/net/tcp)"
+        marks = self.spawn.cgroup_marks
+        if found.cgroup is not None and marks.complete:
+            return marks.unit(found.cgroup)  # (one dict lookup: nothing to keep)
+        inode = found.inode
         with self._peers_lock:
             cached = self._peers.get(inode)
         if cached is not None:
@@ -159,7 +169,7 @@ class Engine:
 
     def _trace_peer(self, inode: int) -> str | None:
         """``sandboxed_caller``'s search (from a thread other than the loop's: a table that
-        changes meanwhile is searched again, up to the deadline)."""
+        changes meanwhile is searched again, up to the deadline; the only retry there is)."""
         deadline = time.monotonic() + PEER_BUDGET_S
         while True:
             try:

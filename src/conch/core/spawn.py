@@ -19,7 +19,7 @@ from conch.core.containment.fence import Containment, SpawnFence
 from conch.core.datadir import DataDir
 from conch.core.env import build_env
 from conch.core.jobs.job import Job
-from conch.core.process import hygiene
+from conch.core.process import hygiene, peer
 from conch.errors import ConchError
 
 
@@ -55,6 +55,8 @@ class SpawnContext:
     # tell a leftover of it from an unsandboxed one and refuses both
     fenced: bool = False
     unmarked: bool = False
+    # the cgroup v2 of every sandboxed spawn (the guard's first answer: a socket's cgroup)
+    cgroup_marks: peer.CgroupMarks = field(default_factory=peer.CgroupMarks)
 
     @property
     def grace_s(self) -> float:
@@ -117,6 +119,8 @@ class SpawnContext:
             self.fenced = True
             if out.bwrap is None and (out.layout is None or not out.layout.seccomp):
                 self.unmarked = True
+            cg = out.cgroup
+            self.cgroup_marks.add(name, cg.track if cg is not None and cg.kind == "v2" else None)
         return out
 
     def spawn_task(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:

@@ -9,7 +9,9 @@ submission, and expires after ``PAGE_TTL_S`` (5 minutes). What is typed goes to 
 
 The page promises no more than that. It shows what the agent ran and why, which program reads
 the terminal (it gets the value: the agent started it), and a warning when that is no known
-password program; a value is not sent when that program changed since the page was shown.
+password program; then a value is sent only with an explicit second confirmation (a box the
+person ticks: ``confirm=unverified``), and never when that program changed since the page was
+shown.
 """
 
 from __future__ import annotations
@@ -177,7 +179,8 @@ class LoopbackSecretPages:
             if ask is not None:
                 page.shown = ask.readers
             return _page(page.message, ask=ask, form=True)
-        value = _submitted(request.headers.get("content-type", ""), await request.body())
+        body = await request.body()
+        value = _submitted(request.headers.get("content-type", ""), body)
         if value is None:
             return _page("The form was empty; nothing was sent.", ask=ask, form=True, status=400)
         if len(value) > MAX_SECRET_CHARS or any(_not_typed(c) for c in value):
@@ -198,6 +201,15 @@ class LoopbackSecretPages:
                 ask=ask,
                 form=True,
                 status=409,
+            )
+        if _unverified(ask) and not _confirmed(request.headers.get("content-type", ""), body):
+            return _page(
+                "Nothing was sent: the program reading the terminal is not a known password "
+                "program, and what you type goes to it. Tick the box below to confirm that you "
+                "mean to give this value to that program.",
+                ask=ask,
+                form=True,
+                status=400,
             )
         page.used = True  # single use: one value goes to the terminal, whatever happens next
         try:
@@ -243,6 +255,33 @@ def _submitted(content_type: str, body: bytes) -> str | None:
     return None
 
 
+#: the value of the second confirmation a page asks for when the program is no known one
+CONFIRM = "unverified"
+
+
+def _unverified(ask: SecretAsk | None) -> bool:
+    """The value would go to a program not known to be a password program (or to one the
+    page cannot name): a value is sent only with the person's second confirmation."""
+    return ask is None or ask.warn
+
+
+def _confirmed(content_type: str, body: bytes) -> bool:
+    """The form's box (``confirm=unverified``), or a JSON object's ``"confirm":
+    "unverified"``, is in the request."""
+    text = body.decode("utf-8", "replace")
+    if content_type.split(";")[0].strip().lower() == "application/json":
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(data, dict) and data.get("confirm") == CONFIRM
+    try:
+        fields = parse_qs(text, keep_blank_values=True, max_num_fields=8)
+    except ValueError:
+        return False
+    return CONFIRM in fields.get("confirm", [])
+
+
 def _who(path: str | None, pid: int) -> str:
     return f"{path} (process {pid})" if path is not None else f"process {pid}"
 
@@ -283,13 +322,24 @@ def _page(
     status: int = 200,
 ) -> Response:
     nonce = secrets.token_urlsafe(16)
-    body = (
-        '<form method="post"><label for="secret">Secret</label>'
-        '<input id="secret" name="secret" type="password" autocomplete="off" autofocus>'
-        '<button id="send" type="submit">Send to the terminal</button></form>'
-        if form
-        else ""
-    )
+    body = ""
+    if form and _unverified(ask):
+        # the second confirmation: the value goes to a program no one vouches for
+        body = (
+            '<form method="post"><label for="secret">Secret</label>'
+            '<input id="secret" name="secret" type="password" autocomplete="off" autofocus>'
+            f'<p><label><input id="confirm" name="confirm" type="checkbox" value="{CONFIRM}" '
+            "required> I understand that this value goes to a program that is not a known "
+            "password program, which the agent started: it can keep the value and hand it "
+            "to the agent.</label></p>"
+            '<button id="send" type="submit">Send to this unverified program</button></form>'
+        )
+    elif form:
+        body = (
+            '<form method="post"><label for="secret">Secret</label>'
+            '<input id="secret" name="secret" type="password" autocomplete="off" autofocus>'
+            '<button id="send" type="submit">Send to the terminal</button></form>'
+        )
     if ask is None:
         about = f'<p id="msg">{html.escape(message)}</p>'
     elif form and status == 200:

@@ -216,19 +216,15 @@ class Guard:
     async def _sandboxed(self, client: Address, server: Address) -> str | None:
         """Why a request is refused as coming from a sandboxed job (None: it is not)."""
         assert self._sandboxed_caller is not None
-        unit: str | None = None
-        for attempt in (1, 2):
-            try:
-                unit = await self.sandbox_lookups.run(self._sandboxed_caller, client, server)
-                break
-            except LookupFailed as e:
-                # one more try for a lookup that met the job table changing under it (it
-                # runs on another thread than the one that changes it)
-                if attempt == 2 or not isinstance(e.error, RuntimeError):
-                    return (
-                        "Forbidden: Conch could not tell whether this request comes from "
-                        f"inside a sandboxed job ({e}), so it is refused"
-                    )
+        try:
+            # (a lookup that meets the job table changing under it searches again itself,
+            # within its own budget: one retry, not one here as well)
+            unit = await self.sandbox_lookups.run(self._sandboxed_caller, client, server)
+        except LookupFailed as e:
+            return (
+                "Forbidden: Conch could not tell whether this request comes from "
+                f"inside a sandboxed job ({e}), so it is refused"
+            )
         if unit is None:
             return None
         return (

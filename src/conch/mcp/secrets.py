@@ -22,8 +22,9 @@ waits with echo off, and Conch puts it nowhere else: not into a result, a log li
 message or the dashboard. But the program reading the terminal gets it, and the agent started
 that program: a prompt that only looks like sudo's (``read -s`` in a shell) can save the value
 where the agent reads it. So the page says what the agent ran and why, which program reads the
-terminal, and warns when that is no known password program (``SecretAsk``). Form-mode
-elicitation is never used for secrets.
+terminal, and warns when that is no known password program (``SecretAsk``); to such a program
+the page sends a value only with the person's second confirmation. Form-mode elicitation is
+never used for secrets.
 """
 
 from __future__ import annotations
@@ -451,5 +452,8 @@ def _message(job: JobView) -> str:
     )
     if ask.warn:
         who = ", ".join(ask.unknown) or "a program Conch cannot tell"
-        text += f" Warning: it is {who}, not a known password program: it may keep what you type."
+        text += (
+            f" Warning: it is {who}, not a known password program: it may keep what you type "
+            "and hand it to the agent; the page sends nothing unless you also confirm that."
+        )
     return text

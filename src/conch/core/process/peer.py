@@ -1,9 +1,11 @@
 """Which local process or user holds the other end of a loopback TCP connection (Linux procfs).
 
-Used to tell a request that comes from inside a sandboxed job: the connection's socket is
-found in ``/proc/net/tcp{,6}`` by its two addresses, and its inode among the descriptors of
-the processes that may hold it. Which processes may: those that carry a fence the kernel keeps
-for them (``Marks``: a PID namespace other than the server's, as bwrap makes, or more seccomp
+Used to tell a request that comes from inside a sandboxed job. Where every sandboxed spawn has
+a cgroup v2 of its own (``CgroupMarks``), the cgroup the kernel recorded for the connection's
+socket when it was made (sock_diag tells it with the socket's owner) decides at once. Else the
+socket is found in ``/proc/net/tcp{,6}`` by its two addresses, and its inode among the
+descriptors of the processes that may hold it: those that carry a fence the kernel keeps for
+them (``Marks``: a PID namespace other than the server's, as bwrap makes, or more seccomp
 filters than the server has, as every sandboxed job gets), so the answer holds for as long as
 any process of a job lives, its leader gone or not; a search that runs past its deadline
 raises ``Untraceable`` (the caller refuses: it fails closed).
@@ -12,7 +14,8 @@ The same line names the user who made the socket (its ``uid`` column): the HTTP 
 only its own user in without a token. That owner is asked of the kernel's socket-diagnostics
 netlink (sock_diag, an exact lookup by the two addresses: microseconds) where it answers, and
 read from the table otherwise (the whole table each time: milliseconds per thousand sockets on
-the host). Pure parsing plus a few reads; nothing is cached but whether sock_diag answers."""
+the host). Pure parsing plus a few reads; nothing is cached but whether sock_diag answers (and
+the sandboxed cgroups, ``CgroupMarks``)."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import os
 import socket
 import struct
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -108,6 +112,7 @@ _SOCK_DIAG_BY_FAMILY = 20
 _NLMSG_ERROR = 2
 _NLM_F_REQUEST = 1
 _DIAG_MSG = struct.Struct("=BBBB48sIIIII")  # struct inet_diag_msg: ... idiag_uid, idiag_inode
+_INET_DIAG_CGROUP_ID = 21  # (Linux 5.9: the cgroup v2 id of the socket's maker)
 
 
 def diag_request(client: tuple[str, int], server: tuple[str, int]) -> bytes:
@@ -131,6 +136,24 @@ def parse_diag_reply(data: bytes) -> int | None:
 
 def parse_diag_owner(data: bytes) -> tuple[int, int] | None:
     """(owner, inode) of the socket in a sock_diag reply (pure); None as ``parse_diag_reply``."""
+    found = parse_diag_socket(data)
+    return (found.uid, found.inode) if found is not None else None
+
+
+@dataclass(frozen=True)
+class Found:
+    """The client end of a connection as the kernel tells it: its owner, its inode, and the
+    id of the cgroup v2 its socket was made in (None where the kernel did not say: the table
+    was read, or no cgroup data is kept for sockets). The cgroup is the maker's when it
+    made the socket, kept with the socket whatever process holds it later."""
+
+    uid: int
+    inode: int
+    cgroup: int | None = None
+
+
+def parse_diag_socket(data: bytes) -> Found | None:
+    """The socket in a sock_diag reply (pure); None as ``parse_diag_reply``."""
     if len(data) < 20:
         raise OSError("short sock_diag reply")
     _, kind = struct.unpack_from("=IH", data)
@@ -145,18 +168,40 @@ def parse_diag_owner(data: bytes) -> tuple[int, int] | None:
     uid, inode = int(fields[8]), int(fields[9])
     # a socket its process has closed (or one in TIME_WAIT) has no inode, and on some kernels
     # uid 0: it names nobody
-    return (uid, inode) if inode not in (0, 0xFFFFFFFF) else None
+    if inode in (0, 0xFFFFFFFF):
+        return None
+    return Found(uid, inode, _diag_cgroup(data))
+
+
+def _diag_cgroup(data: bytes) -> int | None:
+    """The INET_DIAG_CGROUP_ID attribute of a sock_diag reply (pure), None without one."""
+    end = min(len(data), struct.unpack_from("=I", data)[0])
+    at = 16 + _DIAG_MSG.size
+    while at + 4 <= end:
+        length, kind = struct.unpack_from("=HH", data, at)
+        if length < 4:
+            break
+        if kind == _INET_DIAG_CGROUP_ID and length >= 12 and at + 12 <= end:
+            return int(struct.unpack_from("=Q", data, at + 4)[0])
+        at += (length + 3) & ~3
+    return None
 
 
 def diag_socket_owner(client: tuple[str, int], server: tuple[str, int]) -> tuple[int, int] | None:
     """(owner, inode) of the client's socket by one sock_diag exact lookup (OSError where it
     is unavailable)."""
+    found = diag_socket(client, server)
+    return (found.uid, found.inode) if found is not None else None
+
+
+def diag_socket(client: tuple[str, int], server: tuple[str, int]) -> Found | None:
+    """The client's socket by one sock_diag exact lookup (OSError where it is unavailable)."""
     with socket.socket(
         socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG
     ) as nl:
         nl.settimeout(1.0)
         nl.sendto(diag_request(client, server), (0, 0))
-        return parse_diag_owner(nl.recv(8192))
+        return parse_diag_socket(nl.recv(8192))
 
 
 def diag_socket_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
@@ -180,6 +225,29 @@ def _diag_answers() -> bool:
         return uid == os.geteuid()
     except OSError:
         return False
+
+
+def socket_found(client: tuple[str, int], server: tuple[str, int]) -> Found | None:
+    """The client's end of a connection from ``client`` to ``server``: by sock_diag where it
+    answers (with the cgroup it was made in), else from /proc/net/tcp{,6} (without)."""
+    if _diag_answers():
+        tries = [(client, server)]
+        if ":" not in client[0]:  # a v4 peer of a v6 socket (a server bound to "::")
+            tries.append(((f"::ffff:{client[0]}", client[1]), (f"::ffff:{server[0]}", server[1])))
+        for c, s in tries:
+            try:
+                found = diag_socket(c, s)
+            except (OSError, ValueError):
+                break
+            if found is not None:
+                return found
+    for text, local, remote in _tcp_lines(client, server):
+        for line in text.splitlines()[1:]:
+            fields = line.split()
+            matches = len(fields) >= 10 and fields[1] == local and fields[2] == remote
+            if matches and fields[9] != "0":
+                return Found(int(fields[7]), int(fields[9]))
+    return None
 
 
 def socket_inode(client: tuple[str, int], server: tuple[str, int]) -> int | None:
@@ -278,3 +346,48 @@ class Marks:
         if self.pid_ns is None or self.filters is None or own.filters is None:
             return True
         return self.pid_ns != own.pid_ns or self.filters > own.filters
+
+
+#: sandboxed cgroups remembered past this many only while their directory is there
+CGROUPS_KEPT = 65536
+
+
+class CgroupMarks:
+    """The cgroup v2 of every fenced spawn, by id: a socket made in one of them (by whatever
+    process of that job, its leader gone or not) is that job's, whoever holds it now. The
+    kernel keeps the mark: a socket's cgroup is its maker's when it was made; a job cannot
+    leave its cgroup (its sandbox cannot write the cgroup tree) nor make one inside it
+    (``cgroup.max.descendants`` is set to 0 here, before it starts).
+
+    ``complete`` is False once a fenced spawn has no cgroup v2 directory of its own (cgroups
+    off, a v1-only host, a setup that failed): then the socket's cgroup proves nothing and
+    the caller searches the processes instead."""
+
+    def __init__(self) -> None:
+        self.complete = True
+        self._units: dict[int, tuple[str, str]] = {}  # cgroup id -> (unit, directory)
+        self._lock = threading.Lock()
+
+    def add(self, unit: str, directory: str | None) -> None:
+        """Mark ``directory`` (a cgroup v2 directory, or None: there is none) as ``unit``'s,
+        before anything runs in it."""
+        if directory is None:
+            self.complete = False
+            return
+        try:
+            with open(os.path.join(directory, "cgroup.max.descendants"), "w") as f:
+                f.write("0")
+            ident = os.stat(directory).st_ino  # (a cgroup v2 directory's inode is its id)
+        except OSError:
+            self.complete = False
+            return
+        with self._lock:
+            self._units[ident] = (unit, directory)
+            if len(self._units) > CGROUPS_KEPT:
+                self._units = {k: v for k, v in self._units.items() if os.path.isdir(v[1])}
+
+    def unit(self, cgroup: int) -> str | None:
+        """The unit whose cgroup has the id ``cgroup``, or None (not a fenced spawn's)."""
+        with self._lock:
+            found = self._units.get(cgroup)
+        return found[0] if found is not None else None
