@@ -547,7 +547,6 @@ class Digester:
     def feed(self, data: bytes) -> None:
         if not data or self.closed:
             return
-        self.fed += len(data)
         buf = self._carry + bytes(data) if self._carry else bytes(data)
         base = self._carry_at
         start = 0
@@ -567,6 +566,7 @@ class Digester:
             self._continued = True
         self._carry = buf[start:]
         self._carry_at = base + start
+        self.fed += len(data)  # last: a reader in another thread sees `fed` only when done
 
     def close(self) -> None:
         """The end of the log: digest its unfinished last line, end any follow."""
