@@ -220,7 +220,7 @@ _AT = re.compile(r"\s+at \S")
 _JEST = re.compile(r"\s*\u25cf (?!Console\b)\S")
 _MAKE = re.compile(r"g?make(?:\[\d+\])?: \*\*\* ")
 _CARGO_TEST = re.compile(r"test \S+ \.\.\. FAILED\s*$")
-_CARGO_PANIC = re.compile(r"thread '[^']*' panicked at ")
+_CARGO_PANIC = re.compile(r"thread '[^']*'(?: \(\d+\))? panicked at ")  # (its id: Rust 1.9x)
 _FLAGGED = re.compile(r"\b(?:error|fatal):|\b(?:ERROR|FATAL)\b")
 _WARNED = re.compile(r"\b[Ww]arning:|\bWARN(?:ING)?\b")
 
