@@ -6,7 +6,7 @@ import random
 import time
 
 import pytest
-from digest_checks import check_faithful
+from digest_checks import adversarial, check_faithful
 
 from conch.core.output.digest import (
     ELLIPSIS,
@@ -449,55 +449,6 @@ def test_long_lines_are_cut_into_the_same_pieces_for_any_split() -> None:
         cuts = sorted(rng.sample(range(1, len(long)), rng.randint(1, 8)))
         assert chunked(long, cuts) == whole
     check_faithful(long, whole)
-
-
-ATOMS = [
-    b"error: e\n",
-    b"a.c:1:2: error: x\n",
-    b"warning: w\n",
-    b"FAILED t::x - y\n",
-    b"\n",
-    b"=== 1 failed, 2 passed in 0.1s ===\n",
-    b"Traceback (most recent call last):\n",
-    b'  File "x.py", line 1, in f\n',
-    b"KeyError: 'k'\n",
-    b" --> src/a.rs:1:2\n",
-    b"\x1b[31m",
-    b"\x1b]0;t\x07",
-    b"\x1b[",
-    b"\r",
-    b"\r\n",
-    b"\xff\xfe",
-    b"\xe2\x82",
-    b"\xc3\xa9",
-    b"ERROR collecting x\n",
-    b"_ ERROR collecting t.py _\n",
-    b"E   Boom\n",
-    b"Ran 2 tests in 1s\n",
-    b"OK\n",
-    b"FAILED (failures=1)\n",
-    b"--- FAIL: T\n",
-    b"panic: p\n",
-    b"npm ERR! x\n",
-    b"\xe2\x97\x8f t\n",
-    b"  at f (x.js:1:1)\n",
-    b"x" * 7000,
-    b"\x00\x07\x08",
-    b"Tests: 1 failed\n",
-]
-
-
-def adversarial(rng: random.Random, size: int) -> bytes:
-    out = []
-    n = 0
-    while n < size:
-        if rng.random() < 0.1:
-            piece = bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 40)))
-        else:
-            piece = rng.choice(ATOMS)
-        out.append(piece)
-        n += len(piece)
-    return b"".join(out)
 
 
 def test_random_and_adversarial_output_never_crashes_nor_invents_a_line() -> None:

@@ -23,8 +23,13 @@ from typing import Final
 from conch.core.output.digest import Digest, Digester
 from conch.core.output.log import JobLog
 
-BLOCK_BYTES: Final = 256 << 10
-"""Bytes read and fed at a time (the deadline is checked between blocks)."""
+BLOCK_BYTES: Final = (16 << 10, 64 << 10, 1 << 20)
+"""Bytes read and fed at a time: least, first, most. The deadline is checked between
+blocks, so a block that took long (output where every line is a hit) makes the next ones
+smaller, and one that took little makes them larger (fewer calls over plain output)."""
+
+BLOCK_S: Final = (0.005, 0.02)
+"""A block faster than the first grows the next; one slower than the second shrinks it."""
 
 TIME_BUDGET_S: Final = 2.0
 """Longest a result waits for its digest."""
@@ -81,11 +86,19 @@ class LogDigest:
                 return
             try:
                 d = self.digester
-                while d.fed < upto and time.monotonic() < deadline:
-                    data = os.pread(fd, min(BLOCK_BYTES, upto - d.fed), d.fed)
+                least, step, most = BLOCK_BYTES
+                now = time.monotonic()
+                while d.fed < upto and now < deadline:
+                    data = os.pread(fd, min(step, upto - d.fed), d.fed)
                     if not data:
                         break
                     d.feed(data)
+                    took, now = -now, time.monotonic()
+                    took += now
+                    if took < BLOCK_S[0]:
+                        step = min(most, step * 2)
+                    elif took > BLOCK_S[1]:
+                        step = max(least, step // 4)
                 if final and d.fed >= upto:
                     d.close()
             finally:
