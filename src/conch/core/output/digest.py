@@ -550,14 +550,28 @@ class Digester:
     def feed(self, data: bytes) -> None:
         if not data or self.closed:
             return
-        buf = self._carry + bytes(data) if self._carry else bytes(data)
-        base = self._carry_at
-        start = 0
-        whole = buf.rfind(b"\n") + 1
+        data = bytes(data)
+        carry, at = self._carry, self._carry_at
+        nl = data.find(b"\n") if carry else -1
+        if nl >= 0:
+            # the unfinished line ends here: that line alone is joined (not the whole chunk,
+            # which would copy every byte once more), then the rest is scanned in place
+            self._scan(carry + data[: nl + 1], at, 0)
+            self._scan(data, at + len(carry), nl + 1)
+        elif carry:
+            self._scan(carry + data, at, 0)  # no line break: a long line
+        else:
+            self._scan(data, at, 0)
+        self.fed += len(data)  # last: a reader in another thread sees `fed` only when done
+
+    def _scan(self, buf: bytes, base: int, start: int) -> None:
+        """``buf[start:]``, the input after every unit digested so far (``base``: the
+        cursor of ``buf[0]``); what is left of its last line becomes the carry."""
+        whole = buf.rfind(b"\n", start) + 1
         if whole:
             if self._continued:
-                first = buf.find(b"\n") + 1
-                self._line(buf, 0, first, base, continued=True)
+                first = buf.find(b"\n", start) + 1
+                self._line(buf, start, first, base, continued=True)
                 self._continued = False
                 start = first
             self._lines(buf, start, whole, base)
@@ -569,7 +583,6 @@ class Digester:
             self._continued = True
         self._carry = buf[start:]
         self._carry_at = base + start
-        self.fed += len(data)  # last: a reader in another thread sees `fed` only when done
 
     def close(self) -> None:
         """The end of the log: digest its unfinished last line, end any follow."""
