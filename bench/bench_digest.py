@@ -68,6 +68,7 @@ async def job_wall_time(rt: conch.Runtime, path: str, rounds: int, how: str) -> 
     without, interleaved in one run: the box is shared, its load moves."""
     on: dict[str, list[float]] = {"wall": [], "job": [], "cpu": []}
     off: dict[str, list[float]] = {"wall": [], "job": [], "cpu": []}
+    cut = 0
     for _ in range(rounds):
         for want, into in ((None, on), (False, off)):
             t, cpu = time.perf_counter(), time.process_time()
@@ -79,7 +80,10 @@ async def job_wall_time(rt: conch.Runtime, path: str, rounds: int, how: str) -> 
             assert r["state"] == "exited", r["state"]
             if want is None:
                 d = r["digest"]
-                assert sum("error:" in e["text"] for e in d["lines"]) == 2, d
+                if "incomplete" in d:  # the result's 2 s ran out (a busy box): said, counted
+                    cut += 1
+                else:
+                    assert sum("error:" in e["text"] for e in d["lines"]) == 2, d
     for what in ("wall", "job", "cpu"):
         a, b = ms(on[what]), ms(off[what])
         print(
@@ -87,6 +91,8 @@ async def job_wall_time(rt: conch.Runtime, path: str, rounds: int, how: str) -> 
             f"{b:7.1f} ms   +{(a - b) / b * 100:5.1f} %"
             + ("  (target <= +5 %" + f"; rounds {rounds})" if what == "wall" else "")
         )
+    if cut:
+        print(f"  {cut} of {rounds} digests incomplete: the result's time budget ran out")
 
 
 async def concurrent_p99(rt: conch.Runtime, path: str, n: int) -> None:
