@@ -91,6 +91,8 @@ async def job_wall_time(rt: conch.Runtime, path: str, rounds: int, how: str) -> 
             f"{b:7.1f} ms   +{(a - b) / b * 100:5.1f} %"
             + ("  (target <= +5 %" + f"; rounds {rounds})" if what == "wall" else "")
         )
+    after = [w - j for w, j in zip(on["wall"], on["job"], strict=True)]
+    print(f"{how:12} {SIZE / 1e6:.0f} MB: the result waited {ms(after):7.1f} ms after the exit")
     if cut:
         print(f"  {cut} of {rounds} digests incomplete: the result's time budget ran out")
 

@@ -46,7 +46,7 @@ only when a result needs one, from the log Conch already has, and kept, so a lat
 continues where it stopped. A job whose log passes 1 MiB will need one (no window holds
 it), so core/output/digest_log.py digests its log while it prints, in a worker thread
 beside the job, and its result only has the last part left, with a time budget. The scan
-costs ~1.6 ms of CPU per MB of plain output here (the prefilter most of it); measured
+costs ~1.5-2 ms of CPU per MB of plain output here (the prefilter most of it); measured
 figures: docs/tools.md.
 """
 
