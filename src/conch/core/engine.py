@@ -381,6 +381,8 @@ class Engine:
         else:
             job = await self.starter.start_process(req, context)
         job.digest_off = request.digest is False
+        if not job.digest_off:
+            ops.follow_when_big(job, self.spawn.spawn_task)
         if context.on_start is not None:
             context.on_start(job)
         self.spawn.deadline(job, req.timeout_ms)

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import signal as signal_mod
 import time
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from conch.core.jobs import waits
@@ -94,20 +94,41 @@ def follow_digests(
 ) -> None:
     """Start digesting the log of each running job that printed more than any window holds
     (``FOLLOW_FROM``), unless its exec said ``digest: false``: the digest of a job printing
-    100 MB is then built while it prints, not after (core/output/digest_log.py)."""
+    100 MB is then built while it prints, not after (core/output/digest_log.py). An exec's
+    job starts as soon as its log passes the mark (``follow_when_big``); this sweep catches
+    the others."""
     for job in jobs:
         if job.terminal or job.digest_off or job.log.size() < FOLLOW_FROM:
             continue
-        held = job.digest
-        if held is None:
-            held = job.digest = LogDigest()
-        if not held.following:
-            held.following = True
-            spawn_task(follow(job.log, held, _runs(job)))
+        follow_digest(job, spawn_task)
+
+
+def follow_when_big(
+    job: Job, spawn_task: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]]
+) -> None:
+    """Follow the job's digest from the moment its log passes ``FOLLOW_FROM``."""
+    job.on_big_output = lambda j: follow_digest(j, spawn_task)
+
+
+def follow_digest(
+    job: Job, spawn_task: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]]
+) -> None:
+    if job.terminal or job.digest_off:
+        return
+    held = job.digest
+    if held is None:
+        held = job.digest = LogDigest()
+    if not held.following:
+        held.following = True
+        spawn_task(follow(job.log, held, _runs(job), _more(job)))
 
 
 def _runs(job: Job) -> Callable[[], bool]:
     return lambda: not job.terminal
+
+
+def _more(job: Job) -> Callable[[float], Awaitable[bool]]:
+    return lambda timeout_s: job.wait_change(job.version, timeout_s)
 
 
 async def read(jobs: Sequence[Job], req: CheckedRead, screens: Screens) -> JobSnapshot:

@@ -6,19 +6,17 @@ import random
 import time
 
 import pytest
+from digest_checks import adversarial, check_faithful
 
 from conch.core.output.digest import (
     ELLIPSIS,
     LINE_BOUND,
     LINE_CHARS,
-    PIECE_BYTES,
     Digest,
     Digester,
-    _cut,
     digest_bytes,
     unit_text,
 )
-from conch.core.output.normalize import normalize
 
 
 def texts(d: Digest | None) -> list[str]:
@@ -31,43 +29,6 @@ def at(log: bytes, text: str) -> int:
     i = log.find(text.encode())
     assert i >= 0
     return log.rfind(b"\n", 0, i) + 1
-
-
-def unit_at(log: bytes, cursor: int) -> bytes:
-    """The raw unit that starts at ``cursor`` (a line, or a piece of a long one), found
-    independently of the digester's scan: from the start of the cursor's line, in pieces."""
-    start = log.rfind(b"\n", 0, cursor) + 1
-    nl = log.find(b"\n", cursor)
-    end = len(log) if nl < 0 else nl + 1
-    while end - start > PIECE_BYTES:
-        cut = _cut(log, start)
-        if start == cursor:
-            return log[start:cut]
-        start = cut
-    assert start == cursor, "a digest cursor is where a line or a piece starts"
-    return log[start:end]
-
-
-def check_faithful(log: bytes, d: Digest | None) -> None:
-    """Every line is what the log holds at its cursor, normalized; counts are in it."""
-    if d is None:
-        return
-    for e in d["lines"]:
-        whole = normalize(unit_at(log, e["cursor"]))
-        whole = whole[:-1] if whole.endswith("\n") else whole
-        if len(whole) <= LINE_CHARS:
-            assert e["text"] == whole
-        else:
-            assert e["text"] == whole[:LINE_CHARS] + ELLIPSIS
-    cursors = [e["cursor"] for e in d["lines"]]
-    assert cursors == sorted(cursors)
-    if "counts_from" in d:
-        assert d["counts_from"] in cursors
-        i = cursors.index(d["counts_from"])
-        # the summary line (and, for unittest's verdict, its `Ran N tests` line before it)
-        summary = " ".join(e["text"] for e in d["lines"][max(0, i - 1) : i + 1])
-        for n in d.get("counts", {}).values():
-            assert str(n) in summary
 
 
 # -- the families --------------------------------------------------------------------------
@@ -356,18 +317,19 @@ def test_jest_summary_counts() -> None:
     assert d["summaries"] == 2
 
 
-def test_cargo_test_failures_and_result() -> None:
+@pytest.mark.parametrize("thread_id", ["", " (7664)"])  # newer Rust prints the thread's id
+def test_cargo_test_failures_and_result(thread_id: str) -> None:
     log = (
         b"running 2 tests\ntest tests::ok ... ok\ntest tests::bad ... FAILED\n\nfailures:\n\n"
-        b"---- tests::bad stdout ----\nthread 'tests::bad' panicked at src/lib.rs:10:5:\n"
+        b"---- tests::bad stdout ----\nthread 'tests::bad'%s panicked at src/lib.rs:10:5:\n"
         b"assertion `left == right` failed\n\n"
         b"test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; "
         b"finished in 0.00s\n"
-    )
+    ) % thread_id.encode()
     d = digest_bytes(log)
     assert texts(d)[:3] == [
         "test tests::bad ... FAILED",
-        "thread 'tests::bad' panicked at src/lib.rs:10:5:",
+        f"thread 'tests::bad'{thread_id} panicked at src/lib.rs:10:5:",
         "assertion `left == right` failed",
     ]
     assert d is not None
@@ -487,55 +449,6 @@ def test_long_lines_are_cut_into_the_same_pieces_for_any_split() -> None:
         cuts = sorted(rng.sample(range(1, len(long)), rng.randint(1, 8)))
         assert chunked(long, cuts) == whole
     check_faithful(long, whole)
-
-
-ATOMS = [
-    b"error: e\n",
-    b"a.c:1:2: error: x\n",
-    b"warning: w\n",
-    b"FAILED t::x - y\n",
-    b"\n",
-    b"=== 1 failed, 2 passed in 0.1s ===\n",
-    b"Traceback (most recent call last):\n",
-    b'  File "x.py", line 1, in f\n',
-    b"KeyError: 'k'\n",
-    b" --> src/a.rs:1:2\n",
-    b"\x1b[31m",
-    b"\x1b]0;t\x07",
-    b"\x1b[",
-    b"\r",
-    b"\r\n",
-    b"\xff\xfe",
-    b"\xe2\x82",
-    b"\xc3\xa9",
-    b"ERROR collecting x\n",
-    b"_ ERROR collecting t.py _\n",
-    b"E   Boom\n",
-    b"Ran 2 tests in 1s\n",
-    b"OK\n",
-    b"FAILED (failures=1)\n",
-    b"--- FAIL: T\n",
-    b"panic: p\n",
-    b"npm ERR! x\n",
-    b"\xe2\x97\x8f t\n",
-    b"  at f (x.js:1:1)\n",
-    b"x" * 7000,
-    b"\x00\x07\x08",
-    b"Tests: 1 failed\n",
-]
-
-
-def adversarial(rng: random.Random, size: int) -> bytes:
-    out = []
-    n = 0
-    while n < size:
-        if rng.random() < 0.1:
-            piece = bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 40)))
-        else:
-            piece = rng.choice(ATOMS)
-        out.append(piece)
-        n += len(piece)
-    return b"".join(out)
 
 
 def test_random_and_adversarial_output_never_crashes_nor_invents_a_line() -> None:

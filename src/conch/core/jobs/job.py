@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from conch.core.jobs.label import JobLabel
 from conch.core.jobs.takeover import Attendance
 from conch.core.output.cast import Recording
-from conch.core.output.digest_log import LogDigest
+from conch.core.output.digest_log import FOLLOW_FROM, LogDigest
 from conch.core.output.log import JobLog
 from conch.core.process.terminal import COLS, ROWS
 
@@ -118,6 +118,8 @@ class Job:
         self.parsed: tuple[Any, str | None] | None = None  # cached (data, parse_error)
         self.digest: LogDigest | None = None  # its output's digest, once a result wanted one
         self.digest_off = False  # its exec said digest: false (none is built as it runs)
+        # called once when its log passes FOLLOW_FROM: the digest is then built as it prints
+        self.on_big_output: Callable[[Job], None] | None = None
         self.label = label  # what the call runs and why: for the dashboard only
         # a terminal job's recording (when each part of its log arrived; a shell sets its
         # own size), and who types into it from the dashboard (core/jobs/takeover.py)
@@ -209,6 +211,9 @@ class Job:
 
     def notify(self) -> None:
         self.version += 1
+        if self.on_big_output is not None and self.log.total >= FOLLOW_FROM:
+            hook, self.on_big_output = self.on_big_output, None
+            hook(self)
         waiters, self._waiters = self._waiters, []
         for fut in waiters:
             if not fut.done():
