@@ -34,6 +34,7 @@ from conch.core.containment import sandbox as sb
 from conch.core.containment.backends import Backends
 from conch.core.containment.cgroup import LIMITS, Cgroups, JobCgroup
 from conch.core.process import libc_spawn, procfs, program
+from conch.core.process.spec import Spawner, SpawnSpec
 from conch.errors import ConchError, ConfigError
 
 log = logging.getLogger("conch.containment")
@@ -99,65 +100,50 @@ class SpawnFence:
     git_release: Callable[[], Any] | None = None
 
     @property
-    def spawner(self) -> Callable[..., int] | None:
+    def spawner(self) -> Spawner | None:
         """What spawns the prepared argv instead of posix_spawn alone (the landlock backend's
         restricted thread, whose posix_spawn gives the child its restrictions)."""
         return self._spawn_landlock if self.landlock is not None else None
 
-    def _spawn_landlock(
-        self,
-        path: str,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str],
-        cwd: str,
-        stdin: int,
-        stdout: int,
-        stderr: int,
-        terminal: str | None = None,
-    ) -> int:
+    def _spawn_landlock(self, spec: SpawnSpec) -> int:
+        """Start ``spec`` fenced in (its cgroup: ``place``, else the gate sh enters it)."""
         assert self.landlock is not None and self.layout is not None
         assert self.sandbox is not None
         if self.ahead:  # (before the ruleset is built: a change after it makes them differ)
             self.ruleset_stamps = ll.ruleset_stamps(self.layout, self.sandbox.policy)
-        spec = ll.job_spec(
+        spec = dataclasses.replace(spec, cgroup=self.place)
+        job = ll.job_spec(
             self.layout,
             self.sandbox.policy,
-            path=path,
-            argv=argv,
-            env=env,
-            cwd=cwd,
+            spec,
             tmpdir=self.job_tmp,
             exposed=self._exposed,
             procs=self.cgroup.procs_files() if self.cgroup is not None else (),
-            tty=terminal,
-            cgroup=self.place,
             brokered=self.broker is not None and bool(self.broker.allowed),
             broker_metadata=self.broker is not None,
             env_prog=self.env_prog,
         )
         if self.forkserver is not None:
-            fds = [] if terminal is not None else [stdin, stdout, stderr]
-            pid, listener = self._spawn_forkserver(spec, fds)
+            pid, listener = self._spawn_forkserver(job, spec)
         else:
-            pid, listener = self.landlock.spawn(spec, stdin=stdin, stdout=stdout, stderr=stderr)
+            pid, listener = self.landlock.spawn(job, spec)
         if listener >= 0:
             assert self.broker is not None
             # where its mode and time changes may land: what Landlock lets it write
-            roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp, terminal)
+            roots = ll.metadata_roots(self.layout, self.sandbox.policy, self.job_tmp, spec.terminal)
             self.broker.watch(listener, roots)
         return pid
 
-    def _spawn_forkserver(self, spec: dict[str, Any], fds: list[int]) -> tuple[int, int]:
+    def _spawn_forkserver(self, job: dict[str, Any], spec: SpawnSpec) -> tuple[int, int]:
         """(pid, its connect filter's listener or -1), as ``ll.Spawner.spawn``."""
         assert self.forkserver is not None
-        if self.broker is None or not spec["notify"]:
-            return self.forkserver.spawn(spec, fds), -1
+        if self.broker is None or not job["notify"]:
+            return self.forkserver.spawn(job, spec), -1
         # the job's connect filter sends its listener back on this channel before exec
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with ours:
             try:
-                pid = self.forkserver.spawn(spec, [*fds, theirs.fileno()])
+                pid = self.forkserver.spawn(job, spec, theirs.fileno())
             finally:
                 theirs.close()
             ours.settimeout(5)
@@ -331,16 +317,13 @@ def _spawns_into(cgroups: Cgroups) -> bool:
         r, w = os.pipe()
         null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         try:
+            scan = 'while read -r l; do echo "$l"; done < /proc/self/cgroup'
             pid = libc_spawn.spawn(
-                SH,
-                [SH, "-c", 'while read -r l; do echo "$l"; done < /proc/self/cgroup'],
-                env={"PATH": "/usr/bin:/bin"},
-                cwd="/",
-                stdin=null,
-                stdout=w,
-                stderr=null,
-                cgroup=cg.track,
-            )
+                SpawnSpec(
+                    SH, [SH, "-c", scan], {"PATH": "/usr/bin:/bin"}, "/", null, w, null,
+                    cgroup=cg.track,
+                )
+            )  # fmt: skip
         finally:
             os.close(null)
         os.close(w)

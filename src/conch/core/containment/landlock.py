@@ -36,6 +36,7 @@ from __future__ import annotations
 import _thread
 import contextlib
 import ctypes
+import dataclasses
 import errno
 import functools
 import gc
@@ -50,7 +51,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +59,7 @@ from conch.core.containment import lockdown as ld
 from conch.core.containment import metaops, shenv
 from conch.core.containment import sandbox as sb
 from conch.core.process import libc_spawn
+from conch.core.process.spec import SpawnSpec
 
 GUARANTEES = (
     "fs_write",
@@ -185,28 +187,24 @@ def ruleset_stamps(layout: Layout, policy: sb.Policy) -> tuple[tuple[Any, ...], 
 def job_spec(
     layout: Layout,
     policy: sb.Policy,
+    spec: SpawnSpec,
     *,
-    path: str,
-    argv: Sequence[str],
-    env: Mapping[str, str],
-    cwd: str,
     tmpdir: str,
     exposed: Sequence[str],
     procs: Sequence[str],
-    tty: str | None,
-    cgroup: str | None = None,
     brokered: bool = False,
     broker_metadata: bool = False,
     env_prog: str = "/usr/bin/env",
 ) -> dict[str, Any]:
-    """What ``Spawner.spawn`` (or the fork server: marshal-able) needs for one job: its
-    ruleset's rules, its filters, its program. ``cgroup``: the cgroup v2 directory to start it
-    in (glibc 2.39's ``posix_spawnattr_setcgroup_np``, or the fork server's clone3); else it
-    writes itself into each of ``procs`` before its program runs. ``brokered``
+    """What ``Spawner.spawn`` (or the fork server: marshal-able) needs for the job ``spec``
+    starts (its path resolved): its ruleset's rules, its filters, its program. Its cgroup:
+    the cgroup v2 directory to start it in (the fork server's clone3); else it writes itself
+    into each of ``procs`` before its program runs. ``brokered``
     (``sandbox_sockets``): a ``network: off`` job's connects go to Conch (``notify``).
     ``broker_metadata``: a ``workspace-write`` job's mode and time changes go to Conch too
     (conch/core/containment/metaops.py); without it only setuid/setgid modes are refused."""
-    abi = layout.abi
+    assert spec.path is not None
+    abi, tty = layout.abi, spec.terminal
     trees = _trees(layout, policy)
     paths: list[tuple[str, int]] = [(tmpdir, ld.fs_rights(abi))]
     paths += [(dev, ld.FS_READ_FILE | ld.FS_WRITE_FILE) for dev in ld.DEVICES]
@@ -243,13 +241,13 @@ def job_spec(
         "seccomp": program,
         "notify": notify,
         "drop_caps": layout.root,
-        "path": path,
-        "argv": list(argv),
-        "env": dict(env),
-        "cwd": cwd,
+        "path": spec.path,
+        "argv": list(spec.argv),
+        "env": dict(spec.env),
+        "cwd": spec.cwd,
         "tty": tty,
         "procs": list(procs),
-        "cgroup": cgroup or "",
+        "cgroup": spec.cgroup or "",
         "env_prog": env_prog,
     }
 
@@ -483,12 +481,10 @@ class Spawner:
         self._lock = threading.Lock()
         self._plans = ld._Plans()
 
-    def spawn(
-        self, spec: dict[str, Any], *, stdin: int = -1, stdout: int = -1, stderr: int = -1
-    ) -> tuple[int, int]:
-        """Start one job (``spec``: ``job_spec``; the three descriptors unless it has a
-        terminal); (its pid, a child of this process; the listener of its notify filter or
-        -1, now the caller's). A failure is the ``OSError`` of the step that failed."""
+    def spawn(self, spec: dict[str, Any], child: SpawnSpec) -> tuple[int, int]:
+        """Start the job ``child`` describes (``spec``: its ``job_spec``); (its pid, a child
+        of this process; the listener of its notify filter or -1, now the caller's). A failure
+        is the ``OSError`` of the step that failed."""
         refused = _exec_refused(spec)
         if refused is not None:
             raise refused
@@ -510,18 +506,12 @@ class Spawner:
                 for p in spec["procs"]:
                     procs.append(os.open(p, os.O_WRONLY | os.O_CLOEXEC))
                     opened.append(procs[-1])
-            fix, env = shenv.restore(spec["env"], spec["cwd"], spec["env_prog"])
+            fix, env = shenv.restore(child.env, child.cwd, spec["env_prog"])
+            gate_argv = [SH, "-c", gate_script(len(procs)), "conch-enter", *fix, *child.argv]
             call = libc_spawn.Prepared(
-                SH,
-                [SH, "-c", gate_script(len(procs)), "conch-enter", *fix, *spec["argv"]],
-                env=env,
-                cwd=spec["cwd"],
-                stdin=stdin,
-                stdout=stdout,
-                stderr=stderr,
-                terminal=spec["tty"],
-                cgroup=spec["cgroup"] or None,
-                fds=[gate_r, *procs],
+                dataclasses.replace(
+                    child, path=SH, argv=gate_argv, env=env, fds=(gate_r, *procs), first_fd=3
+                )
             )
             r = _Restriction(spec, call, ruleset)
             with _no_collection():
@@ -607,9 +597,12 @@ class ForkServer:
         self._sock = ours
         return ours
 
-    def spawn(self, spec: dict[str, Any], fds: Sequence[int]) -> int:
-        """Start one job (``spec``: ``job_spec``); its pid, a child of this process. A failure
-        is the ``OSError`` of the step that failed (the failed child reaped)."""
+    def spawn(self, spec: dict[str, Any], child: SpawnSpec, channel: int = -1) -> int:
+        """Start the job ``child`` describes (``spec``: its ``job_spec``) in its cgroup;
+        ``channel``: where its notify filter's listener goes back (``sandbox_sockets``); its
+        pid, a child of this process. A failure is the ``OSError`` of the step that failed
+        (the failed child reaped)."""
+        fds = [*child.stdio, *([channel] if channel >= 0 else [])]
         msg = marshal.dumps(spec)
         with self._lock:
             for attempt in (0, 1):
@@ -691,23 +684,15 @@ def probe(spawner: Spawner, layout: Layout, true: str, *, seccomp: bool) -> str 
         return "landlock: this process cannot see its own threads in /proc/self/task"
     tmp = tempfile.mkdtemp(prefix="conch-probe.")
     try:
-        spec = job_spec(
-            layout,
-            sb.Policy("read-only", "off"),
-            path=true,
-            argv=[true],
-            env={"PATH": "/usr/bin:/bin"},
-            cwd="/",
-            tmpdir=tmp,
-            exposed=(),
-            procs=(),
-            tty=None,
-        )
-        if not seccomp:
-            spec["seccomp"] = b""
         null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         try:
-            pid, _ = spawner.spawn(spec, stdin=null, stdout=null, stderr=null)
+            child = SpawnSpec(true, [true], {"PATH": "/usr/bin:/bin"}, "/", null, null, null)
+            spec = job_spec(
+                layout, sb.Policy("read-only", "off"), child, tmpdir=tmp, exposed=(), procs=()
+            )
+            if not seccomp:
+                spec["seccomp"] = b""
+            pid, _ = spawner.spawn(spec, child)
         finally:
             os.close(null)
         _, status = os.waitpid(pid, 0)
