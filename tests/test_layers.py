@@ -243,3 +243,25 @@ def test_above_the_core_only_its_surface_is_imported():
         if b.startswith("conch.core.")
     ]
     assert inside == []
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_the_standalone_script_and_the_filter_assembler_import_the_standard_library_only():
+    """lockdown.py runs on its own (``python -I -S``: the fork server, the bwrap broker's
+    shim), so it imports nothing but the standard library, and nothing of Conch; the seccomp
+    assembler is pure: no ctypes, no system call, nothing of Conch either."""
+    here = SRC / "conch" / "core" / "containment" / "landlock"
+    lockdown, seccomp = _imports(here / "lockdown.py"), _imports(here / "seccomp.py")
+    stdlib = sys.stdlib_module_names | {"__future__"}
+    assert lockdown - stdlib == set()
+    assert seccomp - stdlib == set()
+    assert "ctypes" not in seccomp

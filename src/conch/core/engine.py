@@ -24,7 +24,7 @@ import conch.core.requests as rq
 import conch.core.results as rs
 from conch._version import __version__
 from conch.config import SCREEN_CATCHUP_BYTES, SCREENS_KEPT, Config
-from conch.core.containment.fence import Containment
+from conch.core.containment.containment import Containment
 from conch.core.containment.sandbox import Policy
 from conch.core.datadir import DataDir, LogPool
 from conch.core.env import CALLER_SESSION_VAR

@@ -383,7 +383,7 @@ def test_a_missing_guarantee_is_refused_naming_it_unless_partial_is_allowed(base
 
 
 def test_the_seccomp_program_guards_the_architecture_and_x32():
-    from conch.core.containment import lockdown as ld
+    from conch.core.containment.landlock import seccomp as ld
 
     prog = ld.seccomp_program("x86_64")
     ins = [struct.unpack("=HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
@@ -567,8 +567,8 @@ async def test_a_landlock_job_starts_in_its_cgroup_and_a_refused_clone3_falls_ba
     glibc (no migration after an idle spell, which waits for an RCU grace period). Where the
     kernel refuses that clone3 (here: a directory that is no cgroup), the child writes itself
     into its cgroup.procs instead, and the job still runs in its cgroup."""
-    from conch.core.containment import landlock as ll
     from conch.core.containment import sandbox as sb
+    from conch.core.containment.landlock import rules as ll
     from conch.core.process.spec import SpawnSpec
 
     async with conch.Runtime(cfg(base, workspace, "landlock")) as rt:

@@ -1,4 +1,4 @@
-"""Issue 22: how a Landlock job is started, attacked (core/containment/landlock.py).
+"""Issue 22: how a Landlock job is started, attacked (core/containment/landlock/).
 
 Levels exercised: ``cgroup`` and ``subreaper`` (this host; see conftest). A thread of the
 server restricts itself and spawns the job with ``posix_spawn``; the job starts as a gate sh
@@ -38,7 +38,8 @@ from sandbox_backends import backend_settings
 
 import conch
 from conch import ConchError
-from conch.core.containment import landlock as ll
+from conch.core.containment.landlock import rules as ll
+from conch.core.containment.landlock.spawner import RestrictedSpawner
 from conch.core.process import libc_spawn
 from conch.core.process.spec import SpawnSpec
 
@@ -493,7 +494,7 @@ def test_a_failed_restriction_is_said_and_leaves_nothing_behind(tmp_path):
     from conch.core.containment import sandbox as sb
 
     layout = ll.Layout(str(tmp_path), (str(tmp_path / "data"),), (), 7, ROOT)
-    spawner = ll.Spawner()
+    spawner = RestrictedSpawner()
     null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     child = SpawnSpec("/bin/true", ["true"], {"PATH": "/usr/bin:/bin"}, "/", null, null, null)
     spec = ll.job_spec(
@@ -553,7 +554,7 @@ def test_what_the_gate_would_meet_is_told_before_the_spawn(tmp_path):
             exposed=(str(data / "exposed"),),
             procs=(),
         )
-        e = ll._exec_refused(spec)
+        e = ll.exec_refused(spec)
         return None if e is None else e.errno
 
     assert refused(str(data / "hidden")) == errno.EACCES

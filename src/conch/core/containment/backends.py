@@ -23,14 +23,71 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from conch.core.containment import landlock as ll
-from conch.core.containment import lockdown as ld
 from conch.core.containment import sandbox as sb
+from conch.core.containment.landlock import lockdown as ld
+from conch.core.containment.landlock import rules
+from conch.core.containment.landlock import seccomp as sc
+from conch.core.containment.landlock.spawner import ForkServer, RestrictedSpawner, probe
+from conch.core.containment.landlock.tmpdirs import TempDirs
 from conch.core.process import procfs
 from conch.errors import ConchError
 
 BACKENDS = ("auto", "bwrap", "landlock")
-#: the bwrap jobs' seccomp programs, by network setting (``lockdown.seccomp_program``)
+
+GUARANTEES = (
+    "fs_write",
+    "fs_hide_data_dir",
+    "private_tmp",
+    "pid_namespace",
+    "net_tcp",
+    "net_all",
+    "unix_sockets",
+    "signals",
+)
+
+
+def needed(policy: sb.Policy) -> tuple[str, ...]:
+    """The guarantees a call with ``policy`` cannot go without (a private /tmp and a PID
+    namespace are how bwrap gives some of them, not needs of their own)."""
+    out: list[str] = []
+    if policy.sandbox != "off":
+        out += ["fs_write", "fs_hide_data_dir"]
+    if policy.network == "off":
+        out += ["fs_hide_data_dir", "net_tcp", "net_all", "unix_sockets"]
+    if policy.active:
+        out.append("signals")
+    return tuple(dict.fromkeys(out))
+
+
+def landlock_guarantees(abi: int, seccomp: bool) -> list[str]:
+    out = []
+    # Landlock handles no metadata change (chmod, chown, utimes, xattrs) and, below ABI 3, no
+    # truncation by path: the seccomp filter is what refuses them, so without it neither
+    # holds
+    if abi >= 1 and seccomp:
+        out += ["fs_write", "fs_hide_data_dir"]
+    if abi >= 4 or seccomp:
+        out.append("net_tcp")
+    if seccomp:
+        out += ["net_all", "unix_sockets"]
+    # signals scoped (ABI 6), and the filter refusing prlimit64 on another process (a
+    # RLIMIT_CPU set there is the kernel's SIGKILL) and the other calls on other processes
+    if abi >= 6 and seccomp:
+        out.append("signals")
+    return out
+
+
+def bwrap_guarantees(seccomp: bool) -> list[str]:
+    out = ["fs_hide_data_dir", "private_tmp", "pid_namespace", "net_tcp", "net_all"]
+    if seccomp:
+        # a read-only bind does not stop connect(), nor a setuid or setgid mode in the
+        # workspace (chmod, open, mknod, mkdir): the filter does
+        out = ["fs_write", *out, "unix_sockets"]
+    out.append("signals")  # (the PID namespace: nothing outside is visible to signal)
+    return out
+
+
+#: the bwrap jobs' seccomp programs, by network setting (``seccomp.seccomp_program``)
 _SECCOMP_FILES = {"off": "seccomp-network-off.bpf", "on": "seccomp-network-on.bpf"}
 
 
@@ -133,10 +190,10 @@ class Backends:
         self.bwrap_path: str | None = None
         #: bwrap: the seccomp program file of each network setting (read by bwrap as fd 3)
         self.seccomp_files: dict[str, str] = {}
-        self.spawner: ll.Spawner | None = None
-        self.forkserver: ll.ForkServer | None = None
-        self.tmpdirs: ll.TempDirs | None = None
-        self.layout: ll.Layout | None = None
+        self.spawner: RestrictedSpawner | None = None
+        self.forkserver: ForkServer | None = None
+        self.tmpdirs: TempDirs | None = None
+        self.layout: rules.Layout | None = None
 
     # -- choosing ------------------------------------------------------------------------------
 
@@ -177,7 +234,7 @@ class Backends:
         out = {}
         for network, name in _SECCOMP_FILES.items():
             path = os.path.join(self.data_dir, name)
-            program = ld.seccomp_program(net_off=network == "off")
+            program = sc.seccomp_program(net_off=network == "off")
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
             fd = os.open(path, flags, 0o600)
             try:
@@ -198,7 +255,7 @@ class Backends:
             return False
         files: dict[str, str] = {}
         try:
-            if ld.ARCH in ld._AUDIT_ARCH:
+            if sc.ARCH in sc.AUDIT_ARCH:
                 files = self._seccomp_program_files()
         except OSError:
             files = {}
@@ -226,37 +283,37 @@ class Backends:
         if self.abi < 1:
             self.not_taken["landlock"] = self._abi_reason
             return False
-        self.layout = ll.Layout(
+        self.layout = rules.Layout(
             self.workspace,
             (self.data_dir,),
             tuple(f for f in self.private_files if os.path.isfile(f)),
             self.abi,
             self.root,
         )
-        spawner = ll.Spawner()
+        spawner = RestrictedSpawner()
         true = shutil.which("true") or "/bin/true"
-        why = ll.probe(spawner, self.layout, true, seccomp=True)
+        why = probe(spawner, self.layout, true, seccomp=True)
         seccomp = why is None
         if why is not None and "(seccomp)" in why:
-            why = ll.probe(spawner, self.layout, true, seccomp=False)
+            why = probe(spawner, self.layout, true, seccomp=False)
         if why is not None:
             spawner.close()
             self.not_taken["landlock"] = why
             return False
         self.spawner, self.seccomp = spawner, seccomp
         # (started at its first job: one that must start in a cgroup glibc cannot spawn into)
-        self.forkserver = ll.ForkServer()
+        self.forkserver = ForkServer()
         self.layout = dataclasses.replace(self.layout, seccomp=seccomp)
-        self.tmpdirs = ll.TempDirs(self.data_dir, self.instance)
+        self.tmpdirs = TempDirs(self.data_dir, self.instance)
         return True
 
     # -- what it guarantees --------------------------------------------------------------------
 
     def guarantees(self) -> list[str]:
         if self.chosen == "bwrap":
-            return ll.bwrap_guarantees(self.seccomp)
+            return bwrap_guarantees(self.seccomp)
         if self.chosen == "landlock":
-            return ll.landlock_guarantees(self.abi, self.seccomp)
+            return landlock_guarantees(self.abi, self.seccomp)
         if self.chosen == "sandbox-exec":
             return ["fs_write", "fs_hide_data_dir", "net_tcp", "net_all"]
         return []
@@ -268,7 +325,7 @@ class Backends:
             why = "; ".join(f"{k}: {v}" for k, v in self.not_taken.items())
             raise ConchError("sandbox_unavailable", f"no sandbox backend works here ({why})")
         have = self.guarantees()
-        missing = [g for g in ll.needed(policy) if g not in have]
+        missing = [g for g in needed(policy) if g not in have]
         if missing and self.partial != "allow":
             raise ConchError(
                 "sandbox_unavailable",

@@ -1,11 +1,14 @@
-"""Landlock and seccomp through ctypes, and the fork server that applies them before a job's
-program runs where a job must start in its cgroup (SPEC §9a, the ``landlock`` backend).
-Standard library only: Conch imports it, and it also runs on its own as the fork server
-(``python -I -S lockdown.py FD``) and as the socket broker's shim in a bwrap sandbox
-(``--broker``), small processes that start quickly and never import Conch.
+"""What must run where Conch cannot be imported: the Landlock system calls through ctypes,
+loading a seccomp filter and dropping capabilities, the fork server that applies them before a
+job's program runs where a job must start in its cgroup (the ``landlock`` backend), and the
+socket broker's shim in a bwrap sandbox (``--broker``). Standard library only: Conch imports
+it, and it also runs on its own as the fork server (``python -I -S lockdown.py FD``) and as
+the shim, small processes that start quickly and never import Conch. The filters themselves
+are built by Conch (seccomp.py) and handed over: in the job's spec to the fork server, over
+its channel to the shim.
 
 Most landlock jobs are started by a thread of Conch's that restricts itself and calls
-``posix_spawn`` (conch/core/containment/landlock.py, ``Spawner``). That spawn cannot start a
+``posix_spawn`` (landlock/spawner.py, ``RestrictedSpawner``). That spawn cannot start a
 child inside a cgroup: before glibc 2.39 it has no way to (``posix_spawnattr_setcgroup_np``),
 and from 2.39 it would need ``clone3``, which the thread's filter (the job's, loaded before the
 spawn) refuses; moving the child in afterwards (a write to ``cgroup.procs``) waits for an RCU
@@ -43,7 +46,8 @@ from typing import Any
 
 # -- Landlock ------------------------------------------------------------------------------------
 
-_SYS = {
+#: the system calls made here, by architecture (the filters' own: seccomp.py)
+SYSCALLS = {
     "x86_64": {
         "create_ruleset": 444,
         "add_rule": 445,
@@ -51,55 +55,7 @@ _SYS = {
         "clone": 56,
         "clone3": 435,
         "capset": 126,
-        "socket": 41,
-        "connect": 42,
-        "sendto": 44,
-        "sendmsg": 46,
-        "socketpair": 53,
-        "sendmmsg": 307,
-        "io_uring_setup": 425,
-        "open": 2,
-        "openat": 257,
-        "openat2": 437,
-        "truncate": 76,
         "seccomp": 317,
-        # calls that make a file or directory with a mode (and clone/unshare, fcntl)
-        "creat": 85,
-        "mkdir": 83,
-        "mknod": 133,
-        "mkdirat": 258,
-        "mknodat": 259,
-        "fcntl": 72,
-        "unshare": 272,
-        # metadata changes (Landlock handles none of them)
-        "chmod": 90,
-        "fchmod": 91,
-        "chown": 92,
-        "fchown": 93,
-        "lchown": 94,
-        "utime": 132,
-        "setxattr": 188,
-        "lsetxattr": 189,
-        "fsetxattr": 190,
-        "removexattr": 197,
-        "lremovexattr": 198,
-        "fremovexattr": 199,
-        "utimes": 235,
-        "fchownat": 260,
-        "futimesat": 261,
-        "fchmodat": 268,
-        "utimensat": 280,
-        "fchmodat2": 452,
-        "setxattrat": 463,
-        "removexattrat": 466,
-        # calls on another process's limits, priority, scheduling (Landlock scopes none)
-        "setpriority": 141,
-        "sched_setparam": 142,
-        "sched_setscheduler": 144,
-        "sched_setaffinity": 203,
-        "ioprio_set": 251,
-        "prlimit64": 302,
-        "sched_setattr": 314,
     },
     "aarch64": {
         "create_ruleset": 444,
@@ -108,51 +64,11 @@ _SYS = {
         "clone": 220,
         "clone3": 435,
         "capset": 91,
-        "socket": 198,
-        "connect": 203,
-        "sendto": 206,
-        "sendmsg": 211,
-        "socketpair": 199,
-        "sendmmsg": 269,
-        "io_uring_setup": 425,
-        # (no open: openat only; truncate is the generic table's __NR3264_truncate)
-        "openat": 56,
-        "openat2": 437,
-        "truncate": 45,
         "seccomp": 277,
-        # calls that make a file or directory with a mode (and clone/unshare, fcntl; the
-        # generic table has no creat, mkdir, mknod)
-        "mkdirat": 34,
-        "mknodat": 33,
-        "fcntl": 25,
-        "unshare": 97,
-        # metadata changes (the generic table: no chmod, chown, lchown, utime, utimes)
-        "setxattr": 5,
-        "lsetxattr": 6,
-        "fsetxattr": 7,
-        "removexattr": 14,
-        "lremovexattr": 15,
-        "fremovexattr": 16,
-        "fchmod": 52,
-        "fchmodat": 53,
-        "fchownat": 54,
-        "fchown": 55,
-        "utimensat": 88,
-        "fchmodat2": 452,
-        "setxattrat": 463,
-        "removexattrat": 466,
-        # calls on another process's limits, priority, scheduling
-        "ioprio_set": 30,
-        "sched_setparam": 118,
-        "sched_setscheduler": 119,
-        "sched_setaffinity": 122,
-        "setpriority": 140,
-        "prlimit64": 261,
-        "sched_setattr": 274,
     },
 }
 ARCH = os.uname().machine
-_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
 
 # access rights (include/uapi/linux/landlock.h), with the ABI that introduced them
 FS_EXECUTE = 1 << 0
@@ -229,8 +145,8 @@ def _lib() -> Any:
     return _libc
 
 
-def _sys(name: str) -> int:
-    return _SYS[ARCH][name]
+def syscall_nr(name: str) -> int:
+    return SYSCALLS[ARCH][name]
 
 
 def _check(ret: int, what: str) -> int:
@@ -244,10 +160,10 @@ def abi_version() -> tuple[int, str]:
     """(Landlock ABI of this kernel, why 0 when it has none)."""
     if not sys.platform.startswith("linux"):
         return 0, f"Landlock is Linux only (this is {sys.platform})"
-    if ARCH not in _SYS:
+    if ARCH not in SYSCALLS:
         return 0, f"no Landlock syscall table for {ARCH}"
     lib = _lib()
-    ret = lib.syscall(_sys("create_ruleset"), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    ret = lib.syscall(syscall_nr("create_ruleset"), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     if ret < 0:
         e = ctypes.get_errno()
         if e == errno.ENOSYS:
@@ -279,20 +195,21 @@ def ruleset_size(abi: int) -> int:
 def create_ruleset(abi: int, fs: int, net: int = 0, scoped: int = 0) -> int:
     attr = _RulesetAttr(fs, net if abi >= 4 else 0, scoped if abi >= 6 else 0)
     size = ctypes.c_size_t(ruleset_size(abi))
-    ret = _lib().syscall(_sys("create_ruleset"), ctypes.byref(attr), size, ctypes.c_uint32(0))
+    ret = _lib().syscall(syscall_nr("create_ruleset"), ctypes.byref(attr), size, ctypes.c_uint32(0))
     return _check(int(ret), "landlock_create_ruleset")
 
 
 def add_path_rule(ruleset: int, fd: int, access: int) -> None:
     attr = _PathBeneath(access, fd)
     ret = _lib().syscall(
-        _sys("add_rule"), ruleset, ctypes.c_int(1), ctypes.byref(attr), ctypes.c_uint32(0)
+        syscall_nr("add_rule"), ruleset, ctypes.c_int(1), ctypes.byref(attr), ctypes.c_uint32(0)
     )
     _check(int(ret), "landlock_add_rule")
 
 
 def restrict_self(ruleset: int) -> None:
-    _check(int(_lib().syscall(_sys("restrict_self"), ruleset, ctypes.c_uint32(0))), "restrict")
+    ret = _lib().syscall(syscall_nr("restrict_self"), ruleset, ctypes.c_uint32(0))
+    _check(int(ret), "restrict")
 
 
 def cover(root: str, holes: Iterable[str]) -> list[str]:
@@ -335,394 +252,55 @@ def walked(root: str, holes: Iterable[str]) -> list[str]:
     return sorted(set(out))
 
 
-# -- seccomp -------------------------------------------------------------------------------------
+# -- loading filters, dropping capabilities -------------------------------------------------------
 
-_LD_ABS_W = 0x20
-_AND_K = 0x54  # BPF_ALU | BPF_AND | BPF_K
-_JEQ = 0x15
-_JGE = 0x35
-_RET = 0x06
-RET_ALLOW = 0x7FFF0000
-RET_KILL = 0x80000000
-_RET_ERRNO = 0x00050000
-_X32_BIT = 0x40000000
-# open flags, the same on x86_64 and aarch64 (asm-generic/fcntl.h)
-_O_ACCMODE = 0o3
-_O_TRUNC = 0o1000
-_O_CREAT = 0o100
-_O_TMPFILE = 0o20000000  # (__O_TMPFILE: O_TMPFILE is it with O_DIRECTORY)
-
-
-def _errno(e: int) -> int:
-    return _RET_ERRNO | e
-
-
-_SETID = 0o6000  # S_ISUID | S_ISGID
-#: the calls that change a file's metadata (mode, owner, times, extended attributes)
-_METADATA = (
-    "chmod",
-    "fchmod",
-    "fchmodat",
-    "fchmodat2",
-    "chown",
-    "fchown",
-    "lchown",
-    "fchownat",
-    "utime",
-    "utimes",
-    "futimesat",
-    "utimensat",
-    "setxattr",
-    "lsetxattr",
-    "fsetxattr",
-    "removexattr",
-    "lremovexattr",
-    "fremovexattr",
-    "setxattrat",
-    "removexattrat",
-)
-
-
-def _open_tail(flags_arg: int, mode_arg: int, truncate: bool) -> list[tuple[Any, ...]]:
-    """A tail for ``open``/``openat``: with ``truncate``, EACCES when the flags in
-    args[``flags_arg``] (an int: the low word) have O_TRUNC with an access mode that is not a
-    write (O_RDONLY, or 3: Landlock checks no file right for it); then EPERM when they create
-    (O_CREAT, O_TMPFILE) with a mode (args[``mode_arg``]) that has S_ISUID or S_ISGID; else
-    allow."""
-    out: list[tuple[Any, ...]] = []
-    if truncate:
-        out += [
-            (_LD_ABS_W, 16 + 8 * flags_arg),
-            (_AND_K, _O_TRUNC | _O_ACCMODE),
-            (_JEQ, _O_TRUNC, "eacces", None),
-            (_JEQ, _O_TRUNC | _O_ACCMODE, "eacces", None),
-        ]
-    return [
-        *out,
-        (_LD_ABS_W, 16 + 8 * flags_arg),
-        (_AND_K, _O_CREAT | _O_TMPFILE),
-        (_JEQ, 0, "allow", None),
-        *_setid_mode(mode_arg),
-    ]
-
-
-def _setid_mode(arg: int) -> list[tuple[Any, ...]]:
-    """A tail: EPERM when the mode in args[``arg``] has S_ISUID or S_ISGID, else allow."""
-    return [(_LD_ABS_W, 16 + 8 * arg), (_AND_K, _SETID), (_JEQ, 0, "allow", "eperm")]
-
-
-#: the calls that act on another process's scheduling when their pid (args[0]) is not 0
-_OTHERS_BY_PID = ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
-_PRIO_USER = 2  # setpriority's ``which``: PRIO_PROCESS 0, PRIO_PGRP 1, PRIO_USER 2
-_IOPRIO_WHO_USER = 3  # ioprio_set's: IOPRIO_WHO_PROCESS 1, IOPRIO_WHO_PGRP 2, IOPRIO_WHO_USER 3
-_F_SETLEASE = 1024
-_CLONE_NEWUSER = 0x10000000
-#: the calls whose mode argument (by index) may carry S_ISUID/S_ISGID: the mode changes, and
-#: those that make a file, a node or a directory (open/openat: ``_open_tail``, with the flags)
-_MODE_ARG = {
-    "chmod": 1,
-    "fchmod": 1,
-    "fchmodat": 2,
-    "fchmodat2": 2,
-    "creat": 1,
-    "mknod": 1,
-    "mknodat": 2,
-    "mkdir": 1,
-    "mkdirat": 2,
-}
-
-
-@functools.lru_cache(maxsize=16)
-def seccomp_program(
-    arch: str = ARCH,
-    *,
-    net_off: bool = True,
-    truncate: bool = False,
-    connect_ok: bool = False,
-    metadata: str = "",
-    others: bool = False,
-) -> bytes:
-    """A job's seccomp filter, as the bytes of its ``sock_filter`` array (what bwrap's
-    ``--seccomp FD`` reads, and what ``load_seccomp`` loads): another architecture's syscalls
-    and x32 are killed, then the rules of every sandboxed job, on both backends:
-
-    no setuid or setgid file: a mode with S_ISUID or S_ISGID fails with EPERM in every call
-    that sets one (``chmod``, ``fchmod``, ``fchmodat``, ``fchmodat2``), makes a node or a
-    directory (``mknod``, ``mknodat``, ``mkdir``, ``mkdirat``, ``creat``) or a file
-    (``open``/``openat`` with O_CREAT or O_TMPFILE); ``openat2``, whose mode and flags are in a
-    struct the filter cannot read, is ENOSYS, so libc falls back to ``openat``;
-
-    no lease: ``fcntl(F_SETLEASE)`` fails with EPERM (a lease, even a read lease taken through a
-    read-only descriptor, makes every other opener for writing wait ``lease-break-time``);
-
-    no user namespace: ``unshare`` and ``clone`` with CLONE_NEWUSER fail with EPERM, and
-    ``clone3`` (its flags in a struct) is ENOSYS, so glibc falls back to ``clone`` (its
-    ``fork``, ``posix_spawn`` and ``pthread_create`` do; a spawn into a cgroup needs clone3,
-    so no job's spawn happens under this filter: the filter is loaded after it);
-
-    ``io_uring_setup`` is ENOSYS (its operations would pass every rule here);
-
-    ``net_off`` (``network: off``): ``socket``/``socketpair`` of any family but AF_UNIX fail
-    with EAFNOSUPPORT (no UDP, no raw or INET6 socket); ``connect``, ``sendto`` with an address,
-    ``sendmsg`` and ``sendmmsg`` fail with EACCES, so no Unix socket of the host, filesystem or
-    abstract, is reached (a socketpair and inherited sockets still work: ``send``/``write``);
-
-    ``truncate`` (Landlock below ABI 3, which does not handle truncation, so ``fs_write`` holds
-    anyway): ``truncate(path)`` fails with EACCES, so does ``open``/``openat`` with O_TRUNC and
-    no write access mode (Linux truncates on a read-only open where DAC permits; a write open
-    needs Landlock's WRITE_FILE, and ``ftruncate`` a descriptor open for writing);
-
-    ``connect_ok``: ``connect`` passes this filter, for a job that also has the
-    ``notify_program`` filter (``sandbox_sockets``): Conch then decides each connect.
-
-    ``metadata`` (Landlock handles no metadata change, so a job could chmod, chown, touch or
-    set extended attributes of files its uid owns outside the writable roots): ``all``
-    (``read-only``) refuses every such call with EPERM; ``brokered`` (``workspace-write`` with
-    the ``notify_program`` filter) refuses owners and extended attributes and lets the mode
-    and time calls through to Conch (a setuid/setgid mode still fails here).
-
-    ``others`` (every Landlock job: Landlock scopes signals and ptrace, not these; under bwrap
-    the PID namespace hides every process outside): a call that would change another
-    process's resources fails with EPERM, the job's own still work. ``prlimit64`` with a pid
-    other than 0 and a new limit (RLIMIT_NOFILE at 16 breaks the server, RLIMIT_CPU kills
-    it; reading one is left alone), ``sched_setaffinity``, ``sched_setscheduler``,
-    ``sched_setparam`` and ``sched_setattr`` with a pid other than 0, ``setpriority`` and
-    ``ioprio_set`` with a ``who`` other than 0 or for a whole user (``PRIO_USER``,
-    ``IOPRIO_WHO_USER``: 0 there is every process of the job's uid). The filter cannot tell the
-    job's own pids from others, so ``renice``/``taskset -p``/``prlimit --pid`` of the job's
-    own children, and the pthread calls that name a thread by its id
-    (``pthread_setaffinity_np``, ``pthread_setschedparam``), fail too."""
-    nr = _SYS[arch]
-    prog: list[tuple[int, int, int, int]] = []
-
-    def op(code: int, k: int, jt: int = 0, jf: int = 0) -> None:
-        prog.append((code, jt, jf, k))
-
-    # seccomp_data: nr at 0, arch at 4, args[i] at 16 + 8 i (low word first: little endian)
-    op(_LD_ABS_W, 4)
-    op(_JEQ, _AUDIT_ARCH[arch], 1, 0)
-    op(_RET, RET_KILL)
-    op(_LD_ABS_W, 0)
-    if arch == "x86_64":
-        op(_JGE, _X32_BIT, 0, 1)
-        op(_RET, RET_KILL)
-    if metadata not in ("", "brokered", "all"):
-        raise ValueError(f"metadata must be '', 'brokered' or 'all', not {metadata!r}")
-    # a jump table to the tails below: syscall -> tail (one entry each: the strictest rule)
-    table: dict[int, str] = {}
-
-    def rule(name: str, tail: str) -> None:
-        if name in nr:
-            table[nr[name]] = tail
-
-    for name, arg in _MODE_ARG.items():
-        rule(name, f"mode{arg}")
-    rule("open", "open")
-    rule("openat", "openat")
-    rule("openat2", "enosys")
-    rule("fcntl", "lease")
-    rule("unshare", "userns")
-    rule("clone", "userns")
-    rule("clone3", "enosys")
-    rule("io_uring_setup", "enosys")
-    if net_off:
-        rule("socket", "family")
-        rule("socketpair", "family")
-        rule("connect", "allow" if connect_ok else "eacces")
-        rule("sendmsg", "eacces")
-        rule("sendmmsg", "eacces")
-        rule("sendto", "address")
-    if truncate:
-        rule("truncate", "eacces")
-    if metadata == "all":
-        for name in _METADATA:
-            rule(name, "eperm")
-    elif metadata == "brokered":  # (modes and times go to Conch: notify_program)
-        for name in _METADATA:
-            if name not in BROKERED_METADATA:
-                rule(name, "eperm")
-    if others:
-        for name in _OTHERS_BY_PID:
-            rule(name, "pid0")
-        rule("prlimit64", "prlimit")
-        rule("setpriority", "prio")
-        rule("ioprio_set", "ioprio")
-    # each instruction: (code, k) or (code, k, jump-if-true tail, jump-if-false tail), a tail
-    # None being the next instruction
-    tails: dict[str, list[tuple[Any, ...]]] = {
-        # args[0] (the family) must be AF_UNIX
-        "family": [
-            (_LD_ABS_W, 16),
-            (_JEQ, socket.AF_UNIX, "allow", None),
-            (_RET, _errno(errno.EAFNOSUPPORT)),
-        ],
-        # args[4] (dest_addr, 64 bits) must be NULL
-        "address": [
-            (_LD_ABS_W, 16 + 8 * 4),
-            (_JEQ, 0, None, "eacces"),
-            (_LD_ABS_W, 20 + 8 * 4),
-            (_JEQ, 0, "allow", "eacces"),
-        ],
-        "open": _open_tail(1, 2, truncate),  # open(path, flags, mode)
-        "openat": _open_tail(2, 3, truncate),  # openat(dirfd, path, flags, mode)
-        # the mode in args[1] (chmod, fchmod, creat, mknod, mkdir) or args[2] (the *at calls)
-        "mode1": _setid_mode(1),
-        "mode2": _setid_mode(2),
-        # fcntl(fd, cmd, arg): cmd (args[1]) no F_SETLEASE
-        "lease": [(_LD_ABS_W, 16 + 8), (_JEQ, _F_SETLEASE, "eperm", "allow")],
-        # unshare(flags), clone(flags, ...): no CLONE_NEWUSER in args[0]
-        "userns": [(_LD_ABS_W, 16), (_AND_K, _CLONE_NEWUSER), (_JEQ, 0, "allow", "eperm")],
-        # args[0], a pid (an int: the low word), must be 0 (the caller)
-        "pid0": [(_LD_ABS_W, 16), (_JEQ, 0, "allow", "eperm")],
-        # prlimit64(pid, resource, new, old): pid 0, or no new limit (args[2], 64 bits, NULL)
-        "prlimit": [
-            (_LD_ABS_W, 16),
-            (_JEQ, 0, "allow", None),
-            (_LD_ABS_W, 16 + 8 * 2),
-            (_JEQ, 0, None, "eperm"),
-            (_LD_ABS_W, 20 + 8 * 2),
-            (_JEQ, 0, "allow", "eperm"),
-        ],
-        # setpriority(which, who, prio): who (args[1]) 0, and which no PRIO_USER
-        "prio": [
-            (_LD_ABS_W, 16 + 8),
-            (_JEQ, 0, None, "eperm"),
-            (_LD_ABS_W, 16),
-            (_JGE, _PRIO_USER, "eperm", "allow"),
-        ],
-        # ioprio_set(which, who, ioprio): the same, IOPRIO_WHO_USER refused
-        "ioprio": [
-            (_LD_ABS_W, 16 + 8),
-            (_JEQ, 0, None, "eperm"),
-            (_LD_ABS_W, 16),
-            (_JGE, _IOPRIO_WHO_USER, "eperm", "allow"),
-        ],
-        "allow": [(_RET, RET_ALLOW)],
-        "eacces": [(_RET, _errno(errno.EACCES))],
-        "eperm": [(_RET, _errno(errno.EPERM))],
-        "enosys": [(_RET, _errno(errno.ENOSYS))],
-    }
-    # (jumps go forward only: the tails that jump come first, the RETs they reach last)
-    used = set(table.values())
-    used |= {t for name in used for ins in tails[name] for t in ins[2:] if t is not None}
-    returns = ("allow", "eacces", "enosys", "eperm")
-    order = [n for n in tails if n in used and n not in returns] + list(returns)
-    start = len(prog) + len(table) + 1  # after the table and its fall-through RET ALLOW
-    where: dict[str, int] = {}
-    at = start
-    for name in order:
-        where[name] = at
-        at += len(tails[name])
-    for sysno, tail in table.items():
-        here = len(prog)
-        op(_JEQ, sysno, where[tail] - here - 1, 0)
-    op(_RET, RET_ALLOW)
-    for name in order:
-        for ins in tails[name]:
-            here = len(prog)
-            if len(ins) == 4:
-                code, k, jt, jf = ins
-                t = 0 if jt is None else where[jt] - here - 1
-                f = 0 if jf is None else where[jf] - here - 1
-                op(code, k, t, f)
-            else:
-                op(ins[0], ins[1])
-    assert len(prog) == at
-    assert all(0 <= jt < 256 and 0 <= jf < 256 for _, jt, jf, _ in prog)
-    # every jump lands inside the program (on a later instruction), and it ends with a RET
-    jumps = [(i, jt, jf) for i, (c, jt, jf, _) in enumerate(prog) if c & 7 == 5]  # BPF_JMP
-    assert all(i + 1 + max(jt, jf) < len(prog) for i, jt, jf in jumps)
-    assert prog[-1][0] == _RET
-    return b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
-
-
-#: the filter's verdict that hands the call to Conch (seccomp_unotify(2))
-RET_USER_NOTIF = 0x7FC00000
-_SECCOMP_SET_MODE_FILTER = 1
-_SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
-
-
-#: the metadata calls a ``workspace-write`` job hands to Conch (conch/core/containment/metaops.py)
-BROKERED_METADATA = (
-    "chmod",
-    "fchmod",
-    "fchmodat",
-    "fchmodat2",
-    "utime",
-    "utimes",
-    "futimesat",
-    "utimensat",
-)
-
-
-@functools.lru_cache(maxsize=8)
-def notify_program(arch: str = ARCH, *, connect: bool = True, metadata: bool = False) -> bytes:
-    """The filter whose calls wait for Conch's answer on its listener
-    (conch/core/containment/unotify.py): ``connect`` (``sandbox_sockets``: Conch connects the
-    job's socket itself when the path is on the allow-list) and, with ``metadata``, the mode
-    and time calls of ``BROKERED_METADATA`` (a ``workspace-write`` job's: metaops.py).
-    Everything else passes to the filter loaded after it (``seccomp_program``, with
-    ``connect_ok`` and ``metadata="brokered"`` letting those calls through to this one)."""
-    prog = [
-        (_LD_ABS_W, 0, 0, 4),
-        (_JEQ, 1, 0, _AUDIT_ARCH[arch]),
-        (_RET, 0, 0, RET_KILL),
-        (_LD_ABS_W, 0, 0, 0),
-    ]
-    if arch == "x86_64":
-        prog += [(_JGE, 0, 1, _X32_BIT), (_RET, 0, 0, RET_KILL)]
-    trapped = [_SYS[arch]["connect"]] if connect else []
-    if metadata:
-        trapped += [_SYS[arch][n] for n in BROKERED_METADATA if n in _SYS[arch]]
-    for i, nr in enumerate(trapped):  # each: to the USER_NOTIF at the end
-        prog.append((_JEQ, len(trapped) - i, 0, nr))
-    prog += [(_RET, 0, 0, RET_ALLOW), (_RET, 0, 0, RET_USER_NOTIF)]
-    return b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
+SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
 
 
 def load_notify_filter(program: bytes) -> int:
     """Load ``program`` with a listener (needs ``no_new_privs`` first); the listener's fd."""
-    fprog, _ = _fprog(program)
+    prog, _ = fprog(program)
     fd = _lib().syscall(
-        _sys("seccomp"),
-        ctypes.c_uint(_SECCOMP_SET_MODE_FILTER),
-        ctypes.c_uint(_SECCOMP_FILTER_FLAG_NEW_LISTENER),
-        ctypes.byref(fprog),
+        syscall_nr("seccomp"),
+        ctypes.c_uint(SECCOMP_SET_MODE_FILTER),
+        ctypes.c_uint(SECCOMP_FILTER_FLAG_NEW_LISTENER),
+        ctypes.byref(prog),
     )
     return _check(int(fd), "seccomp")
 
 
-class _Fprog(ctypes.Structure):
+class Fprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
 @functools.lru_cache(maxsize=16)
-def _fprog(program: bytes) -> tuple[_Fprog, Any]:
+def fprog(program: bytes) -> tuple[Fprog, Any]:
     """The ``sock_fprog`` of ``program`` and the buffer it points into, made once: the fork
     server makes it before it clones, so a job's child only passes its address (building it
     there, in a copy-on-write Python, cost more than loading the filter); Conch's spawning
     thread only passes its address too (its caller keeps the pair while it may be used)."""
     buf = ctypes.create_string_buffer(program, len(program))
-    return _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p)), buf
+    return Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p)), buf
 
 
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_SECCOMP = 22
-_SECCOMP_MODE_FILTER = 2
-_PR_CAPBSET_DROP = 24
-_PR_CAP_AMBIENT = 47
-_PR_CAP_AMBIENT_CLEAR_ALL = 4
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
 
 
 def no_new_privs() -> None:
-    _check(_lib().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+    _check(_lib().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
 
 
 def load_seccomp(program: bytes) -> None:
     """Load ``program`` for this thread (needs ``no_new_privs`` first)."""
-    fprog, _ = _fprog(program)
+    prog, _ = fprog(program)
     _check(
-        _lib().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0),
+        _lib().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0),
         "PR_SET_SECCOMP",
     )
 
@@ -730,7 +308,7 @@ def load_seccomp(program: bytes) -> None:
 _LAST_CAP: list[int] = []
 
 
-def _last_cap() -> int:
+def last_cap() -> int:
     if not _LAST_CAP:
         try:
             with open("/proc/sys/kernel/cap_last_cap") as f:
@@ -748,7 +326,7 @@ def empty_bounding_set() -> None:
     (what it holds itself stays): the fork server does it once, so each job's child skips it
     (a prctl per capability). Where a drop is refused, each child still tries them all."""
     lib = _lib()
-    if all(lib.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 for cap in range(_last_cap() + 1)):
+    if all(lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 for cap in range(last_cap() + 1)):
         _BOUNDING_EMPTY.append(True)
 
 
@@ -758,13 +336,13 @@ def drop_capabilities() -> None:
     permitted/effective/inheritable all zero."""
     lib = _lib()
     if not _BOUNDING_EMPTY:
-        for cap in range(_last_cap() + 1):
-            lib.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
-    lib.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+        for cap in range(last_cap() + 1):
+            lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    lib.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     data = bytes(24)  # two (effective, permitted, inheritable) triples of zeros
     hb, db = ctypes.create_string_buffer(header, 8), ctypes.create_string_buffer(data, 24)
-    _check(int(lib.syscall(_sys("capset"), hb, db)), "capset")
+    _check(int(lib.syscall(syscall_nr("capset"), hb, db)), "capset")
 
 
 # -- the fork server -----------------------------------------------------------------------------
@@ -776,7 +354,7 @@ _MAX_MSG = 1 << 20
 _Fds = list[tuple[int, bool]]  # (O_PATH descriptor, is a directory)
 
 
-class _Plans:
+class Plans:
     """Which paths a rule needs (``cover``), opened once (O_PATH) and kept while the
     directories walked to find them are unchanged."""
 
@@ -787,9 +365,9 @@ class _Plans:
         """(One caller at a time: the fork server is single-threaded, Conch's spawner holds
         its lock.)"""
         key = (root, tuple(sorted(holes)))
-        stamps = _stamps(walked(root, key[1]))
+        now = stamps(walked(root, key[1]))
         plan = self._plans.get(key)
-        if plan is not None and plan[0] == stamps:
+        if plan is not None and plan[0] == now:
             return plan[1]
         if plan is not None:  # (stale: its fds go, and so does its entry)
             for fd, _ in self._plans.pop(key)[1]:
@@ -804,7 +382,7 @@ class _Plans:
             fds.append((fd, isdir))
         if len(self._plans) > 64:
             self.close()
-        self._plans[key] = (stamps, fds)
+        self._plans[key] = (now, fds)
         return fds
 
     def close(self) -> None:
@@ -814,7 +392,7 @@ class _Plans:
         self._plans.clear()
 
 
-def _stamps(dirs: Sequence[str]) -> list[tuple]:
+def stamps(dirs: Sequence[str]) -> list[tuple]:
     out = []
     for d in dirs:
         try:
@@ -825,7 +403,7 @@ def _stamps(dirs: Sequence[str]) -> list[tuple]:
     return out
 
 
-def build_ruleset(spec: dict[str, Any], plans: _Plans) -> int:
+def build_ruleset(spec: dict[str, Any], plans: Plans) -> int:
     """The ruleset fd of one job's spec (see ``serve``)."""
     abi = spec["abi"]
     fs = fs_rights(abi)
@@ -886,7 +464,7 @@ def _child(spec: dict[str, Any], fds: list[int], ruleset: int, err_w: int, place
                 os.dup2(fd, n)
         stage = "cwd"
         os.chdir(spec["cwd"])
-        stage = "signals"  # (every disposition is already the default: ``_main``)
+        stage = "signals"  # (every disposition is already the default: ``main``)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         stage = "no_new_privs"
         no_new_privs()
@@ -953,11 +531,11 @@ def _clone_parent(cgroup_fd: int = -1) -> int:
         # (with CLONE_PARENT the exit signal must be 0: the child gets our own, SIGCHLD)
         args = _CloneArgs(flags=_CLONE_PARENT | _CLONE_INTO_CGROUP, cgroup=cgroup_fd)
         pid = _lib().syscall(
-            _sys("clone3"), ctypes.byref(args), ctypes.c_size_t(ctypes.sizeof(args))
+            syscall_nr("clone3"), ctypes.byref(args), ctypes.c_size_t(ctypes.sizeof(args))
         )
         return _check(int(pid), "clone3")
     pid = _lib().syscall(
-        _sys("clone"),
+        syscall_nr("clone"),
         ctypes.c_ulong(_CLONE_PARENT | signal.SIGCHLD),
         ctypes.c_ulong(0),
         ctypes.c_ulong(0),
@@ -967,7 +545,7 @@ def _clone_parent(cgroup_fd: int = -1) -> int:
     return _check(int(pid), "clone")
 
 
-def spawn_one(spec: dict[str, Any], fds: list[int], plans: _Plans) -> tuple[int, str, int, str]:
+def spawn_one(spec: dict[str, Any], fds: list[int], plans: Plans) -> tuple[int, str, int, str]:
     """Start one job; (pid, stage, errno, message): errno 0 when its program runs, else the
     stage that failed (the child, a zombie of Conch's, is left for Conch to reap)."""
     try:
@@ -977,9 +555,9 @@ def spawn_one(spec: dict[str, Any], fds: list[int], plans: _Plans) -> tuple[int,
     # what the child would otherwise build in its copy-on-write memory, made here once
     for program in (spec["seccomp"], spec.get("notify")):
         if program:
-            _fprog(program)
+            fprog(program)
     if spec["drop_caps"]:
-        _last_cap()
+        last_cap()
     cgroup_fd = -1
     try:
         if spec.get("cgroup"):
@@ -1029,7 +607,7 @@ def serve(sock_fd: int) -> None:
     ``sandbox_sockets`` the channel its filter's listener goes back on, each answer
     ``(pid, stage, errno, message)``."""
     sock = socket.socket(fileno=sock_fd)
-    plans = _Plans()
+    plans = Plans()
     fdsize = struct.calcsize("i")
     while True:
         try:
@@ -1054,23 +632,50 @@ def serve(sock_fd: int) -> None:
         sock.sendall(marshal.dumps(answer))
 
 
+def receive_filters(sock: socket.socket) -> tuple[bytes, bytes]:
+    """The two filters Conch sends the broker shim first on its channel: (the connect
+    filter, the ``network: off`` filter), each a ``sock_filter`` array, framed as two
+    native-endian 32-bit lengths and then the bytes (``fence.shim_filters``)."""
+    head = _exactly(sock, 8)
+    sizes = struct.unpack("=II", head)
+    if not all(0 < n <= _MAX_FILTER and n % 8 == 0 for n in sizes):
+        raise OSError(errno.EPROTO, f"a malformed filter from Conch ({sizes})")
+    body = _exactly(sock, sizes[0] + sizes[1])
+    return body[: sizes[0]], body[sizes[0] :]
+
+
+_MAX_FILTER = 4096 * 8  # (BPF_MAXINSNS instructions)
+
+
+def _exactly(sock: socket.socket, n: int) -> bytes:
+    got = b""
+    while len(got) < n:
+        chunk = sock.recv(n - len(got))
+        if not chunk:
+            raise OSError(errno.EPROTO, "Conch's channel ended early")
+        got += chunk
+    return got
+
+
 def broker_shim(channel: str, argv: list[str]) -> None:
     """``sandbox_sockets`` under bwrap (``python -I -S lockdown.py --broker CHANNEL -- ARGV``),
-    the first program inside the sandbox: hand the connect filter's listener to Conch over
-    ``channel`` (a socket bound for this one job, taken once), load the ``network: off``
-    filter that lets ``connect`` through to it, exec ``argv``. It fails closed: anything that
-    goes wrong ends it (125) before the program runs. Never returns."""
+    the first program inside the sandbox: take the two filters Conch sends over ``channel``
+    (a socket bound for this one job, taken once: ``receive_filters``), hand the connect
+    filter's listener to Conch over it, load the ``network: off`` filter that lets
+    ``connect`` through to it, exec ``argv``. It fails closed: anything that goes wrong ends
+    it (125) before the program runs. Never returns."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(30)
             sock.connect(channel)
+            notify, program = receive_filters(sock)
             no_new_privs()
-            listener = load_notify_filter(notify_program())
+            listener = load_notify_filter(notify)
             socket.send_fds(sock, [b"L"], [listener])
             os.close(listener)
             if sock.recv(1) != b"K":
                 raise OSError(errno.EPROTO, "Conch did not take the listener")
-        load_seccomp(seccomp_program(net_off=True, connect_ok=True))
+        load_seccomp(program)
     except OSError as e:
         os.write(2, f"conch: the sandbox's socket broker failed: {e}\n".encode())
         os._exit(125)
@@ -1081,7 +686,7 @@ def broker_shim(channel: str, argv: list[str]) -> None:
         os._exit(126 if e.errno == errno.EACCES else 127)
 
 
-def _main(argv: list[str]) -> None:
+def main(argv: list[str]) -> None:
     if len(argv) > 4 and argv[1] == "--broker" and argv[3] == "--":
         broker_shim(argv[2], argv[4:])
     # every disposition at its default (Python ignores SIGPIPE itself, a supervisor or nohup
@@ -1094,8 +699,8 @@ def _main(argv: list[str]) -> None:
         except (OSError, ValueError):
             pass
     _lib()
-    _last_cap()
-    if os.geteuid() == 0:  # (then every job drops them all: conch/core/containment/landlock.py)
+    last_cap()
+    if os.geteuid() == 0:  # (then every job drops them all: landlock/spawner.py)
         empty_bounding_set()
     # no collection in a child, and none touching (so copying) every object's page before it
     gc.disable()
@@ -1104,4 +709,4 @@ def _main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    _main(sys.argv)
+    main(sys.argv)

@@ -1,0 +1,8 @@
+"""The ``landlock`` sandbox backend: Landlock and seccomp, no namespaces, no root.
+
+``rules.py`` says what one job's ruleset and filters hold; ``seccomp.py`` assembles the filters
+(pure); ``spawner.py`` starts the job (a restricted thread, or the fork server where it starts
+in its cgroup); ``lockdown.py`` is what runs where Conch cannot be imported (the fork server, the
+bwrap broker's shim) and the system calls both spawn paths make; ``tmpdirs.py`` each job's own
+TMPDIR.
+"""
