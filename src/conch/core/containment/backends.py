@@ -20,9 +20,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any
 
+from conch.config import ContainmentSettings
 from conch.core.containment import sandbox as sb
 from conch.core.containment.landlock import lockdown as ld
 from conch.core.containment.landlock import rules
@@ -154,29 +154,18 @@ class Backends:
 
     def __init__(
         self,
+        settings: ContainmentSettings,
         *,
-        setting: str,
-        partial: str,
-        sockets: Sequence[str],
-        abi_max: int = 0,
-        bwrap: str,
         data_dir: str,
-        workspace: str,
-        private_files: Sequence[str],
         instance: str,
         root: bool,
         env_prog: str,
     ) -> None:
-        if setting not in BACKENDS:
+        """``settings``: the runtime's (its workspace and private files resolved already)."""
+        if settings.backend not in BACKENDS:
             raise ValueError(f"sandbox_backend must be one of {', '.join(BACKENDS)}")
-        self.setting = setting
-        self.partial = partial
-        self.abi_max = abi_max
-        self.sockets = tuple(sockets)
-        self._bwrap_setting = bwrap
+        self.settings = settings
         self.data_dir = data_dir
-        self.workspace = workspace
-        self.private_files = tuple(private_files)
         self.instance = instance
         self.root = root
         self.env_prog = env_prog
@@ -219,14 +208,18 @@ class Backends:
             return None
         self.kernel_abi, self._abi_reason = ld.abi_version()
         # a cap acts as a kernel of that ABI: the ruleset, the filter and the guarantees follow
-        self.abi = min(self.kernel_abi, self.abi_max) if self.abi_max > 0 else self.kernel_abi
-        if self.setting in ("auto", "bwrap") and self._try_bwrap():
+        self.abi = (
+            min(self.kernel_abi, self.settings.abi_max)
+            if self.settings.abi_max > 0
+            else self.kernel_abi
+        )
+        if self.settings.backend in ("auto", "bwrap") and self._try_bwrap():
             return "bwrap"
-        if self.setting in ("auto", "landlock") and self._try_landlock():
+        if self.settings.backend in ("auto", "landlock") and self._try_landlock():
             return "landlock"
-        if self.setting == "bwrap":
+        if self.settings.backend == "bwrap":
             self.not_taken.setdefault("landlock", "sandbox_backend is bwrap")
-        elif self.setting == "landlock":
+        elif self.settings.backend == "landlock":
             self.not_taken.setdefault("bwrap", "sandbox_backend is landlock")
         return None
 
@@ -245,9 +238,9 @@ class Backends:
         return out
 
     def _try_bwrap(self) -> bool:
-        path = sb.find_bwrap(self._bwrap_setting)
+        path = sb.find_bwrap(self.settings.bwrap)
         if path is None:
-            where = self._bwrap_setting or "bwrap on PATH"
+            where = self.settings.bwrap or "bwrap on PATH"
             self.not_taken["bwrap"] = (
                 f"the sandbox needs bubblewrap, and {where} is not there "
                 "(install the `bubblewrap` package)"
@@ -284,9 +277,9 @@ class Backends:
             self.not_taken["landlock"] = self._abi_reason
             return False
         self.layout = rules.Layout(
-            self.workspace,
+            self.settings.workspace,
             (self.data_dir,),
-            tuple(f for f in self.private_files if os.path.isfile(f)),
+            tuple(f for f in self.settings.private_files if os.path.isfile(f)),
             self.abi,
             self.root,
         )
@@ -326,7 +319,7 @@ class Backends:
             raise ConchError("sandbox_unavailable", f"no sandbox backend works here ({why})")
         have = self.guarantees()
         missing = [g for g in needed(policy) if g not in have]
-        if missing and self.partial != "allow":
+        if missing and self.settings.partial != "allow":
             raise ConchError(
                 "sandbox_unavailable",
                 f"the {backend} sandbox here cannot guarantee {', '.join(missing)} for "
@@ -340,18 +333,19 @@ class Backends:
         backend = self.choose()
         return {
             "backend": backend,
-            "backend_setting": self.setting,
+            "backend_setting": self.settings.backend,
             "landlock_abi": self.abi or None,
             "landlock_abi_kernel": self.kernel_abi or None,
             "not_taken": dict(self.not_taken),
             "guarantees": self.guarantees(),
-            "partial": self.partial,
-            "sockets": list(self.sockets),
+            "partial": self.settings.partial,
+            "sockets": list(self.settings.sockets),
         }
 
     def _capped(self) -> str:
         if self.abi < self.kernel_abi:
-            return f", capped by landlock_abi_max={self.abi_max}; the kernel's is {self.kernel_abi}"
+            cap = self.settings.abi_max
+            return f", capped by landlock_abi_max={cap}; the kernel's is {self.kernel_abi}"
         return ""
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ policy and limits, and makes the fence of each spawn (``Containment.fence``: fen
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import os
@@ -13,6 +14,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from conch.config import ContainmentSettings
 from conch.core.containment import gitdir, unotify
 from conch.core.containment import sandbox as sb
 from conch.core.containment.backends import Backends
@@ -85,30 +87,21 @@ def _spawns_into(cgroups: Cgroups) -> bool:
 class Containment:
     """The containment level of one runtime and the fence of each of its spawns."""
 
-    def __init__(
-        self,
-        *,
-        instance: str,
-        use_cgroups: bool,
-        policy: sb.Policy,
-        limits: Mapping[str, int],
-        workspace: str,
-        data_dir: str,
-        bwrap: str = "",
-        private_files: Sequence[str] = (),
-        backend: str = "auto",
-        partial: str = "refuse",
-        sockets: Sequence[str] = (),
-        abi_max: int = 0,
-    ) -> None:
-        self.policy = policy
-        self.default_limits = {k: int(v) for k, v in limits.items() if v}
-        self.workspace = os.path.realpath(workspace)
+    def __init__(self, settings: ContainmentSettings, *, instance: str, data_dir: str) -> None:
+        # (paths resolved once: every later comparison is with real paths)
+        self.settings = settings = dataclasses.replace(
+            settings,
+            workspace=os.path.realpath(settings.workspace),
+            # files no sandboxed job may read (the --env-file: it may hold the server's tokens)
+            private_files=tuple(os.path.realpath(f) for f in settings.private_files if f),
+        )
+        self.policy = sb.Policy(settings.sandbox, settings.network)
+        self.default_limits = {k: int(v) for k, v in settings.limits.items() if v}
+        self.workspace = settings.workspace
         self.data_dir = os.path.realpath(data_dir)
-        # files no sandboxed job may read (the --env-file, which may hold the server's tokens)
-        self.private_files = tuple(os.path.realpath(f) for f in private_files if f)
+        self.private_files = settings.private_files
         self.cgroups: Cgroups | None = None
-        self._use_cgroups = use_cgroups
+        self._use_cgroups = settings.cgroups
         self._instance = instance
         self.root = hasattr(os, "geteuid") and os.geteuid() == 0
         self.env_prog = shutil.which("env") or "/usr/bin/env"
@@ -117,18 +110,9 @@ class Containment:
         self.broker: unotify.Broker | None = None  # sandbox_sockets; landlock metadata
         self._git: gitdir.Placeholder | None = None  # bwrap workspace-write: <ws>/.git
         self.backends = Backends(
-            setting=backend,
-            partial=partial,
-            abi_max=abi_max,
-            sockets=sockets,
-            bwrap=bwrap,
-            data_dir=self.data_dir,
-            workspace=self.workspace,
-            private_files=self.private_files,
-            instance=instance,
-            root=self.root,
+            settings, data_dir=self.data_dir, instance=instance, root=self.root,
             env_prog=self.env_prog,
-        )
+        )  # fmt: skip
 
     def _workspace_write_refusal(self) -> tuple[str, str] | None:
         """(error code, message) when workspace-write cannot fence this workspace: '/' leaves
@@ -149,7 +133,7 @@ class Containment:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self.backends.sockets:
+        if self.settings.sockets:
             self._start_broker()
         if self.policy.sandbox == "workspace-write":
             refusal = self._workspace_write_refusal()
@@ -178,7 +162,7 @@ class Containment:
         """``sandbox_sockets``: a Linux backend (landlock: the spawning thread's filter gives
         the listener to Conch directly; bwrap: a shim inside the sandbox hands it over), and
         the seccomp filter."""
-        allowed = unotify.allow_list(self.backends.sockets)
+        allowed = unotify.allow_list(self.settings.sockets)
         kind = self.backends.choose()
         if kind not in ("landlock", "bwrap"):
             why = "; ".join(f"{k}: {v}" for k, v in self.backends.not_taken.items())
@@ -398,7 +382,7 @@ class Containment:
                 forkserver = b.forkserver
                 out.broker = self._landlock_broker()
                 if policy.sandbox == "workspace-write" and out.broker is None:
-                    self._metadata_unfenced(b.partial)
+                    self._metadata_unfenced(self.settings.partial)
                 try:
                     out.job_tmp = b.tmpdirs.make(name)
                 except OSError as e:
