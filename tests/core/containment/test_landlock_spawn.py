@@ -528,6 +528,38 @@ def test_a_failed_restriction_is_said_and_leaves_nothing_behind(tmp_path):
     assert gc.isenabled()
 
 
+def test_both_spawn_paths_say_a_failed_restriction_step_alike(tmp_path):
+    """The restriction's steps are one sequence (``lockdown.Restriction``) for the restricted
+    thread and the fork server's child: a step that fails there (a seccomp program the kernel
+    refuses) is the same OSError naming the same step on both paths, and the fork server's
+    failed child is reaped."""
+    from conch.core.containment import sandbox as sb
+    from conch.core.containment.landlock.spawner import ForkServer
+
+    layout = ll.Layout(str(tmp_path), (str(tmp_path / "data"),), (), 7, ROOT)
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    child = SpawnSpec("/bin/true", ["true"], {"PATH": "/usr/bin:/bin"}, "/", null, null, null)
+    spec = ll.job_spec(
+        layout, sb.Policy("read-only", "off"), child, tmpdir=str(tmp_path), exposed=(), procs=()
+    )
+    spec["seccomp"] = bytes(8)  # one instruction, no RET: PR_SET_SECCOMP says EINVAL
+    before = _children()
+    thread, server = RestrictedSpawner(), ForkServer()
+    try:
+        errors = []
+        for spawn in (lambda: thread.spawn(spec, child), lambda: server.spawn(spec, child)):
+            with pytest.raises(OSError) as e:
+                spawn()
+            errors.append((e.value.errno, str(e.value)))
+    finally:
+        os.close(null)
+        thread.close()
+        server.close()
+    assert errors[0] == errors[1], errors
+    assert errors[0][0] == errno.EINVAL and "(seccomp)" in errors[0][1], errors
+    assert _children() == before
+
+
 def test_what_the_gate_would_meet_is_told_before_the_spawn(tmp_path):
     """``_exec_refused``: EACCES for a program inside a hole that no rule grants (the data
     dir, /dev), none for one the job's TMPDIR or an exposed file grants; ENOEXEC for a readable

@@ -41,7 +41,7 @@ import socket
 import stat
 import struct
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 # -- Landlock ------------------------------------------------------------------------------------
@@ -330,19 +330,86 @@ def empty_bounding_set() -> None:
         _BOUNDING_EMPTY.append(True)
 
 
-def drop_capabilities() -> None:
-    """No capability, now or after exec (a root server's job stays uid 0 but powerless, as
-    bwrap's ``--cap-drop ALL`` leaves it): the bounding set emptied, ambient cleared, then
-    permitted/effective/inheritable all zero."""
-    lib = _lib()
-    if not _BOUNDING_EMPTY:
-        for cap in range(last_cap() + 1):
-            lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-    lib.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    data = bytes(24)  # two (effective, permitted, inheritable) triples of zeros
-    hb, db = ctypes.create_string_buffer(header, 8), ctypes.create_string_buffer(data, 24)
-    _check(int(lib.syscall(syscall_nr("capset"), hb, db)), "capset")
+class Restriction:
+    """One job's restriction, its arguments built ahead (``apply`` allocates nothing that
+    matters): ``no_new_privs``, the Landlock ruleset, the filter that hands calls to Conch
+    (its listener), the job's seccomp filter and, for a root server, no capability (as bwrap's
+    ``--cap-drop ALL``: the bounding set emptied, ambient cleared, then permitted, effective
+    and inheritable all zero). The same steps on both spawn paths: the restricted thread
+    (spawner.py) and the fork server's child (``_child``). Results: ``stage`` and ``errno`` of
+    the step that failed, ``listener`` (the notify filter's, or -1)."""
+
+    __slots__ = (
+        "caps",
+        "capset",
+        "drop_caps",
+        "errno",
+        "listener",
+        "notify",
+        "programs",
+        "ruleset",
+        "seccomp",
+        "stage",
+    )
+
+    def __init__(self, ruleset: int, seccomp: bytes, notify: bytes, drop_caps: bool) -> None:
+        self.ruleset = ruleset
+        # (each sock_fprog and its buffer kept here while a thread may use them)
+        sec = fprog(seccomp) if seccomp else None
+        note = fprog(notify) if notify else None
+        self.programs = [p for p in (sec, note) if p is not None]
+        self.seccomp = ctypes.addressof(sec[0]) if sec is not None else 0
+        self.notify = ctypes.byref(note[0]) if note is not None else None
+        self.drop_caps = drop_caps
+        # (the fork server empties its own bounding set once: then its children skip it)
+        self.caps = range(last_cap() + 1) if drop_caps and not _BOUNDING_EMPTY else range(0)
+        header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+        self.capset = (
+            ctypes.create_string_buffer(header, 8),
+            ctypes.create_string_buffer(bytes(24), 24),  # every set empty
+        )
+        self.stage = ""
+        self.errno = 0
+        self.listener = -1
+
+    def apply(self, lib: Any, handoff: Callable[[int], None] | None = None) -> bool:
+        """Restrict the calling thread (each step is per thread; a child it then starts
+        inherits them all) through ``lib`` (libc); False at the first step that fails, with
+        ``stage`` and ``errno``. ``handoff`` takes the notify filter's listener before the
+        seccomp filter loads (that one refuses ``sendmsg`` under ``network: off``)."""
+        self.stage = "no_new_privs"
+        if lib.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0):
+            return self._failed()
+        self.stage = "landlock"
+        if lib.syscall(syscall_nr("restrict_self"), self.ruleset, ctypes.c_uint32(0)):
+            return self._failed()
+        self.stage = "seccomp"
+        if self.notify is not None:
+            fd = lib.syscall(
+                syscall_nr("seccomp"),
+                ctypes.c_uint(SECCOMP_SET_MODE_FILTER),
+                ctypes.c_uint(SECCOMP_FILTER_FLAG_NEW_LISTENER),
+                self.notify,
+            )
+            if fd < 0:
+                return self._failed()
+            self.listener = fd
+            if handoff is not None:
+                handoff(fd)
+        if self.seccomp and lib.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self.seccomp, 0, 0):
+            return self._failed()
+        if self.drop_caps:
+            self.stage = "capabilities"
+            for cap in self.caps:
+                lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+            lib.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+            if lib.syscall(syscall_nr("capset"), *self.capset):
+                return self._failed()
+        return True
+
+    def _failed(self) -> bool:
+        self.errno = ctypes.get_errno() or errno.EIO
+        return False
 
 
 # -- the fork server -----------------------------------------------------------------------------
@@ -432,9 +499,11 @@ def build_ruleset(spec: dict[str, Any], plans: Plans) -> int:
     return rs
 
 
-def _child(spec: dict[str, Any], fds: list[int], ruleset: int, err_w: int, placed: bool) -> None:
-    """In the cloned child: fence in, exec. Never returns. ``placed``: clone3 started it in
-    its cgroup, so it enters none itself."""
+def _child(
+    spec: dict[str, Any], fds: list[int], restriction: Restriction, err_w: int, placed: bool
+) -> None:
+    """In the cloned child: fence in (``restriction``, made ready before the clone), exec.
+    Never returns. ``placed``: clone3 started it in its cgroup, so it enters none itself."""
     stage = "setup"
     try:
         os.setsid()
@@ -466,24 +535,18 @@ def _child(spec: dict[str, Any], fds: list[int], ruleset: int, err_w: int, place
         os.chdir(spec["cwd"])
         stage = "signals"  # (every disposition is already the default: ``main``)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
-        stage = "no_new_privs"
-        no_new_privs()
-        stage = "landlock"
-        restrict_self(ruleset)
-        if chan >= 0:
-            # the connect filter first, its listener handed to Conch (sendmsg still works:
-            # the network-off filter, which refuses it, comes next)
-            stage = "seccomp"
-            listener = load_notify_filter(spec["notify"])
+
+        def handoff(listener: int) -> None:  # (the connect filter's listener, to Conch)
             out = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=os.dup(chan))
             socket.send_fds(out, [b"L"], [listener])
             os.close(listener)
-        if spec["seccomp"]:
-            stage = "seccomp"
-            load_seccomp(spec["seccomp"])
-        if spec["drop_caps"]:
-            stage = "capabilities"
-            drop_capabilities()
+
+        try:
+            restricted = restriction.apply(_lib(), handoff if chan >= 0 else None)
+        finally:
+            stage = restriction.stage
+        if not restricted:
+            raise OSError(restriction.errno, os.strerror(restriction.errno))
         stage = "exec"
         os.closerange(3, err_w)
         os.closerange(err_w + 1, 1 << 20)
@@ -552,12 +615,10 @@ def spawn_one(spec: dict[str, Any], fds: list[int], plans: Plans) -> tuple[int, 
         ruleset = build_ruleset(spec, plans)
     except OSError as e:
         return 0, "landlock", e.errno or errno.EIO, str(e)
-    # what the child would otherwise build in its copy-on-write memory, made here once
-    for program in (spec["seccomp"], spec.get("notify")):
-        if program:
-            fprog(program)
-    if spec["drop_caps"]:
-        last_cap()
+    # made here: what the child would otherwise build in its copy-on-write memory
+    restriction = Restriction(
+        ruleset, spec["seccomp"], spec.get("notify") or b"", spec["drop_caps"]
+    )
     cgroup_fd = -1
     try:
         if spec.get("cgroup"):
@@ -576,7 +637,7 @@ def spawn_one(spec: dict[str, Any], fds: list[int], plans: Plans) -> tuple[int, 
                 pid = _clone_parent()
             if pid == 0:
                 os.close(err_r)
-                _child(spec, fds, ruleset, err_w, placed)
+                _child(spec, fds, restriction, err_w, placed)
             os.close(err_w)
             err_w = -1
             got = b""

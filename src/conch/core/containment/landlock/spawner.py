@@ -33,16 +33,6 @@ from conch.core.process.spec import SpawnSpec
 
 # -- the restricted thread ------------------------------------------------------------------------
 
-# (the fork server's steps, in lockdown.py, are the same: this thread makes its own calls, on
-# a PyDLL that keeps the GIL and with arguments built ahead, so it allocates nothing)
-_PR_SET_NO_NEW_PRIVS = ld.PR_SET_NO_NEW_PRIVS
-_PR_SET_SECCOMP = ld.PR_SET_SECCOMP
-_PR_CAPBSET_DROP = ld.PR_CAPBSET_DROP
-_PR_CAP_AMBIENT = ld.PR_CAP_AMBIENT
-_PR_CAP_AMBIENT_CLEAR_ALL = ld.PR_CAP_AMBIENT_CLEAR_ALL
-_SECCOMP_MODE_FILTER = ld.SECCOMP_MODE_FILTER
-_SECCOMP_SET_MODE_FILTER = ld.SECCOMP_SET_MODE_FILTER
-_SECCOMP_FILTER_FLAG_NEW_LISTENER = ld.SECCOMP_FILTER_FLAG_NEW_LISTENER
 _ALL_SIGNALS = frozenset(signal.valid_signals())
 
 _pylib: Any = None
@@ -61,103 +51,43 @@ def _lib() -> Any:
     return _pylib
 
 
-class _Restriction:
-    """One job's restriction and spawn, made ready by the caller: the thread that runs it
-    (``_restricted``) only makes the calls, with arguments built here. Its results: ``tid``,
-    ``stage`` and ``errno`` of a failed step (errno 0: the child runs, ``call.pid``),
-    ``listener`` (the notify filter's, or -1)."""
+class _Job:
+    """One job's spawn made ready by the caller: the thread that runs it (``_restricted``)
+    only makes the calls, with arguments built ahead (``restriction``, the same steps as the
+    fork server's child: lockdown.py). Its results: ``tid``, and in ``restriction`` the
+    ``stage`` and ``errno`` of a failed step (errno 0: the child runs, ``call.pid``) and the
+    notify filter's ``listener`` (or -1)."""
 
-    __slots__ = (
-        "call",
-        "caps",
-        "capset",
-        "done",
-        "drop_caps",
-        "errno",
-        "listener",
-        "notify",
-        "programs",
-        "ruleset",
-        "seccomp",
-        "stage",
-        "tid",
-    )
+    __slots__ = ("call", "done", "restriction", "tid")
 
     def __init__(self, spec: dict[str, Any], call: libc_spawn.Prepared, ruleset: int) -> None:
         self.call = call
-        self.ruleset = ruleset
-        # (each sock_fprog and its buffer kept here while the thread may use them)
-        sec = ld.fprog(spec["seccomp"]) if spec["seccomp"] else None
-        note = ld.fprog(spec["notify"]) if spec["notify"] else None
-        self.programs = [p for p in (sec, note) if p is not None]
-        self.seccomp = ctypes.addressof(sec[0]) if sec is not None else 0
-        self.notify = ctypes.byref(note[0]) if note is not None else None
-        self.drop_caps = bool(spec["drop_caps"])
-        self.caps = range(ld.last_cap() + 1) if self.drop_caps else range(0)
-        header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
-        self.capset = (
-            ctypes.create_string_buffer(header, 8),
-            ctypes.create_string_buffer(bytes(24), 24),  # every set empty
+        self.restriction = ld.Restriction(
+            ruleset, spec["seccomp"], spec["notify"], bool(spec["drop_caps"])
         )
         self.done = _thread.allocate_lock()
         self.done.acquire()
         self.tid = 0
-        self.stage = ""
-        self.errno = 0
-        self.listener = -1
 
 
-def _restricted(r: _Restriction) -> None:
+def _restricted(job: _Job) -> None:
     """The spawning thread: it restricts itself (only itself: ``no_new_privs``, Landlock,
     seccomp without TSYNC and capabilities are per thread) and spawns the job, which inherits
     all of it, then ends. Every signal is blocked here (the process's signals go to the other
     threads); the caller keeps the collector off until this thread is gone, so no finalizer of
-    another's object runs restricted; nothing is imported, opened or allocated that matters."""
-    lib = _lib()
+    another's object runs restricted; nothing is imported, opened or allocated that matters.
+    Its calls go through a PyDLL: they keep the GIL, so no other thread runs between them."""
+    r = job.restriction
     try:
-        r.tid = _thread.get_native_id()
+        job.tid = _thread.get_native_id()
         signal.pthread_sigmask(signal.SIG_BLOCK, _ALL_SIGNALS)
-        r.stage = "no_new_privs"
-        if lib.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0):
-            r.errno = ctypes.get_errno() or errno.EIO
-            return
-        r.stage = "landlock"
-        if lib.syscall(ld.syscall_nr("restrict_self"), r.ruleset, ctypes.c_uint32(0)):
-            r.errno = ctypes.get_errno() or errno.EIO
-            return
-        r.stage = "seccomp"
-        if r.notify is not None:
-            # the user-notification filter first: its listener lands in Conch's own table (the
-            # thread shares it); the network-off filter after it refuses sendmsg, not this
-            fd = lib.syscall(
-                ld.syscall_nr("seccomp"),
-                ctypes.c_uint(_SECCOMP_SET_MODE_FILTER),
-                ctypes.c_uint(_SECCOMP_FILTER_FLAG_NEW_LISTENER),
-                r.notify,
-            )
-            if fd < 0:
-                r.errno = ctypes.get_errno() or errno.EIO
-                return
-            r.listener = fd
-        if r.seccomp and lib.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, r.seccomp, 0, 0):
-            r.errno = ctypes.get_errno() or errno.EIO
-            return
-        if r.drop_caps:
-            # as bwrap's --cap-drop ALL: the bounding set emptied, ambient cleared, then
-            # permitted, effective and inheritable all zero (this thread's, then the child's)
-            r.stage = "capabilities"
-            for cap in r.caps:
-                lib.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
-            lib.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-            if lib.syscall(ld.syscall_nr("capset"), *r.capset):
-                r.errno = ctypes.get_errno() or errno.EIO
-                return
-        r.stage = "exec"
-        r.errno = r.call.run()
+        if r.apply(_lib()):
+            r.stage = "exec"
+            r.errno = job.call.run()
     except BaseException as e:  # (say so, never leave the caller waiting)
         r.errno = getattr(e, "errno", None) or errno.EIO
     finally:
-        r.done.release()
+        job.done.release()
 
 
 _gc_lock = threading.Lock()
@@ -238,7 +168,7 @@ class RestrictedSpawner:
                 raise OSError(e.errno, _setup_failed("landlock", str(e))) from None
         opened: list[int] = []
         call: libc_spawn.Prepared | None = None
-        r: _Restriction | None = None
+        job: _Job | None = None
         gate = -1
         waiting = False  # (the thread may still be using ``call``)
         try:
@@ -256,21 +186,22 @@ class RestrictedSpawner:
                     child, path=SH, argv=gate_argv, env=env, fds=(gate_r, *procs), first_fd=3
                 )
             )
-            r = _Restriction(spec, call, ruleset)
+            job = _Job(spec, call, ruleset)
             with _no_collection():
                 try:
-                    _thread.start_new_thread(_restricted, (r,))
+                    _thread.start_new_thread(_restricted, (job,))
                 except RuntimeError as e:
                     raise OSError(errno.EAGAIN, f"cannot start the spawning thread: {e}") from None
                 waiting = True
-                r.done.acquire()
+                job.done.acquire()
                 waiting = False
-                if not _gone(r.tid):  # (never let the job's program run beside that thread)
+                if not _gone(job.tid):  # (never let the job's program run beside that thread)
                     raise OSError(errno.ETIMEDOUT, "the spawning thread did not end")
         except BaseException:
-            if r is not None:
+            if job is not None:
+                r = job.restriction
                 if waiting:  # (interrupted while it ran: it ends before its call is freed)
-                    r.done.acquire()
+                    job.done.acquire()
                 if r.stage == "exec" and not r.errno and call is not None:
                     _kill(call.pid)  # (before its gate opens: no job runs that nobody watches)
                 if r.listener >= 0:
@@ -284,6 +215,7 @@ class RestrictedSpawner:
                 os.close(fd)
             if call is not None:
                 call.close()
+        r = job.restriction
         if r.errno:
             os.close(gate)
             if r.listener >= 0:
