@@ -1,4 +1,4 @@
-"""The bwrap broker's shim (``lockdown.py --broker``) builds no filter: Conch sends it both
+"""The bwrap broker's shim (landlock/shim.py) builds no filter: Conch sends it both
 first on the job's channel (``fence.shim_filters``). It runs here outside any sandbox, as the
 standalone script it is, against a channel this test serves."""
 
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conch.core.containment import fence
-from conch.core.containment.landlock import lockdown
+from conch.core.containment.landlock import shim
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="seccomp: Linux")
 
@@ -78,6 +78,6 @@ def test_a_missing_or_malformed_filter_ends_the_shim_before_the_program(tmp_path
 
 
 def test_the_script_names_its_entry_point_publicly():
-    """The shim's bootstrap calls ``lockdown.main``: no private name crosses the boundary."""
-    assert "lockdown.main(" in " ".join(fence.broker_shim_argv("/x"))
-    assert callable(lockdown.main) and callable(lockdown.receive_filters)
+    """The shim's bootstrap calls ``shim.main``: no private name crosses the boundary."""
+    assert "shim.main(" in " ".join(fence.broker_shim_argv("/x"))
+    assert callable(shim.main) and callable(shim.receive_filters)

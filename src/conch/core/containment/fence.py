@@ -27,8 +27,7 @@ from typing import Any
 from conch.core.containment import sandbox as sb
 from conch.core.containment import shenv, unotify
 from conch.core.containment.cgroup import JobCgroup
-from conch.core.containment.landlock import lockdown as ld
-from conch.core.containment.landlock import rules
+from conch.core.containment.landlock import rules, shim
 from conch.core.containment.landlock import seccomp as sc
 from conch.core.containment.landlock.spawner import ForkServer, RestrictedSpawner
 from conch.core.containment.landlock.tmpdirs import TempDirs
@@ -128,7 +127,7 @@ class SpawnFence:
             self.broker.watch(listener, roots)
         return pid
 
-    def _spawn_forkserver(self, job: dict[str, Any], spec: SpawnSpec) -> tuple[int, int]:
+    def _spawn_forkserver(self, job: rules.JobSpec, spec: SpawnSpec) -> tuple[int, int]:
         """(pid, its connect filter's listener or -1), as ``RestrictedSpawner.spawn``."""
         assert self.forkserver is not None
         if self.broker is None or not job["notify"]:
@@ -278,29 +277,36 @@ class SpawnFence:
 
 def broker_shim_argv(channel: str) -> list[str]:
     """The program that runs first in a bwrap sandbox with ``sandbox_sockets`` (network off):
-    lockdown.py on its own, standard library only (``lockdown.broker_shim``), imported as a
-    module so its cached bytecode is used (run as a script it is compiled each time)."""
-    here = os.path.dirname(os.path.abspath(ld.__file__))
+    landlock/shim.py on its own, standard library and lockdown.py only (``shim.broker_shim``),
+    imported as a module so its cached bytecode is used (run as a script it is compiled each
+    time)."""
+    above = os.path.dirname(os.path.dirname(os.path.abspath(shim.__file__)))
     return [
         os.path.realpath(sys.executable),
-        *("-I", "-S", "-c", _SHIM, here),
+        *("-I", "-S", "-c", _SHIM, above),
         *("--broker", channel, "--"),
     ]
 
 
 def shim_filters() -> bytes:
-    """What the shim takes first on its channel (``lockdown.receive_filters``): the connect
+    """What the shim takes first on its channel (``shim.receive_filters``): the connect
     filter and the ``network: off`` filter that lets ``connect`` through to it."""
     notify, program = sc.notify_program(), sc.seccomp_program(net_off=True, connect_ok=True)
     return struct.pack("=II", len(notify), len(program)) + notify + program
 
 
 def shim_files() -> list[str]:
-    """What the shim needs to be visible: lockdown.py and the interpreter's installation."""
-    return [os.path.realpath(ld.__file__), os.path.realpath(sys.base_prefix)]
+    """What the shim needs to be visible: its package's files it imports and the
+    interpreter's installation."""
+    here = os.path.dirname(os.path.realpath(shim.__file__))
+    files = [os.path.join(here, f) for f in ("__init__.py", "shim.py", "lockdown.py")]
+    return [*files, os.path.realpath(sys.base_prefix)]
 
 
-_SHIM = "import sys; sys.path.insert(0, sys.argv[1]); import lockdown; lockdown.main(sys.argv[1:])"
+_SHIM = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from landlock import shim; "
+    "shim.main(sys.argv[2:])"
+)
 
 
 def inner_pid(leader: int) -> int:

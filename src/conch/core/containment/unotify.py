@@ -171,7 +171,7 @@ _BY_NUMBER = {
 class Channel:
     """How a bwrap job's listener reaches Conch: a socket in a directory of its own (inside
     the data dir, bound into that one sandbox), accepted once by a thread here; Conch sends
-    the shim inside (``lockdown.broker_shim``) its ``filters`` (``fence.shim_filters``), the
+    the shim inside (``shim.broker_shim``) its ``filters`` (``fence.shim_filters``), the
     shim sends the listener, Conch answers ``K`` and watches it. Then the socket and its
     directory go. No other sandbox sees the data dir."""
 

@@ -2,7 +2,8 @@
 
 ``rules.py`` says what one job's ruleset and filters hold; ``seccomp.py`` assembles the filters
 (pure); ``spawner.py`` starts the job (a restricted thread, or the fork server where it starts
-in its cgroup); ``lockdown.py`` is what runs where Conch cannot be imported (the fork server, the
-bwrap broker's shim) and the system calls both spawn paths make; ``tmpdirs.py`` each job's own
-TMPDIR.
+in its cgroup); ``lockdown.py`` is what runs where Conch cannot be imported (the fork server)
+and the restriction steps both spawn paths take; ``shim.py`` the bwrap socket broker's shim,
+standalone too (the filters it loads come from seccomp.py over its channel); ``tmpdirs.py``
+each job's own TMPDIR.
 """

@@ -1,11 +1,11 @@
 """What must run where Conch cannot be imported: the Landlock system calls through ctypes,
-loading a seccomp filter and dropping capabilities, the fork server that applies them before a
-job's program runs where a job must start in its cgroup (the ``landlock`` backend), and the
-socket broker's shim in a bwrap sandbox (``--broker``). Standard library only: Conch imports
-it, and it also runs on its own as the fork server (``python -I -S lockdown.py FD``) and as
-the shim, small processes that start quickly and never import Conch. The filters themselves
-are built by Conch (seccomp.py) and handed over: in the job's spec to the fork server, over
-its channel to the shim.
+loading a seccomp filter and dropping capabilities (``Restriction``: the steps both spawn
+paths take), and the fork server that applies them before a job's program runs where a job
+must start in its cgroup (the ``landlock`` backend). Standard library only: Conch imports it,
+it runs on its own as the fork server (``python -I -S lockdown.py FD``), and the socket
+broker's shim in a bwrap sandbox (shim.py) imports it; small processes that start quickly and
+never import Conch. The filters themselves are built by Conch (seccomp.py) and handed over:
+in the job's spec to the fork server, over its channel to the shim.
 
 Most landlock jobs are started by a thread of Conch's that restricts itself and calls
 ``posix_spawn`` (landlock/spawner.py, ``RestrictedSpawner``). That spawn cannot start a
@@ -41,7 +41,7 @@ import socket
 import stat
 import struct
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 # -- Landlock ------------------------------------------------------------------------------------
@@ -112,24 +112,6 @@ def fs_rights(abi: int) -> int:
 def write_rights(abi: int) -> int:
     return fs_rights(abi) & ~READ
 
-
-#: device files a job may open (read and write) under the landlock backend: the rest of /dev
-#: (disks, /dev/mem, /dev/kmsg, ...) is not even readable. Of the terminals only its own (the
-#: slave it was started on, granted by path: landlock.job_spec) and ``/dev/tty`` (which opens
-#: the caller's controlling terminal, whatever it is): ``/dev/pts`` whole would let a job open
-#: any terminal of the host's devpts (another job's, a person's), read what is typed into it
-#: and write into it. Not ``/dev/ptmx`` either: a new terminal's slave appears in
-#: ``/dev/pts``, which no rule can grant ahead (Landlock checks ``TIOCGPTPEER``'s open of it
-#: too), so a master would be of no use, and every master taken counts against the host's
-#: ``kernel.pty.max`` (the initial devpts instance, the one Conch's own terminals come from).
-DEVICES = (
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/tty",
-)
 
 _libc: Any = None
 
@@ -205,11 +187,6 @@ def add_path_rule(ruleset: int, fd: int, access: int) -> None:
         syscall_nr("add_rule"), ruleset, ctypes.c_int(1), ctypes.byref(attr), ctypes.c_uint32(0)
     )
     _check(int(ret), "landlock_add_rule")
-
-
-def restrict_self(ruleset: int) -> None:
-    ret = _lib().syscall(syscall_nr("restrict_self"), ruleset, ctypes.c_uint32(0))
-    _check(int(ret), "restrict")
 
 
 def cover(root: str, holes: Iterable[str]) -> list[str]:
@@ -470,7 +447,7 @@ def stamps(dirs: Sequence[str]) -> list[tuple]:
     return out
 
 
-def build_ruleset(spec: dict[str, Any], plans: Plans) -> int:
+def build_ruleset(spec: Mapping[str, Any], plans: Plans) -> int:
     """The ruleset fd of one job's spec (see ``serve``)."""
     abi = spec["abi"]
     fs = fs_rights(abi)
@@ -693,63 +670,8 @@ def serve(sock_fd: int) -> None:
         sock.sendall(marshal.dumps(answer))
 
 
-def receive_filters(sock: socket.socket) -> tuple[bytes, bytes]:
-    """The two filters Conch sends the broker shim first on its channel: (the connect
-    filter, the ``network: off`` filter), each a ``sock_filter`` array, framed as two
-    native-endian 32-bit lengths and then the bytes (``fence.shim_filters``)."""
-    head = _exactly(sock, 8)
-    sizes = struct.unpack("=II", head)
-    if not all(0 < n <= _MAX_FILTER and n % 8 == 0 for n in sizes):
-        raise OSError(errno.EPROTO, f"a malformed filter from Conch ({sizes})")
-    body = _exactly(sock, sizes[0] + sizes[1])
-    return body[: sizes[0]], body[sizes[0] :]
-
-
-_MAX_FILTER = 4096 * 8  # (BPF_MAXINSNS instructions)
-
-
-def _exactly(sock: socket.socket, n: int) -> bytes:
-    got = b""
-    while len(got) < n:
-        chunk = sock.recv(n - len(got))
-        if not chunk:
-            raise OSError(errno.EPROTO, "Conch's channel ended early")
-        got += chunk
-    return got
-
-
-def broker_shim(channel: str, argv: list[str]) -> None:
-    """``sandbox_sockets`` under bwrap (``python -I -S lockdown.py --broker CHANNEL -- ARGV``),
-    the first program inside the sandbox: take the two filters Conch sends over ``channel``
-    (a socket bound for this one job, taken once: ``receive_filters``), hand the connect
-    filter's listener to Conch over it, load the ``network: off`` filter that lets
-    ``connect`` through to it, exec ``argv``. It fails closed: anything that goes wrong ends
-    it (125) before the program runs. Never returns."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(30)
-            sock.connect(channel)
-            notify, program = receive_filters(sock)
-            no_new_privs()
-            listener = load_notify_filter(notify)
-            socket.send_fds(sock, [b"L"], [listener])
-            os.close(listener)
-            if sock.recv(1) != b"K":
-                raise OSError(errno.EPROTO, "Conch did not take the listener")
-        load_seccomp(program)
-    except OSError as e:
-        os.write(2, f"conch: the sandbox's socket broker failed: {e}\n".encode())
-        os._exit(125)
-    try:
-        os.execvp(argv[0], argv)
-    except OSError as e:
-        os.write(2, f"conch: {argv[0]}: {e.strerror}\n".encode())
-        os._exit(126 if e.errno == errno.EACCES else 127)
-
-
 def main(argv: list[str]) -> None:
-    if len(argv) > 4 and argv[1] == "--broker" and argv[3] == "--":
-        broker_shim(argv[2], argv[4:])
+    """The fork server (``lockdown.py FD``): it serves the socket ``FD`` until it closes."""
     # every disposition at its default (Python ignores SIGPIPE itself, a supervisor or nohup
     # may have left others ignored), once: each child inherits them. It ends when Conch's end
     # of the socket closes, however Conch ended (no PDEATHSIG: that follows the spawning

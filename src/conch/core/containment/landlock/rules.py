@@ -36,13 +36,53 @@ import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from conch.core.containment import metaops, shenv
 from conch.core.containment import sandbox as sb
 from conch.core.containment.landlock import lockdown as ld
 from conch.core.containment.landlock import seccomp
 from conch.core.process.spec import SpawnSpec
+
+#: device files a job may open (read and write) under the landlock backend: the rest of /dev
+#: (disks, /dev/mem, /dev/kmsg, ...) is not even readable. Of the terminals only its own (the
+#: slave it was started on, granted by path: landlock.job_spec) and ``/dev/tty`` (which opens
+#: the caller's controlling terminal, whatever it is): ``/dev/pts`` whole would let a job open
+#: any terminal of the host's devpts (another job's, a person's), read what is typed into it
+#: and write into it. Not ``/dev/ptmx`` either: a new terminal's slave appears in
+#: ``/dev/pts``, which no rule can grant ahead (Landlock checks ``TIOCGPTPEER``'s open of it
+#: too), so a master would be of no use, and every master taken counts against the host's
+#: ``kernel.pty.max`` (the initial devpts instance, the one Conch's own terminals come from).
+DEVICES = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+)
+
+
+class JobSpec(TypedDict):
+    """One landlock job as both spawn paths take it (``job_spec``): plain values, so that it
+    marshals as the fork server's request (lockdown.py reads the same keys)."""
+
+    abi: int
+    trees: list[tuple[str, list[str], int]]  # (root, holes, rights): see ``_trees``
+    paths: list[tuple[str, int]]  # single paths granted, opened per job
+    net_off: bool
+    scoped: int
+    seccomp: bytes  # the job's seccomp filter (seccomp.seccomp_program), or none
+    notify: bytes  # the filter that hands calls to Conch (seccomp.notify_program), or none
+    drop_caps: bool
+    path: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    tty: str | None
+    procs: list[str]  # cgroup.procs files it enters itself, where it does not start in cgroup
+    cgroup: str  # the cgroup v2 directory it starts in ("" none)
+    env_prog: str
 
 
 @dataclass(frozen=True)
@@ -126,7 +166,7 @@ def job_spec(
     brokered: bool = False,
     broker_metadata: bool = False,
     env_prog: str = "/usr/bin/env",
-) -> dict[str, Any]:
+) -> JobSpec:
     """What ``RestrictedSpawner.spawn`` (or the fork server: marshal-able) needs for the job
     ``spec`` starts (its path resolved): its ruleset's rules, its filters, its program. Its
     cgroup: the cgroup v2 directory to start it in (the fork server's clone3); else it writes
@@ -138,9 +178,9 @@ def job_spec(
     abi, tty = layout.abi, spec.terminal
     trees = _trees(layout, policy)
     paths: list[tuple[str, int]] = [(tmpdir, ld.fs_rights(abi))]
-    paths += [(dev, ld.FS_READ_FILE | ld.FS_WRITE_FILE) for dev in ld.DEVICES]
+    paths += [(dev, ld.FS_READ_FILE | ld.FS_WRITE_FILE) for dev in DEVICES]
     if tty:  # its own terminal's slave only (a rule on its inode: a later one of the same
-        # number is another inode), never /dev/pts: see ld.DEVICES
+        # number is another inode), never /dev/pts: see DEVICES
         paths.append((tty, ld.FS_READ_FILE | ld.FS_WRITE_FILE))
     paths += [(f, ld.FS_READ_FILE | ld.FS_EXECUTE) for f in exposed]
     scoped = ld.SCOPE_SIGNAL
@@ -202,7 +242,7 @@ def gate_script(procs: int) -> str:
     return script + 'exec "$@"'
 
 
-def exec_refused(spec: dict[str, Any]) -> OSError | None:
+def exec_refused(spec: JobSpec) -> OSError | None:
     """The error the job's exec of its program would meet, where Conch can tell ahead (the
     gate sh execs it after the spawn has returned): a program inside a hole of the ruleset
     that no rule grants (EACCES, as Landlock says), a file the kernel would not exec, which

@@ -27,7 +27,14 @@ from typing import Any
 from conch.core.containment import sandbox as sb
 from conch.core.containment import shenv
 from conch.core.containment.landlock import lockdown as ld
-from conch.core.containment.landlock.rules import SH, Layout, exec_refused, gate_script, job_spec
+from conch.core.containment.landlock.rules import (
+    SH,
+    JobSpec,
+    Layout,
+    exec_refused,
+    gate_script,
+    job_spec,
+)
 from conch.core.process import libc_spawn
 from conch.core.process.spec import SpawnSpec
 
@@ -60,7 +67,7 @@ class _Job:
 
     __slots__ = ("call", "done", "restriction", "tid")
 
-    def __init__(self, spec: dict[str, Any], call: libc_spawn.Prepared, ruleset: int) -> None:
+    def __init__(self, spec: JobSpec, call: libc_spawn.Prepared, ruleset: int) -> None:
         self.call = call
         self.restriction = ld.Restriction(
             ruleset, spec["seccomp"], spec["notify"], bool(spec["drop_caps"])
@@ -154,7 +161,7 @@ class RestrictedSpawner:
         self._lock = threading.Lock()
         self._plans = ld.Plans()
 
-    def spawn(self, spec: dict[str, Any], child: SpawnSpec) -> tuple[int, int]:
+    def spawn(self, spec: JobSpec, child: SpawnSpec) -> tuple[int, int]:
         """Start the job ``child`` describes (``spec``: its ``job_spec``); (its pid, a child
         of this process; the listener of its notify filter or -1, now the caller's). A failure
         is the ``OSError`` of the step that failed."""
@@ -272,13 +279,13 @@ class ForkServer:
         self._sock = ours
         return ours
 
-    def spawn(self, spec: dict[str, Any], child: SpawnSpec, channel: int = -1) -> int:
+    def spawn(self, spec: JobSpec, child: SpawnSpec, channel: int = -1) -> int:
         """Start the job ``child`` describes (``spec``: its ``job_spec``) in its cgroup;
         ``channel``: where its notify filter's listener goes back (``sandbox_sockets``); its
         pid, a child of this process. A failure is the ``OSError`` of the step that failed
         (the failed child reaped)."""
         fds = [*child.stdio, *([channel] if channel >= 0 else [])]
-        msg = marshal.dumps(spec)
+        msg = marshal.dumps(dict(spec))
         with self._lock:
             for attempt in (0, 1):
                 sock = self._sock or self._start()
