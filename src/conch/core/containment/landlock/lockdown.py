@@ -116,14 +116,20 @@ def write_rights(abi: int) -> int:
 _libc: Any = None
 
 
+def load_libc(kind: Any = ctypes.CDLL) -> Any:
+    """libc with ``syscall`` and ``prctl`` typed for the restriction's calls (``kind``:
+    ``ctypes.PyDLL`` for one whose calls keep the GIL)."""
+    lib = kind(None, use_errno=True)
+    lib.syscall.restype = ctypes.c_long
+    lib.prctl.restype = ctypes.c_int
+    lib.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+    return lib
+
+
 def _lib() -> Any:
     global _libc
     if _libc is None:
-        lib = ctypes.CDLL(None, use_errno=True)
-        lib.syscall.restype = ctypes.c_long
-        lib.prctl.restype = ctypes.c_int
-        lib.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
-        _libc = lib
+        _libc = load_libc()
     return _libc
 
 

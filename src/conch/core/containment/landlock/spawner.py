@@ -50,11 +50,7 @@ def _lib() -> Any:
     between its steps, and it never waits to get the GIL back)."""
     global _pylib
     if _pylib is None:
-        lib = ctypes.PyDLL(None, use_errno=True)
-        lib.syscall.restype = ctypes.c_long
-        lib.prctl.restype = ctypes.c_int
-        lib.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
-        _pylib = lib
+        _pylib = ld.load_libc(ctypes.PyDLL)
     return _pylib
 
 
