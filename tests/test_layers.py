@@ -243,3 +243,30 @@ def test_above_the_core_only_its_surface_is_imported():
         if b.startswith("conch.core.")
     ]
     assert inside == []
+
+
+def _imports(path: Path) -> set[str]:
+    """The top-level modules ``path`` imports (a relative import: ``.name``)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            out |= {"." + (node.module or a.name) for a in node.names}
+    return out
+
+
+def test_the_standalone_scripts_and_the_filter_assembler_import_the_standard_library_only():
+    """lockdown.py (the fork server) and shim.py (the bwrap broker's shim) run on their own
+    (``python -I -S``), so they import the standard library and, the shim, lockdown.py, and
+    nothing of Conch; the seccomp assembler is pure: no ctypes, nothing of Conch either."""
+    here = SRC / "conch" / "core" / "containment" / "landlock"
+    lockdown, seccomp = _imports(here / "lockdown.py"), _imports(here / "seccomp.py")
+    shim = _imports(here / "shim.py")
+    stdlib = sys.stdlib_module_names | {"__future__"}
+    assert lockdown - stdlib == set()
+    assert shim - stdlib == {".lockdown"}
+    assert seccomp - stdlib == set()
+    assert "ctypes" not in seccomp

@@ -60,6 +60,26 @@ def default_data_dir() -> str:
     return os.path.join(base, "conch")
 
 
+@dataclass(frozen=True, slots=True)
+class ContainmentSettings:
+    """What a runtime's containment is made from (``Config.containment()``), passed whole to
+    ``Containment`` and by it to ``Backends``: the cgroup setting, the server's sandbox
+    policy and limits, the workspace, the backend's settings and the files no sandboxed job
+    may read (the --env-file)."""
+
+    cgroups: bool = True
+    sandbox: str = "off"
+    network: str = "on"
+    limits: Mapping[str, int] = field(default_factory=dict)
+    workspace: str = "/"
+    bwrap: str = ""
+    private_files: tuple[str, ...] = ()
+    backend: str = "auto"
+    partial: str = "refuse"
+    abi_max: int = 0
+    sockets: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Config:
     """Every Conch setting, with its default. Invalid values raise ``ConfigError``."""
@@ -248,6 +268,22 @@ class Config:
             "default_max_output_bytes",
         )  # fmt: skip
         return {n: getattr(self, n) for n in names}
+
+    def containment(self) -> ContainmentSettings:
+        """The settings of the runtime's containment, whole."""
+        return ContainmentSettings(
+            cgroups=self.cgroup != "off",
+            sandbox=self.sandbox,
+            network=self.network,
+            limits={"memory_max": self.memory_max, "pids_max": self.pids_max},
+            workspace=self.resolved_default_cwd,
+            bwrap=self.bwrap,
+            private_files=(self.env_file,),
+            backend=self.sandbox_backend,
+            partial=self.sandbox_partial,
+            abi_max=self.landlock_abi_max,
+            sockets=tuple(self.sandbox_sockets),
+        )
 
     @staticmethod
     def settings() -> list[dataclasses.Field[Any]]:

@@ -4,7 +4,7 @@
 glibc 2.36 (this host and CI) a cgroup-level Landlock job is started by the fork server
 (clone3 into its cgroup v2 directory; a job with cgroup v1 limits by the spawning thread), one
 without a cgroup by a thread of the server that restricts itself and spawns it
-(core/containment/landlock.py): so both paths meet every attack.
+(core/containment/landlock/): so both paths meet every attack.
 """
 
 from __future__ import annotations

@@ -24,8 +24,7 @@ import conch.core.requests as rq
 import conch.core.results as rs
 from conch._version import __version__
 from conch.config import SCREEN_CATCHUP_BYTES, SCREENS_KEPT, Config
-from conch.core.containment.fence import Containment
-from conch.core.containment.sandbox import Policy
+from conch.core.containment.containment import Containment
 from conch.core.datadir import DataDir, LogPool
 from conch.core.env import CALLER_SESSION_VAR
 from conch.core.jobs import launch
@@ -219,20 +218,8 @@ class Engine:
         hygiene.enable_subreaper()
         self.spawn.instance = hygiene.instance_id()
         self.orphans_killed = await asyncio.to_thread(hygiene.kill_orphans_of_dead_servers)
-        cfg = self.config
         containment = Containment(
-            instance=self.spawn.instance,
-            use_cgroups=cfg.cgroup != "off",
-            policy=Policy(cfg.sandbox, cfg.network),
-            limits={"memory_max": cfg.memory_max, "pids_max": cfg.pids_max},
-            workspace=cfg.resolved_default_cwd,
-            data_dir=str(self.data.root),
-            bwrap=cfg.bwrap,
-            private_files=(cfg.env_file,),
-            backend=cfg.sandbox_backend,
-            partial=cfg.sandbox_partial,
-            abi_max=cfg.landlock_abi_max,
-            sockets=cfg.sandbox_sockets,
+            self.config.containment(), instance=self.spawn.instance, data_dir=str(self.data.root)
         )
         await asyncio.to_thread(containment.start)
         self.spawn.containment = containment

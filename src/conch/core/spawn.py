@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conch.config import Config
-from conch.core.containment.fence import Containment, SpawnFence
+from conch.core.containment.containment import Containment
+from conch.core.containment.fence import SpawnFence
 from conch.core.datadir import DataDir
 from conch.core.env import build_env
 from conch.core.jobs.job import Job

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from conch.config import Config
-from conch.core.containment.fence import Containment, SpawnFence
+from conch.core.containment.containment import Containment
+from conch.core.containment.fence import SpawnFence
 from conch.core.datadir import LogPool
 from conch.core.jobs import launch
 from conch.core.jobs import warm as warm_start

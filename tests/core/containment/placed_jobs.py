@@ -17,6 +17,7 @@ from typing import Any
 
 import conch
 from conch.core.process import libc_spawn
+from conch.core.process.spec import SpawnSpec
 
 spawns: list[dict[str, Any]] = []
 _spawn = libc_spawn.spawn
@@ -25,11 +26,11 @@ _spawn = libc_spawn.spawn
 _spawning: list[bool] = []  # (inside recording_spawn: its own Prepared is not another spawn)
 
 
-def recording_spawn(path: str, argv: Any, **kw: Any) -> int:
-    spawns.append({"argv": list(argv), "cgroup": kw.get("cgroup")})
+def recording_spawn(spec: SpawnSpec) -> int:
+    spawns.append({"argv": list(spec.argv), "cgroup": spec.cgroup})
     _spawning.append(True)
     try:
-        return _spawn(path, argv, **kw)
+        return _spawn(spec)
     finally:
         _spawning.pop()
 
@@ -40,10 +41,10 @@ libc_spawn.spawn = recording_spawn  # what popen.spawn calls: each spawn's argv 
 class RecordingPrepared(libc_spawn.Prepared):
     """What the landlock spawner's restricted thread runs (it prepares the call itself)."""
 
-    def __init__(self, path: str, argv: Any, **kw: Any) -> None:
+    def __init__(self, spec: SpawnSpec) -> None:
         if not _spawning:
-            spawns.append({"argv": list(argv), "cgroup": kw.get("cgroup"), "landlock": True})
-        super().__init__(path, argv, **kw)
+            spawns.append({"argv": list(spec.argv), "cgroup": spec.cgroup, "landlock": True})
+        super().__init__(spec)
 
 
 libc_spawn.Prepared = RecordingPrepared  # type: ignore[misc]

@@ -297,3 +297,50 @@ async def test_a_v2_tree_without_controllers_kills_but_refuses_limits_naming_why
         await rt.signal(r["job_id"], "kill")
         assert wait_for(lambda: gone(daemon), 3.0)
     assert not os.path.exists(os.path.join(rt.config.resolved_default_cwd, "ran"))
+
+
+def test_the_containment_settings_pass_whole_from_the_config_to_the_backends(tmp_path):
+    """``Config.containment()`` carries every containment setting in one value;
+    ``Containment`` takes it whole (paths resolved once) and hands the same value to
+    ``Backends``: no field is copied by hand on the way."""
+    from conch.config import ContainmentSettings
+    from conch.core.containment.containment import Containment
+
+    real = tmp_path / "ws"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    cfg = conch.Config(
+        data_dir=str(tmp_path / "data"),
+        default_cwd=str(tmp_path / "link"),
+        cgroup="off",
+        sandbox="read-only",
+        network="off",
+        memory_max=64 * MiB,
+        sandbox_backend="landlock",
+        sandbox_partial="allow",
+        landlock_abi_max=3,
+        sandbox_sockets=["/run/a.sock"],
+    )
+    settings = cfg.containment()
+    assert settings == ContainmentSettings(
+        cgroups=False,
+        sandbox="read-only",
+        network="off",
+        limits={"memory_max": 64 * MiB, "pids_max": 0},
+        workspace=str(tmp_path / "link"),
+        bwrap="",
+        private_files=("",),
+        backend="landlock",
+        partial="allow",
+        abi_max=3,
+        sockets=("/run/a.sock",),
+    )
+    c = Containment(settings, instance="test", data_dir=str(tmp_path / "data"))
+    try:
+        assert c.backends.settings is c.settings
+        assert c.settings.workspace == c.workspace == str(real)
+        assert c.settings.private_files == ()
+        assert c.policy == sb.Policy("read-only", "off")
+        assert c.default_limits == {"memory_max": 64 * MiB}
+    finally:
+        c.close()

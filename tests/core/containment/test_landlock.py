@@ -383,7 +383,7 @@ def test_a_missing_guarantee_is_refused_naming_it_unless_partial_is_allowed(base
 
 
 def test_the_seccomp_program_guards_the_architecture_and_x32():
-    from conch.core.containment import lockdown as ld
+    from conch.core.containment.landlock import seccomp as ld
 
     prog = ld.seccomp_program("x86_64")
     ins = [struct.unpack("=HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
@@ -567,8 +567,9 @@ async def test_a_landlock_job_starts_in_its_cgroup_and_a_refused_clone3_falls_ba
     glibc (no migration after an idle spell, which waits for an RCU grace period). Where the
     kernel refuses that clone3 (here: a directory that is no cgroup), the child writes itself
     into its cgroup.procs instead, and the job still runs in its cgroup."""
-    from conch.core.containment import landlock as ll
     from conch.core.containment import sandbox as sb
+    from conch.core.containment.landlock import rules as ll
+    from conch.core.process.spec import SpawnSpec
 
     async with conch.Runtime(cfg(base, workspace, "landlock")) as rt:
         c = rt.engine.spawn.containment
@@ -581,23 +582,28 @@ async def test_a_landlock_job_starts_in_its_cgroup_and_a_refused_clone3_falls_ba
             assert cg is not None and cg.kind == "v2" and fence.place == cg.track
             b = c.backends
             assert b.forkserver is not None and b.layout is not None
-            spec = ll.job_spec(
-                b.layout,
-                sb.Policy("read-only", "on"),
-                path="/bin/sh",
-                argv=["/bin/sh", "-c", "grep '^0::' /proc/self/cgroup"],
-                env={"PATH": "/usr/bin:/bin"},
-                cwd="/",
-                tmpdir=fence.job_tmp,
-                exposed=(),
-                procs=cg.procs_files(),
-                tty=None,
-                cgroup=workspace,  # no cgroup: clone3 refuses it
-            )
             r_fd, w_fd = os.pipe()
             null = os.open(os.devnull, os.O_RDWR)
             try:
-                pid = b.forkserver.spawn(spec, [null, w_fd, null])
+                child = SpawnSpec(
+                    "/bin/sh",
+                    ["/bin/sh", "-c", "grep '^0::' /proc/self/cgroup"],
+                    {"PATH": "/usr/bin:/bin"},
+                    "/",
+                    null,
+                    w_fd,
+                    null,
+                    cgroup=workspace,  # no cgroup: clone3 refuses it
+                )
+                spec = ll.job_spec(
+                    b.layout,
+                    sb.Policy("read-only", "on"),
+                    child,
+                    tmpdir=fence.job_tmp,
+                    exposed=(),
+                    procs=cg.procs_files(),
+                )
+                pid = b.forkserver.spawn(spec, child)
             finally:
                 os.close(null)
                 os.close(w_fd)

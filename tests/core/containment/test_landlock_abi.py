@@ -28,7 +28,8 @@ from job_programs import ATTEMPT
 
 import conch
 from conch import ConchError
-from conch.core.containment import lockdown as ld
+from conch.core.containment.landlock import lockdown as ld
+from conch.core.containment.landlock import seccomp as sc
 
 pytestmark = [pytest.mark.anyio]
 PY = os.path.realpath(sys.executable)
@@ -248,7 +249,7 @@ def _run(prog: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> int:
     ids=["net", "trunc", "both"],
 )
 def test_every_seccomp_variant_jumps_in_range_and_gives_its_verdicts(arch, net_off, truncate):
-    prog = ld.seccomp_program(arch, net_off=net_off, truncate=truncate)
+    prog = sc.seccomp_program(arch, net_off=net_off, truncate=truncate)
     nr, audit = _NR[arch], _AUDIT[arch]
     other = _AUDIT["aarch64" if arch == "x86_64" else "x86_64"]
 
@@ -302,8 +303,8 @@ def test_every_seccomp_variant_jumps_in_range_and_gives_its_verdicts(arch, net_o
 
 
 def test_the_default_program_is_the_network_off_filter_bwrap_reads():
-    assert ld.seccomp_program() == ld.seccomp_program(ld.ARCH, net_off=True, truncate=False)
-    assert ld.seccomp_program("x86_64") != ld.seccomp_program("x86_64", truncate=True)
+    assert sc.seccomp_program() == sc.seccomp_program(sc.ARCH, net_off=True, truncate=False)
+    assert sc.seccomp_program("x86_64") != sc.seccomp_program("x86_64", truncate=True)
 
 
 @pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
@@ -311,7 +312,7 @@ def test_the_brokered_pair_hands_connect_to_conch_and_nothing_else(arch):
     """``sandbox_sockets``: the listener's filter stops ``connect`` alone (USER_NOTIF); the
     network-off filter loaded after it lets ``connect`` through and still refuses the rest.
     The kernel takes the strictest verdict of the two (ERRNO over USER_NOTIF over ALLOW)."""
-    notify, net = ld.notify_program(arch), ld.seccomp_program(arch, connect_ok=True)
+    notify, net = sc.notify_program(arch), sc.seccomp_program(arch, connect_ok=True)
     nr, audit = _NR[arch], _AUDIT[arch]
     other = _AUDIT["aarch64" if arch == "x86_64" else "x86_64"]
     user_notif = 0x7FC00000
@@ -348,8 +349,8 @@ def test_the_metadata_rules_refuse_all_or_only_the_setid_bits(arch):
     S_ISGID (the mode is args[1] of chmod/fchmod, args[2] of the *at calls: the rules every
     job has)."""
     nr, audit = _META_NR[arch], _AUDIT[arch]
-    every = ld.seccomp_program(arch, net_off=False, metadata="all")
-    setid = ld.seccomp_program(arch, net_off=False)
+    every = sc.seccomp_program(arch, net_off=False, metadata="all")
+    setid = sc.seccomp_program(arch, net_off=False)
     eperm = _err(errno.EPERM)
     for name, number in nr.items():
         assert _run(every, number, audit, (3, 0x1000, 0o644, 0)) == eperm, name
@@ -366,9 +367,9 @@ def test_the_metadata_rules_refuse_all_or_only_the_setid_bits(arch):
             assert _run(setid, nr[name], audit, (3, 0x1000, 0o4755, 0)) == ALLOW, name
     assert _run(setid, _NR[arch]["io_uring_setup"], audit) == _err(errno.ENOSYS)
     with pytest.raises(ValueError, match="metadata"):
-        ld.seccomp_program(arch, metadata="some")
+        sc.seccomp_program(arch, metadata="some")
     with pytest.raises(ValueError, match="metadata"):
-        ld.seccomp_program(arch, metadata="setid")  # (what every program does now)
+        sc.seccomp_program(arch, metadata="setid")  # (what every program does now)
 
 
 @pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
@@ -378,8 +379,8 @@ def test_the_brokered_metadata_pair_hands_modes_and_times_to_conch(arch):
     and still refuses owners and extended attributes."""
     nr, audit = _META_NR[arch], _AUDIT[arch]
     user_notif = 0x7FC00000
-    notify = ld.notify_program(arch, connect=False, metadata=True)
-    main = ld.seccomp_program(arch, net_off=False, metadata="brokered")
+    notify = sc.notify_program(arch, connect=False, metadata=True)
+    main = sc.seccomp_program(arch, net_off=False, metadata="brokered")
     handed = {"chmod", "fchmod", "fchmodat", "fchmodat2", "utime", "utimes", "futimesat"}
     handed.add("utimensat")
     for name, number in nr.items():
@@ -394,7 +395,7 @@ def test_the_brokered_metadata_pair_hands_modes_and_times_to_conch(arch):
             args = (3, 0o4755, 0o4755, 0)
             assert _run(main, nr[name], audit, args) == _err(errno.EPERM), name
     assert _run(notify, _NR[arch]["connect"], audit, (3, 0x1000, 16)) == ALLOW
-    both = ld.notify_program(arch, connect=True, metadata=True)
+    both = sc.notify_program(arch, connect=True, metadata=True)
     assert _run(both, _NR[arch]["connect"], audit, (3, 0x1000, 16)) == user_notif
     assert _run(both, _NR[arch]["read"], audit) == ALLOW
 
@@ -434,7 +435,7 @@ def test_every_program_refuses_setid_modes_leases_and_user_namespaces(arch, kw):
     ENOSYS; fcntl(F_SETLEASE) is EPERM (F_SETLK and the rest pass); unshare and clone with
     CLONE_NEWUSER are EPERM, clone3 ENOSYS (glibc falls back to clone)."""
     nr, audit = _BASE_NR[arch], _AUDIT[arch]
-    prog = ld.seccomp_program(arch, **kw)
+    prog = sc.seccomp_program(arch, **kw)
     eperm, enosys = _err(errno.EPERM), _err(errno.ENOSYS)
     ro = kw.get("metadata") == "all"
 
@@ -513,8 +514,8 @@ def test_the_others_rules_refuse_calls_on_other_processes_alone(arch, kw):
     the same calls on the caller itself, reads, and everything else pass. Combined with each
     other rule set, whose verdicts stay as they were."""
     nr, audit = _OTHERS_NR[arch], _AUDIT[arch]
-    prog = ld.seccomp_program(arch, others=True, **kw)
-    without = ld.seccomp_program(arch, **kw)
+    prog = sc.seccomp_program(arch, others=True, **kw)
+    without = sc.seccomp_program(arch, **kw)
     eperm = _err(errno.EPERM)
     cases = {
         ("sched_setaffinity", 4242, 8, 0x1000): eperm,
@@ -561,7 +562,7 @@ def test_signals_hold_under_landlock_only_with_its_filter():
     """``signals`` means no process outside is signalled or changed: ABI 6 scopes signals,
     the filter refuses prlimit64 on another process (RLIMIT_CPU there is the kernel's
     SIGKILL) and the other calls on other processes; without the filter it does not hold."""
-    from conch.core.containment import landlock as ll
+    from conch.core.containment import backends as ll
 
     assert "signals" in ll.landlock_guarantees(6, seccomp=True)
     assert "signals" not in ll.landlock_guarantees(6, seccomp=False)

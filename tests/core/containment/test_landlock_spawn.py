@@ -1,4 +1,4 @@
-"""Issue 22: how a Landlock job is started, attacked (core/containment/landlock.py).
+"""Issue 22: how a Landlock job is started, attacked (core/containment/landlock/).
 
 Levels exercised: ``cgroup`` and ``subreaper`` (this host; see conftest). A thread of the
 server restricts itself and spawns the job with ``posix_spawn``; the job starts as a gate sh
@@ -38,8 +38,10 @@ from sandbox_backends import backend_settings
 
 import conch
 from conch import ConchError
-from conch.core.containment import landlock as ll
+from conch.core.containment.landlock import rules as ll
+from conch.core.containment.landlock.spawner import RestrictedSpawner
 from conch.core.process import libc_spawn
+from conch.core.process.spec import SpawnSpec
 
 pytestmark = [pytest.mark.anyio]
 PY = os.path.realpath(sys.executable)
@@ -84,16 +86,13 @@ def test_the_gate_runs_nothing_until_the_server_closes_its_end(tmp_path):
     gate_r, gate_w = os.pipe2(os.O_CLOEXEC)
     null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     try:
+        gate = [ll.SH, "-c", ll.gate_script(0), "conch-enter", PY, "-S", "-c", scan]
         pid = libc_spawn.spawn(
-            ll.SH,
-            [ll.SH, "-c", ll.gate_script(0), "conch-enter", PY, "-S", "-c", scan],
-            env={"PATH": "/usr/bin:/bin"},
-            cwd=str(tmp_path),
-            stdin=null,
-            stdout=null,
-            stderr=null,
-            fds=[gate_r],
-        )
+            SpawnSpec(
+                ll.SH, gate, {"PATH": "/usr/bin:/bin"}, str(tmp_path), null, null, null,
+                fds=[gate_r],
+            )
+        )  # fmt: skip
     finally:
         os.close(null)
         os.close(gate_r)
@@ -111,6 +110,7 @@ _FD_SWAP = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 from conch.core.process import libc_spawn
+from conch.core.process.spec import SpawnSpec
 # the extra descriptors sit exactly where the other one must go: 3 -> 4 and 4 -> 3
 import fcntl
 def high(fd):
@@ -119,8 +119,8 @@ a_r, a_w = (high(fd) for fd in os.pipe()); b_r, b_w = (high(fd) for fd in os.pip
 os.dup2(a_w, 3); os.dup2(b_w, 4); os.close(a_w); os.close(b_w)
 null = os.open(os.devnull, os.O_RDWR)
 script = "echo to3 >&3; echo to4 >&4; exec >&3; ls /proc/$$/fd"
-pid = libc_spawn.spawn("/bin/sh", ["/bin/sh", "-c", script], env={"PATH": "/usr/bin:/bin"},
-                       cwd="/", stdin=null, stdout=null, stderr=null, fds=[4, 3])
+pid = libc_spawn.spawn(SpawnSpec("/bin/sh", ["/bin/sh", "-c", script], {"PATH": "/usr/bin:/bin"},
+                                 "/", null, null, null, fds=[4, 3]))
 os.close(3); os.close(4)
 os.waitpid(pid, 0)
 print(json.dumps({"a": os.read(a_r, 4096).decode(), "b": os.read(b_r, 4096).decode()}))
@@ -128,7 +128,7 @@ print(json.dumps({"a": os.read(a_r, 4096).decode(), "b": os.read(b_r, 4096).deco
 
 
 def test_extra_descriptors_land_on_3_and_up_even_where_they_sit_on_each_other():
-    """``libc_spawn.spawn(fds=...)``: the n-th descriptor becomes 3 + n in the child, even when
+    """``SpawnSpec.fds``: the n-th descriptor becomes 3 + n in the child, even when
     one given sits where another must go (each is copied above them all first); nothing else
     is inherited. In a fresh process, so its descriptors 3 and 4 are free to take."""
     src = os.path.dirname(os.path.dirname(os.path.abspath(conch.__file__)))
@@ -494,22 +494,14 @@ def test_a_failed_restriction_is_said_and_leaves_nothing_behind(tmp_path):
     from conch.core.containment import sandbox as sb
 
     layout = ll.Layout(str(tmp_path), (str(tmp_path / "data"),), (), 7, ROOT)
-    spec = ll.job_spec(
-        layout,
-        sb.Policy("read-only", "off"),
-        path="/bin/true",
-        argv=["true"],
-        env={"PATH": "/usr/bin:/bin"},
-        cwd="/",
-        tmpdir=str(tmp_path),
-        exposed=(),
-        procs=(),
-        tty=None,
-    )
-    spawner = ll.Spawner()
+    spawner = RestrictedSpawner()
     null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    child = SpawnSpec("/bin/true", ["true"], {"PATH": "/usr/bin:/bin"}, "/", null, null, null)
+    spec = ll.job_spec(
+        layout, sb.Policy("read-only", "off"), child, tmpdir=str(tmp_path), exposed=(), procs=()
+    )
     try:
-        pid, _ = spawner.spawn(spec, stdin=null, stdout=null, stderr=null)  # (it works)
+        pid, _ = spawner.spawn(spec, child)  # (it works)
         _, status = os.waitpid(pid, 0)
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         fds_before = sorted(os.listdir("/proc/self/fd"))
@@ -517,7 +509,7 @@ def test_a_failed_restriction_is_said_and_leaves_nothing_behind(tmp_path):
         children_before = _children()
         spec["seccomp"] = bytes(8)  # one instruction, no RET: PR_SET_SECCOMP says EINVAL
         with pytest.raises(OSError) as e:
-            spawner.spawn(spec, stdin=null, stdout=null, stderr=null)
+            spawner.spawn(spec, child)
         # (another test's thread in this worker may hold a descriptor for a moment: the
         # tables are compared until they settle, a leak never does)
         deadline = time.monotonic() + 5
@@ -534,6 +526,38 @@ def test_a_failed_restriction_is_said_and_leaves_nothing_behind(tmp_path):
         spawner.close()
     assert "(seccomp)" in str(e.value) and e.value.errno == errno.EINVAL, e.value
     assert gc.isenabled()
+
+
+def test_both_spawn_paths_say_a_failed_restriction_step_alike(tmp_path):
+    """The restriction's steps are one sequence (``lockdown.Restriction``) for the restricted
+    thread and the fork server's child: a step that fails there (a seccomp program the kernel
+    refuses) is the same OSError naming the same step on both paths, and the fork server's
+    failed child is reaped."""
+    from conch.core.containment import sandbox as sb
+    from conch.core.containment.landlock.spawner import ForkServer
+
+    layout = ll.Layout(str(tmp_path), (str(tmp_path / "data"),), (), 7, ROOT)
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    child = SpawnSpec("/bin/true", ["true"], {"PATH": "/usr/bin:/bin"}, "/", null, null, null)
+    spec = ll.job_spec(
+        layout, sb.Policy("read-only", "off"), child, tmpdir=str(tmp_path), exposed=(), procs=()
+    )
+    spec["seccomp"] = bytes(8)  # one instruction, no RET: PR_SET_SECCOMP says EINVAL
+    before = _children()
+    thread, server = RestrictedSpawner(), ForkServer()
+    try:
+        errors = []
+        for spawn in (lambda: thread.spawn(spec, child), lambda: server.spawn(spec, child)):
+            with pytest.raises(OSError) as e:
+                spawn()
+            errors.append((e.value.errno, str(e.value)))
+    finally:
+        os.close(null)
+        thread.close()
+        server.close()
+    assert errors[0] == errors[1], errors
+    assert errors[0][0] == errno.EINVAL and "(seccomp)" in errors[0][1], errors
+    assert _children() == before
 
 
 def test_what_the_gate_would_meet_is_told_before_the_spawn(tmp_path):
@@ -557,16 +581,12 @@ def test_what_the_gate_would_meet_is_told_before_the_spawn(tmp_path):
         spec = ll.job_spec(
             layout,
             sb.Policy("read-only", "on"),
-            path=path,
-            argv=[path],
-            env={},
-            cwd="/",
+            SpawnSpec(path, [path], {}, "/"),
             tmpdir=str(tmp),
             exposed=(str(data / "exposed"),),
             procs=(),
-            tty=None,
         )
-        e = ll._exec_refused(spec)
+        e = ll.exec_refused(spec)
         return None if e is None else e.errno
 
     assert refused(str(data / "hidden")) == errno.EACCES

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from newer_glibc import python_on_newer_glibc
 
-from conch.core.containment.landlock import gate_script
+from conch.core.containment.landlock.rules import gate_script
 
 SCRIPT = Path(__file__).with_name("placed_jobs.py")
 REPO = Path(__file__).resolve().parents[3]

@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from conch.core.process import libc_spawn, popen
+from conch.core.process.spec import SpawnSpec
 from conch.errors import ConchError
 
 REPORT = (
@@ -37,7 +38,7 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str) -> tuple[int, str]:
     r, w = os.pipe()
     null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        pid = libc_spawn.spawn(argv[0], argv, env=env, cwd=cwd, stdin=null, stdout=w, stderr=w)
+        pid = libc_spawn.spawn(SpawnSpec(argv[0], argv, env, cwd, null, w, w))
     finally:
         os.close(w)
         os.close(null)
@@ -101,50 +102,44 @@ def test_a_failed_start_is_the_oserror_popen_raises(tmp_path, case, error, code)
         prog = "/bin/true"  # type: ignore[assignment]
         cwd = str(tmp_path / "gone")
     with pytest.raises(error) as e:
-        libc_spawn.spawn(str(prog), [str(prog)], env={}, cwd=cwd, stdin=0, stdout=1, stderr=2)
+        libc_spawn.spawn(SpawnSpec(str(prog), [str(prog)], {}, cwd, 0, 1, 2))
     assert e.value.errno == code
 
 
 def test_no_child_is_left_after_a_failed_start(tmp_path):
     with pytest.raises(FileNotFoundError):
-        libc_spawn.spawn(
-            str(tmp_path / "nope"), ["x"], env={}, cwd="/", stdin=0, stdout=1, stderr=2
-        )
+        libc_spawn.spawn(SpawnSpec(str(tmp_path / "nope"), ["x"], {}, "/", 0, 1, 2))
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)  # glibc reaped the child that could not exec
 
 
 def test_an_embedded_nul_is_refused_before_spawning():
     with pytest.raises(ValueError, match="null byte"):
-        libc_spawn.spawn(
-            "/bin/true", ["true", "a\0b"], env={}, cwd="/", stdin=0, stdout=1, stderr=2
-        )
+        libc_spawn.spawn(SpawnSpec("/bin/true", ["true", "a\0b"], {}, "/", 0, 1, 2))
     with pytest.raises(ValueError, match="null byte"):
-        libc_spawn.spawn(
-            "/bin/true", ["true"], env={"A": "x\0"}, cwd="/", stdin=0, stdout=1, stderr=2
-        )
+        libc_spawn.spawn(SpawnSpec("/bin/true", ["true"], {"A": "x\0"}, "/", 0, 1, 2))
 
 
 def test_popen_spawn_uses_it_and_words_failures_as_before(tmp_path):
     calls = []
     real = libc_spawn.spawn
 
-    def recording(path, argv, **kw):
-        calls.append(path)
-        return real(path, argv, **kw)
+    def recording(spec):
+        calls.append(spec.path)
+        return real(spec)
 
     libc_spawn.spawn = recording
     try:
         r, w = os.pipe()
         pid = popen.spawn(
-            ["true"], cwd=str(tmp_path), env={"PATH": "/usr/bin:/bin"}, stdin=0, stdout=w, stderr=w
+            SpawnSpec(None, ["true"], {"PATH": "/usr/bin:/bin"}, str(tmp_path), 0, w, w)
         )
         os.close(w)
         os.close(r)
         assert os.waitpid(pid, 0)[1] == 0
         assert calls and calls[0].endswith("/true")
         with pytest.raises(ConchError) as e:
-            popen.spawn([str(tmp_path / "nope")], cwd="/", env={}, stdin=0, stdout=1, stderr=2)
+            popen.spawn(SpawnSpec(None, [str(tmp_path / "nope")], {}, "/", 0, 1, 2))
         assert e.value.code == "spawn_failed" and "program not found" in str(e.value)
     finally:
         libc_spawn.spawn = real
@@ -156,14 +151,16 @@ def test_a_terminal_becomes_the_childs_controlling_terminal():
     rdev = os.stat(tty).st_rdev  # (the node goes with the terminal)
     try:
         pid = libc_spawn.spawn(
-            "/bin/sh",
-            ["/bin/sh", "-c", "cut -d' ' -f5-8 /proc/$$/stat; tty"],
-            env={"PATH": "/usr/bin:/bin"},
-            cwd="/",
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            terminal=tty,
+            SpawnSpec(
+                "/bin/sh",
+                ["/bin/sh", "-c", "cut -d' ' -f5-8 /proc/$$/stat; tty"],
+                {"PATH": "/usr/bin:/bin"},
+                "/",
+                slave,
+                slave,
+                slave,
+                terminal=tty,
+            )
         )
     finally:
         os.close(slave)
@@ -189,13 +186,16 @@ def test_a_cgroup_the_spawn_cannot_start_in_is_named_as_such(tmp_path):
     # a directory that is not there (on glibc 2.39+), or no way to spawn into one (older)
     with pytest.raises(ConchError) as e:
         popen.spawn(
-            ["true"],
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
-            stdin=0,
-            stdout=1,
-            stderr=2,
-            cgroup=str(tmp_path / "no-such-cgroup"),
+            SpawnSpec(
+                None,
+                ["true"],
+                {"PATH": "/usr/bin:/bin"},
+                "/",
+                0,
+                1,
+                2,
+                cgroup=str(tmp_path / "no-such-cgroup"),
+            )
         )
     assert e.value.code == "spawn_failed"
     assert "cannot start the job in its cgroup" in str(e.value)

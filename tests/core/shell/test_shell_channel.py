@@ -13,6 +13,7 @@ import pytest
 
 import conch
 from conch.core.process import libc_spawn, popen
+from conch.core.process.spec import SpawnSpec
 from conch.core.shell import channel
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: /proc")
@@ -52,13 +53,17 @@ def test_the_child_gets_the_channel_as_8_and_its_messages_name_their_writer(
     r, w = os.pipe()
     try:
         pid = popen.spawn(
-            [sys.executable, "-c", REPORT],
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
-            stdin=0,
-            stdout=w,
-            stderr=w,
-            keep=(theirs.fileno(), channel.FD),
+            SpawnSpec(
+                None,
+                [sys.executable, "-c", REPORT],
+                {"PATH": "/usr/bin:/bin"},
+                "/",
+                stdin=0,
+                stdout=w,
+                stderr=w,
+                fds=(theirs.fileno(),),
+                first_fd=channel.FD,
+            )
         )
     finally:
         theirs.close()
@@ -76,14 +81,8 @@ def test_the_child_gets_the_channel_as_8_and_its_messages_name_their_writer(
 def test_a_spawner_passes_no_other_descriptor() -> None:
     with pytest.raises(ValueError):
         popen.spawn(
-            ["true"],
-            cwd="/",
-            env={},
-            stdin=0,
-            stdout=1,
-            stderr=2,
-            spawner=lambda *a, **k: 0,
-            keep=(0, 8),
+            SpawnSpec(None, ["true"], {}, "/", 0, 1, 2, fds=(0,), first_fd=8),
+            spawner=lambda spec: 0,
         )
 
 

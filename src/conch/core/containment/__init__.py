@@ -1,2 +1,42 @@
-"""Containment (SPEC §9, §9a): the level a job runs at — its cgroup (limits, whole-tree kills),
-its sandbox (bubblewrap, or Seatbelt on macOS) — and the fence one spawn is wrapped in."""
+"""Containment: the level a job runs at (its cgroup: limits, whole-tree kills) and its sandbox
+(bubblewrap or Landlock + seccomp on Linux, Seatbelt on macOS), applied to every spawn.
+
+Responsibilities
+- One runtime's containment (``Containment``, containment.py): made from
+  ``Config.containment()`` at start; owns the Conch parent cgroups, the sandbox backend and
+  the socket broker; checks each call's limits and sandbox values.
+- One spawn's fence (``SpawnFence``, fence.py): what a job or shell is wrapped in.
+- The choice of a backend and what it guarantees here (``Backends``, backends.py).
+
+Flow of one spawn
+1. ``Containment.fence`` (containment.py) checks the call's limits and policy, asks
+   ``Backends.check`` (backends.py) for a backend that guarantees what the policy needs, makes
+   the job's cgroup (cgroup.py) and returns its ``SpawnFence``.
+2. ``SpawnFence.prepare`` (fence.py) turns the argv: under bwrap or Seatbelt into the sandbox's
+   command line (sandbox.py) behind a tiny ``sh`` that enters the cgroup (shenv.py restores
+   the environment it changes); under Landlock it only notes the files the job must see.
+3. The driver builds one ``SpawnSpec`` (core/process/spec.py) and hands it to
+   ``popen.spawn`` with the fence's ``spawner`` (None but under Landlock).
+4. Under Landlock the spawner builds the job's rules and filters (landlock/rules.py, the BPF
+   from landlock/seccomp.py) and starts it: a thread that restricts itself and spawns it
+   (landlock/spawner.py), or, where it starts in its cgroup, the fork server
+   (landlock/lockdown.py, the standalone script), whose child takes the same steps
+   (``lockdown.Restriction``). Under bwrap with ``sandbox_sockets`` the first program in the
+   sandbox is landlock/shim.py, which loads the filters fence.py sends it.
+5. Calls a filter hands to Conch (``sandbox_sockets`` connects, a ``workspace-write`` job's
+   mode and time changes) are answered by the broker (unotify.py, metaops.py) until the job's
+   last process is gone; a bwrap job's ``.git`` placeholder is gitdir.py's.
+
+Files
+- containment.py   the runtime's owner (``Containment``)
+- fence.py         one spawn's fence (``SpawnFence``), the cgroup-entering sh, the shim argv
+- backends.py      which backend, probed once, and the guarantees of each
+- cgroup.py        cgroups v2/v1: a job's cgroup, its limits, its kill
+- sandbox.py       policies, the bwrap and Seatbelt command lines
+- shenv.py         the environment a wrapping sh changes, given back
+- unotify.py       seccomp user notification: the broker of a job's connects
+- metaops.py       a workspace-write job's brokered mode and time changes
+- gitdir.py        the workspace's ``.git`` placeholder under bwrap
+- landlock/        the Landlock backend: rules, seccomp assembler, spawner, the standalone
+                   fork server (lockdown.py) and bwrap broker shim (shim.py)
+"""

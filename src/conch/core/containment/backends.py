@@ -20,17 +20,74 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any
 
-from conch.core.containment import landlock as ll
-from conch.core.containment import lockdown as ld
+from conch.config import ContainmentSettings
 from conch.core.containment import sandbox as sb
+from conch.core.containment.landlock import lockdown as ld
+from conch.core.containment.landlock import rules
+from conch.core.containment.landlock import seccomp as sc
+from conch.core.containment.landlock.spawner import ForkServer, RestrictedSpawner, probe
+from conch.core.containment.landlock.tmpdirs import TempDirs
 from conch.core.process import procfs
 from conch.errors import ConchError
 
 BACKENDS = ("auto", "bwrap", "landlock")
-#: the bwrap jobs' seccomp programs, by network setting (``lockdown.seccomp_program``)
+
+GUARANTEES = (
+    "fs_write",
+    "fs_hide_data_dir",
+    "private_tmp",
+    "pid_namespace",
+    "net_tcp",
+    "net_all",
+    "unix_sockets",
+    "signals",
+)
+
+
+def needed(policy: sb.Policy) -> tuple[str, ...]:
+    """The guarantees a call with ``policy`` cannot go without (a private /tmp and a PID
+    namespace are how bwrap gives some of them, not needs of their own)."""
+    out: list[str] = []
+    if policy.sandbox != "off":
+        out += ["fs_write", "fs_hide_data_dir"]
+    if policy.network == "off":
+        out += ["fs_hide_data_dir", "net_tcp", "net_all", "unix_sockets"]
+    if policy.active:
+        out.append("signals")
+    return tuple(dict.fromkeys(out))
+
+
+def landlock_guarantees(abi: int, seccomp: bool) -> list[str]:
+    out = []
+    # Landlock handles no metadata change (chmod, chown, utimes, xattrs) and, below ABI 3, no
+    # truncation by path: the seccomp filter is what refuses them, so without it neither
+    # holds
+    if abi >= 1 and seccomp:
+        out += ["fs_write", "fs_hide_data_dir"]
+    if abi >= 4 or seccomp:
+        out.append("net_tcp")
+    if seccomp:
+        out += ["net_all", "unix_sockets"]
+    # signals scoped (ABI 6), and the filter refusing prlimit64 on another process (a
+    # RLIMIT_CPU set there is the kernel's SIGKILL) and the other calls on other processes
+    if abi >= 6 and seccomp:
+        out.append("signals")
+    return out
+
+
+def bwrap_guarantees(seccomp: bool) -> list[str]:
+    out = ["fs_hide_data_dir", "private_tmp", "pid_namespace", "net_tcp", "net_all"]
+    if seccomp:
+        # a read-only bind does not stop connect(), nor a setuid or setgid mode in the
+        # workspace (chmod, open, mknod, mkdir): the filter does
+        out = ["fs_write", *out, "unix_sockets"]
+    out.append("signals")  # (the PID namespace: nothing outside is visible to signal)
+    return out
+
+
+#: the bwrap jobs' seccomp programs, by network setting (``seccomp.seccomp_program``)
 _SECCOMP_FILES = {"off": "seccomp-network-off.bpf", "on": "seccomp-network-on.bpf"}
 
 
@@ -97,29 +154,18 @@ class Backends:
 
     def __init__(
         self,
+        settings: ContainmentSettings,
         *,
-        setting: str,
-        partial: str,
-        sockets: Sequence[str],
-        abi_max: int = 0,
-        bwrap: str,
         data_dir: str,
-        workspace: str,
-        private_files: Sequence[str],
         instance: str,
         root: bool,
         env_prog: str,
     ) -> None:
-        if setting not in BACKENDS:
+        """``settings``: the runtime's (its workspace and private files resolved already)."""
+        if settings.backend not in BACKENDS:
             raise ValueError(f"sandbox_backend must be one of {', '.join(BACKENDS)}")
-        self.setting = setting
-        self.partial = partial
-        self.abi_max = abi_max
-        self.sockets = tuple(sockets)
-        self._bwrap_setting = bwrap
+        self.settings = settings
         self.data_dir = data_dir
-        self.workspace = workspace
-        self.private_files = tuple(private_files)
         self.instance = instance
         self.root = root
         self.env_prog = env_prog
@@ -133,10 +179,10 @@ class Backends:
         self.bwrap_path: str | None = None
         #: bwrap: the seccomp program file of each network setting (read by bwrap as fd 3)
         self.seccomp_files: dict[str, str] = {}
-        self.spawner: ll.Spawner | None = None
-        self.forkserver: ll.ForkServer | None = None
-        self.tmpdirs: ll.TempDirs | None = None
-        self.layout: ll.Layout | None = None
+        self.spawner: RestrictedSpawner | None = None
+        self.forkserver: ForkServer | None = None
+        self.tmpdirs: TempDirs | None = None
+        self.layout: rules.Layout | None = None
 
     # -- choosing ------------------------------------------------------------------------------
 
@@ -162,14 +208,18 @@ class Backends:
             return None
         self.kernel_abi, self._abi_reason = ld.abi_version()
         # a cap acts as a kernel of that ABI: the ruleset, the filter and the guarantees follow
-        self.abi = min(self.kernel_abi, self.abi_max) if self.abi_max > 0 else self.kernel_abi
-        if self.setting in ("auto", "bwrap") and self._try_bwrap():
+        self.abi = (
+            min(self.kernel_abi, self.settings.abi_max)
+            if self.settings.abi_max > 0
+            else self.kernel_abi
+        )
+        if self.settings.backend in ("auto", "bwrap") and self._try_bwrap():
             return "bwrap"
-        if self.setting in ("auto", "landlock") and self._try_landlock():
+        if self.settings.backend in ("auto", "landlock") and self._try_landlock():
             return "landlock"
-        if self.setting == "bwrap":
+        if self.settings.backend == "bwrap":
             self.not_taken.setdefault("landlock", "sandbox_backend is bwrap")
-        elif self.setting == "landlock":
+        elif self.settings.backend == "landlock":
             self.not_taken.setdefault("bwrap", "sandbox_backend is landlock")
         return None
 
@@ -177,7 +227,7 @@ class Backends:
         out = {}
         for network, name in _SECCOMP_FILES.items():
             path = os.path.join(self.data_dir, name)
-            program = ld.seccomp_program(net_off=network == "off")
+            program = sc.seccomp_program(net_off=network == "off")
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
             fd = os.open(path, flags, 0o600)
             try:
@@ -188,9 +238,9 @@ class Backends:
         return out
 
     def _try_bwrap(self) -> bool:
-        path = sb.find_bwrap(self._bwrap_setting)
+        path = sb.find_bwrap(self.settings.bwrap)
         if path is None:
-            where = self._bwrap_setting or "bwrap on PATH"
+            where = self.settings.bwrap or "bwrap on PATH"
             self.not_taken["bwrap"] = (
                 f"the sandbox needs bubblewrap, and {where} is not there "
                 "(install the `bubblewrap` package)"
@@ -198,7 +248,7 @@ class Backends:
             return False
         files: dict[str, str] = {}
         try:
-            if ld.ARCH in ld._AUDIT_ARCH:
+            if sc.ARCH in sc.AUDIT_ARCH:
                 files = self._seccomp_program_files()
         except OSError:
             files = {}
@@ -226,37 +276,37 @@ class Backends:
         if self.abi < 1:
             self.not_taken["landlock"] = self._abi_reason
             return False
-        self.layout = ll.Layout(
-            self.workspace,
+        self.layout = rules.Layout(
+            self.settings.workspace,
             (self.data_dir,),
-            tuple(f for f in self.private_files if os.path.isfile(f)),
+            tuple(f for f in self.settings.private_files if os.path.isfile(f)),
             self.abi,
             self.root,
         )
-        spawner = ll.Spawner()
+        spawner = RestrictedSpawner()
         true = shutil.which("true") or "/bin/true"
-        why = ll.probe(spawner, self.layout, true, seccomp=True)
+        why = probe(spawner, self.layout, true, seccomp=True)
         seccomp = why is None
         if why is not None and "(seccomp)" in why:
-            why = ll.probe(spawner, self.layout, true, seccomp=False)
+            why = probe(spawner, self.layout, true, seccomp=False)
         if why is not None:
             spawner.close()
             self.not_taken["landlock"] = why
             return False
         self.spawner, self.seccomp = spawner, seccomp
         # (started at its first job: one that must start in a cgroup glibc cannot spawn into)
-        self.forkserver = ll.ForkServer()
+        self.forkserver = ForkServer()
         self.layout = dataclasses.replace(self.layout, seccomp=seccomp)
-        self.tmpdirs = ll.TempDirs(self.data_dir, self.instance)
+        self.tmpdirs = TempDirs(self.data_dir, self.instance)
         return True
 
     # -- what it guarantees --------------------------------------------------------------------
 
     def guarantees(self) -> list[str]:
         if self.chosen == "bwrap":
-            return ll.bwrap_guarantees(self.seccomp)
+            return bwrap_guarantees(self.seccomp)
         if self.chosen == "landlock":
-            return ll.landlock_guarantees(self.abi, self.seccomp)
+            return landlock_guarantees(self.abi, self.seccomp)
         if self.chosen == "sandbox-exec":
             return ["fs_write", "fs_hide_data_dir", "net_tcp", "net_all"]
         return []
@@ -268,8 +318,8 @@ class Backends:
             why = "; ".join(f"{k}: {v}" for k, v in self.not_taken.items())
             raise ConchError("sandbox_unavailable", f"no sandbox backend works here ({why})")
         have = self.guarantees()
-        missing = [g for g in ll.needed(policy) if g not in have]
-        if missing and self.partial != "allow":
+        missing = [g for g in needed(policy) if g not in have]
+        if missing and self.settings.partial != "allow":
             raise ConchError(
                 "sandbox_unavailable",
                 f"the {backend} sandbox here cannot guarantee {', '.join(missing)} for "
@@ -283,18 +333,19 @@ class Backends:
         backend = self.choose()
         return {
             "backend": backend,
-            "backend_setting": self.setting,
+            "backend_setting": self.settings.backend,
             "landlock_abi": self.abi or None,
             "landlock_abi_kernel": self.kernel_abi or None,
             "not_taken": dict(self.not_taken),
             "guarantees": self.guarantees(),
-            "partial": self.partial,
-            "sockets": list(self.sockets),
+            "partial": self.settings.partial,
+            "sockets": list(self.settings.sockets),
         }
 
     def _capped(self) -> str:
         if self.abi < self.kernel_abi:
-            return f", capped by landlock_abi_max={self.abi_max}; the kernel's is {self.kernel_abi}"
+            cap = self.settings.abi_max
+            return f", capped by landlock_abi_max={cap}; the kernel's is {self.kernel_abi}"
         return ""
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ not; one removed from outside while a job runs is gone for that job (the kernel 
 mount whose directory is removed in another namespace), so leave it alone.
 
 (Landlock needs none of this: its ruleset never grants the workspace directory itself, so no
-entry named ``.git`` can be made there: conch/core/containment/landlock.py.)
+entry named ``.git`` can be made there: conch/core/containment/landlock/rules.py.)
 """
 
 from __future__ import annotations

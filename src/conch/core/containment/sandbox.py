@@ -9,7 +9,7 @@ default cwd's tree) is bound writable for ``workspace-write``, Conch's data dir 
 empty read-only tmpfs; the few files a job must read — its script, a shell's command file — are
 bound back read-only), a new PID namespace with ``--die-with-parent`` takes every descendant
 down with the job, ``--unshare-net`` cuts the network, and a seccomp program loaded for every
-job (``lockdown.seccomp_program``) refuses setuid/setgid modes, leases and user namespaces (and
+job (``seccomp.seccomp_program``) refuses setuid/setgid modes, leases and user namespaces (and
 under ``network: off`` every host socket). bwrap itself ignores the signals Conch
 forwards (so an interrupt reaches the program, not the monitor), and ``env --default-signal``
 gives the program default dispositions again.
@@ -109,7 +109,7 @@ def bwrap_argv(
     binds: Sequence[str] = (),
 ) -> list[str]:
     """The bubblewrap command line that runs ``argv`` under ``fence`` (pure). ``seccomp_fd``:
-    the descriptor bwrap reads the job's seccomp program from (``lockdown.seccomp_program``:
+    the descriptor bwrap reads the job's seccomp program from (``seccomp.seccomp_program``:
     no setuid file, lease or user namespace; under ``network: off`` no host socket either: a
     read-only bind does not stop ``connect()``). ``binds``: directories
     inside a hidden one that this sandbox sees at their own path (``sandbox_sockets``: the

@@ -3,7 +3,7 @@
 backend (how the listener reaches Conch: ``Channel`` for bwrap; under landlock the spawning
 thread loads the filter, so the listener is in Conch's own descriptor table).
 
-The job's filter (``lockdown.notify_program``) stops every ``connect`` and hands it to the
+The job's filter (``seccomp.notify_program``) stops every ``connect`` and hands it to the
 listener it sent back at spawn. For each one a supervisor thread here reads the address from
 the job's memory once, and when it names a socket of the allow-list it connects the job's own
 socket itself: it takes a copy of the descriptor (``pidfd_getfd``), opens the allowed socket
@@ -39,8 +39,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from conch.core.containment import lockdown as ld
 from conch.core.containment import metaops
+from conch.core.containment.landlock import seccomp as sc
 from conch.errors import ConfigError
 
 log = logging.getLogger("conch.sandbox")
@@ -162,17 +162,20 @@ def _tgid(tid: int) -> int:
 
 
 _BY_NUMBER = {
-    ld._SYS[ld.ARCH][n]: n for n in ("connect", *metaops.CALLS) if n in ld._SYS.get(ld.ARCH, {})
+    sc.SYSCALLS[sc.ARCH][n]: n
+    for n in ("connect", *metaops.CALLS)
+    if n in sc.SYSCALLS.get(sc.ARCH, {})
 }
 
 
 class Channel:
     """How a bwrap job's listener reaches Conch: a socket in a directory of its own (inside
-    the data dir, bound into that one sandbox), accepted once by a thread here; the shim
-    inside (``lockdown.broker_shim``) sends the listener, Conch answers ``K`` and watches it.
-    Then the socket and its directory go. No other sandbox sees the data dir."""
+    the data dir, bound into that one sandbox), accepted once by a thread here; Conch sends
+    the shim inside (``shim.broker_shim``) its ``filters`` (``fence.shim_filters``), the
+    shim sends the listener, Conch answers ``K`` and watches it. Then the socket and its
+    directory go. No other sandbox sees the data dir."""
 
-    def __init__(self, broker: Broker, parent: str) -> None:
+    def __init__(self, broker: Broker, parent: str, filters: bytes) -> None:
         os.makedirs(parent, mode=0o700, exist_ok=True)
         self.dir = tempfile.mkdtemp(prefix="b.", dir=parent)
         self.path = os.path.join(self.dir, "s")
@@ -181,16 +184,17 @@ class Channel:
             self._sock.bind(self.path)
             self._sock.listen(1)
             self._sock.settimeout(30)  # (a job that never started: given up, cleaned)
-            _thread.start_new_thread(self._take, (broker,))
+            _thread.start_new_thread(self._take, (broker, filters))
         except BaseException:
             self._close()
             raise
 
-    def _take(self, broker: Broker) -> None:
+    def _take(self, broker: Broker, filters: bytes) -> None:
         try:
             conn, _ = self._sock.accept()
             with conn:
                 conn.settimeout(10)
+                conn.sendall(filters)
                 _, fds, _, _ = socket.recv_fds(conn, 16, 4)
                 for extra in fds[1:]:
                     os.close(extra)

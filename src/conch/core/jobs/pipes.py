@@ -18,6 +18,7 @@ from conch.core.output.log import STDERR, STDOUT
 from conch.core.process import popen, procfs
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, Reaper
+from conch.core.process.spec import SpawnSpec
 from conch.errors import ConchError
 
 _F_SETPIPE_SZ = 1031
@@ -89,16 +90,17 @@ class PipeDriver(ProcessDriver):
             os.set_blocking(self._stdin_w, False)
             self._stdin_ino = os.fstat(self._stdin_w).st_ino
         try:
-            pid = popen.spawn(
+            spec = SpawnSpec(
+                None,
                 run,
+                env,
+                cwd,
                 stdin=in_r if in_r is not None else _null(),
                 stdout=out_w,
                 stderr=err_w,
-                cwd=cwd,
-                env=env,
                 cgroup=place,
-                spawner=fence.spawner if fence is not None else None,
             )
+            pid = popen.spawn(spec, spawner=fence.spawner if fence is not None else None)
         except BaseException:
             for fd in (out_r, out_w, err_r, err_w, in_r, self._stdin_w):
                 if fd is not None:

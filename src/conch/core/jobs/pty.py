@@ -16,6 +16,7 @@ from conch.core.jobs.job import Job
 from conch.core.process import procfs, terminal
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, Reaper
+from conch.core.process.spec import SpawnSpec
 from conch.errors import ConchError
 
 _DRAIN_LIMIT_S = 0.05
@@ -43,9 +44,8 @@ class PtyDriver(ProcessDriver):
         self._fence(fence)
         run, env, place = fence.prepare(argv, cwd=cwd, env=env) if fence else (argv, env, None)
         spawner = fence.spawner if fence else None
-        pid, master, self._tty, _ = terminal.spawn(
-            run, cwd=cwd, env=env, place=place, spawner=spawner
-        )
+        spec = SpawnSpec(None, run, env, cwd, cgroup=place)
+        pid, master, self._tty, _ = terminal.spawn(spec, spawner=spawner)
         self._master = master
         self._loop.add_reader(master, self._on_readable)
         self._watch_leader(pid, env[TAG_VAR].encode())

@@ -26,8 +26,10 @@ import errno
 import fcntl
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
+
+from conch.core.process.spec import SpawnSpec
 
 #: <spawn.h>
 _SETSIGDEF = 0x04
@@ -172,25 +174,20 @@ class Prepared:
     spawner runs it on a thread that has just restricted itself: core/containment/landlock.py).
     :meth:`close` frees what it holds; a ``Prepared`` runs at most once."""
 
-    def __init__(
-        self,
-        path: str,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str],
-        cwd: str,
-        stdin: int,
-        stdout: int,
-        stderr: int,
-        terminal: str | None = None,
-        cgroup: str | None = None,
-        fds: Sequence[int] = (),
-        first_fd: int = 3,
-    ) -> None:
+    def __init__(self, spec: SpawnSpec) -> None:
+        if spec.path is None:
+            raise ValueError("posix_spawn needs the program's path")
+        path, terminal, cgroup, fds, first_fd = (
+            spec.path,
+            spec.terminal,
+            spec.cgroup,
+            spec.fds,
+            spec.first_fd,
+        )
         enc = _encode
-        args = [enc(a) for a in argv]
-        envp = [enc(k) + b"=" + enc(v) for k, v in env.items()]
-        where, tty = enc(cwd), enc(terminal) if terminal is not None else b""
+        args = [enc(a) for a in spec.argv]
+        envp = [enc(k) + b"=" + enc(v) for k, v in spec.env.items()]
+        where, tty = enc(spec.cwd), enc(terminal) if terminal is not None else b""
         for word in (*args, *envp, where, tty):
             if b"\0" in word:
                 raise ValueError("embedded null byte")
@@ -215,9 +212,9 @@ class Prepared:
                 )
             else:
                 err = (
-                    libc.posix_spawn_file_actions_adddup2(actions, stdin, 0)
-                    or libc.posix_spawn_file_actions_adddup2(actions, stdout, 1)
-                    or libc.posix_spawn_file_actions_adddup2(actions, stderr, 2)
+                    libc.posix_spawn_file_actions_adddup2(actions, spec.stdin, 0)
+                    or libc.posix_spawn_file_actions_adddup2(actions, spec.stdout, 1)
+                    or libc.posix_spawn_file_actions_adddup2(actions, spec.stderr, 2)
                 )
             # the extra descriptors become first_fd, first_fd + 1, ...: one that sits where
             # an earlier one goes would be overwritten first, so each is copied above them all
@@ -278,44 +275,18 @@ class Prepared:
         self._moved.clear()
 
 
-def spawn(
-    path: str,
-    argv: Sequence[str],
-    *,
-    env: Mapping[str, str],
-    cwd: str,
-    stdin: int,
-    stdout: int,
-    stderr: int,
-    terminal: str | None = None,
-    cgroup: str | None = None,
-    fds: Sequence[int] = (),
-    first_fd: int = 3,
-) -> int:
-    """Start ``path`` with ``argv`` and exactly ``env``, in ``cwd``, as the leader of a new
-    session with the three descriptors given (and inside the cgroup v2 directory ``cgroup``);
-    its pid. ``terminal``: the PTY slave the descriptors are; the child opens it as its stdio
-    instead, after setsid, which makes it its controlling terminal. ``fds``: descriptors the
-    child gets as ``first_fd``, ``first_fd + 1``, ... (every other one is closed). A failure
-    (the program, the directory, the cgroup) is the ``OSError`` Popen would raise. Needs
-    :func:`available` (and :func:`into_cgroup_available` for ``cgroup``)."""
-    call = Prepared(
-        path,
-        argv,
-        env=env,
-        cwd=cwd,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        terminal=terminal,
-        cgroup=cgroup,
-        fds=fds,
-        first_fd=first_fd,
-    )
+def spawn(spec: SpawnSpec) -> int:
+    """Start ``spec.path`` with its argv and exactly its env, in its cwd, as the leader of a
+    new session with its three descriptors (or its terminal, opened after setsid: its
+    controlling terminal), its ``fds`` and no other, inside its cgroup v2 directory when it
+    names one; its pid. A failure (the program, the directory, the cgroup) is the ``OSError``
+    Popen would raise. Needs :func:`available` (and :func:`into_cgroup_available` for a
+    cgroup)."""
+    call = Prepared(spec)
     try:
         err = call.run()
     finally:
         call.close()
     if err:
-        raise OSError(err, os.strerror(err), path)
+        raise OSError(err, os.strerror(err), spec.path)
     return call.pid

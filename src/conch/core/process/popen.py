@@ -12,6 +12,7 @@ asyncio with the same reset and the same child environment (core/spawn.py).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import functools
@@ -22,9 +23,8 @@ from collections.abc import Callable, Iterable
 
 from conch.core.process import libc_spawn, program
 from conch.core.process.hygiene import spawning
+from conch.core.process.spec import Spawner, SpawnSpec
 from conch.errors import ConchError
-
-Stdio = int  # a file descriptor
 
 
 def _take_terminal() -> None:  # runs in the child between fork and exec (Popen's path)
@@ -47,62 +47,32 @@ def _keep(fd: int, number: int) -> None:  # runs in the child between fork and e
                     os.close(other)
 
 
-def spawn(
-    argv: list[str],
-    *,
-    cwd: str,
-    env: dict[str, str],
-    stdin: Stdio,
-    stdout: Stdio,
-    stderr: Stdio,
-    terminal: str | None = None,
-    cgroup: str | None = None,
-    spawner: Callable[..., int] | None = None,
-    keep: tuple[int, int] | None = None,
-) -> int:
-    """Start ``argv``; its pid. A failure to start is ``spawn_failed``. ``terminal``: the path
-    of the PTY slave the three descriptors are, which becomes the child's controlling terminal.
-    ``cgroup``: the cgroup v2 directory the child starts in (only where
-    ``SpawnFence.prepare`` said so for this argv and env). ``spawner``: what starts it instead
-    (``SpawnFence.spawner``: the landlock backend, which fences the child before its program),
-    called as ``libc_spawn.spawn`` is. ``keep``: (a descriptor of ours, a number from 3 up) that
-    the child gets as that number (not with a ``spawner``)."""
-    if spawner is not None and keep is not None:
+def spawn(spec: SpawnSpec, *, spawner: Spawner | None = None) -> int:
+    """Start the child ``spec`` describes (its ``path`` None: ``argv[0]`` found on its env's
+    PATH); its pid. A failure to start is ``spawn_failed``. ``spec.cgroup`` only where
+    ``SpawnFence.prepare`` said so for this argv and env. ``spawner``: what starts it instead
+    (``SpawnFence.spawner``: the landlock backend, which fences the child before its program);
+    it passes no descriptor but the three (``fds`` must be empty). Without glibc's
+    posix_spawn, ``fds`` holds at most one descriptor."""
+    if spawner is not None and spec.fds:
         raise ValueError("a spawner passes no other descriptor")
+    if len(spec.fds) > 1:
+        raise ValueError("popen passes at most one other descriptor")
+    argv, cgroup = spec.argv, spec.cgroup
     try:
-        path = program.resolved(argv[0], env)
+        path = spec.path or program.resolved(argv[0], spec.env)
         if spawner is not None:
             if path is None:
                 raise FileNotFoundError(errno.ENOENT, "not found", argv[0])
-            return spawner(
-                path,
-                argv,
-                env=env,
-                cwd=cwd,
-                stdin=stdin,
-                stdout=stdout,
-                stderr=stderr,
-                terminal=terminal,
-            )
+            return spawner(dataclasses.replace(spec, path=path))
         if path is not None and libc_spawn.available():
             # default signals, an empty mask, the session (and the controlling terminal,
             # opened after setsid) are all set up by glibc: no swap, no preexec, no fork
-            return libc_spawn.spawn(
-                path,
-                argv,
-                env=env,
-                cwd=cwd,
-                stdin=stdin,
-                stdout=stdout,
-                stderr=stderr,
-                terminal=terminal,
-                cgroup=cgroup,
-                fds=[keep[0]] if keep is not None else (),
-                first_fd=keep[1] if keep is not None else 3,
-            )
+            return libc_spawn.spawn(spec if spec.path else dataclasses.replace(spec, path=path))
         if cgroup is not None:
             raise ConchError("spawn_failed", "a spawn into a cgroup needs glibc's posix_spawn")
-        steps: list[Callable[[], None]] = [_take_terminal] if terminal is not None else []
+        keep = (spec.fds[0], spec.first_fd) if spec.fds else None
+        steps: list[Callable[[], None]] = [_take_terminal] if spec.terminal is not None else []
         if keep is not None:
             steps.append(functools.partial(_keep, *keep))
         with spawning() as reset:  # None: nothing to undo in the child, vfork stays possible
@@ -114,14 +84,14 @@ def spawn(
                     step()
 
             proc = subprocess.Popen(
-                argv,
+                list(argv),
                 # found once per PATH (core/process/program.py), not by trying every directory
                 executable=path,
-                stdin=stdin,
-                stdout=stdout,
-                stderr=stderr,
-                cwd=cwd,
-                env=env,
+                stdin=spec.stdin,
+                stdout=spec.stdout,
+                stderr=spec.stderr,
+                cwd=spec.cwd,
+                env=dict(spec.env),
                 start_new_session=True,
                 close_fds=keep is None,  # (else _keep closes them: Popen would close it too)
                 restore_signals=True,

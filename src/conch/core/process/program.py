@@ -9,6 +9,7 @@ PATHs with relative entries (which depend on the cwd) are never remembered.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 _found: dict[tuple[str, str], str] = {}
 _LIMIT = 1024
@@ -39,7 +40,7 @@ def executable(name: str, path: str | None) -> str | None:
     return None
 
 
-def resolved(name: str, env: dict[str, str]) -> str | None:
+def resolved(name: str, env: Mapping[str, str]) -> str | None:
     """The file to execute for argv[0] ``name`` with this environment's PATH: a name with a
     slash is that path (relative to the child's cwd); None when it is not found this way."""
     path = executable(name, env.get("PATH"))

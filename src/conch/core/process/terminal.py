@@ -8,15 +8,17 @@ raw mode without echo is an editor or a line-editing REPL, which echoes by itsel
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import platform
 import struct
 import termios
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from conch.core.process import popen, procfs
+from conch.core.process.spec import Spawner, SpawnSpec
 
 ROWS, COLS = 50, 200
 _READS = {
@@ -32,21 +34,17 @@ _POLL_WCHAN = ("do_select", "poll_schedule_timeout", "do_sys_poll", "ep_poll")
 
 
 def spawn(
-    argv: list[str],
+    spec: SpawnSpec,
     *,
-    cwd: str,
-    env: dict[str, str],
-    place: str | None = None,
     echo: bool = True,
     size: tuple[int, int] = (ROWS, COLS),
-    spawner: Callable[..., int] | None = None,
-    keep: tuple[int, int] | None = None,
+    spawner: Spawner | None = None,
 ) -> tuple[int, int, str, list[Any]]:
-    """Start argv in its own session with a new PTY (``size`` rows × columns) as controlling
-    terminal (``argv`` and ``env`` as a fence prepared them: core/containment/fence.py; in the
-    cgroup ``place`` when given); ``echo=False`` turns the terminal's echo off, so what is
-    typed into it never shows in the output. ``keep``: another descriptor the program gets
-    (``popen.spawn``).
+    """Start ``spec`` in its own session with a new PTY (``size`` rows × columns) as its
+    stdio and controlling terminal (its argv and env as a fence prepared them:
+    core/containment/fence.py; its descriptors 0-2 and terminal are this PTY's);
+    ``echo=False`` turns the terminal's echo off, so what is typed into it never shows in the
+    output. ``spawner``: as ``popen.spawn``.
 
     Returns (pid, master fd (non-blocking), slave path, the terminal's initial attributes).
     The caller owns reaping the pid.
@@ -60,18 +58,8 @@ def spawn(
             attrs[3] &= ~termios.ECHO
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         set_size(slave, *size)
-        pid = popen.spawn(
-            argv,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            cwd=cwd,
-            env=env,
-            terminal=tty,
-            cgroup=place,
-            spawner=spawner,
-            keep=keep,
-        )
+        on_tty = dataclasses.replace(spec, stdin=slave, stdout=slave, stderr=slave, terminal=tty)
+        pid = popen.spawn(on_tty, spawner=spawner)
     except BaseException:
         os.close(master)
         raise

@@ -67,6 +67,7 @@ from conch.core.process import procfs, terminal
 from conch.core.process.exit_watch import ExitWatch, decode_status
 from conch.core.process.feeder import Feeder
 from conch.core.process.hygiene import TAG_VAR, kill_tree_now, signal_pids, terminate_tree
+from conch.core.process.spec import SpawnSpec
 from conch.core.results import ShellSummary, timestamp
 from conch.core.shell import channel
 from conch.core.shell.boot import ARGV, BOOT, TRIGGER_END
@@ -209,15 +210,17 @@ class Shell:
             if self._fence is not None:
                 exposed = [self._cmd.path]
                 argv, env, place = self._fence.prepare(argv, cwd=cwd, env=env, exposed=exposed)
-            pid, master, self._tty, self._sane = terminal.spawn(
+            spec = SpawnSpec(
+                None,
                 argv,
-                cwd=cwd,
-                env=env,
-                place=place,
-                echo=self.echo,
-                size=self.size,
-                spawner=spawner,
-                keep=(theirs.fileno(), channel.FD) if theirs is not None else None,
+                env,
+                cwd,
+                cgroup=place,
+                fds=(theirs.fileno(),) if theirs is not None else (),
+                first_fd=channel.FD,
+            )
+            pid, master, self._tty, self._sane = terminal.spawn(
+                spec, echo=self.echo, size=self.size, spawner=spawner
             )
         except BaseException:
             if mine is not None:
