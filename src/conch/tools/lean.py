@@ -123,8 +123,28 @@ def snapshot(s: Result, default_cwd: str | None = None, *, named: bool = True) -
         if s.get(key) is not None:
             out[key] = s[key]
     if s.get("digest") is not None:
-        out["digest"] = s["digest"]
+        out["digest"] = digest(s["digest"])
     return out
+
+
+def digest(d: Result) -> dict[str, Any]:
+    """The lean form of a digest: a run of adjacent lines (each starting right after the one
+    before it ends: the cursors and the texts' lengths say so) is one entry, the cursor of its
+    first line and their texts joined by newlines, as the log holds them. 40 failures of a
+    test run's short summary cost 40 texts, not 40 objects. A line that normalizing changed
+    (escapes, ``\\r``) or that was cut (``…``) ends a run: its length no longer says where
+    the next one starts."""
+    lines: list[dict[str, Any]] = []
+    end = -1  # where the last entry's last line ends in the log, when it is known
+    for e in d.get("lines", []):
+        text = e["text"]
+        if e["cursor"] == end and lines:
+            lines[-1] = {**lines[-1], "text": lines[-1]["text"] + "\n" + text}
+        else:
+            lines.append(dict(e))
+        exact = not text.endswith("…") and "\ufffd" not in text
+        end = e["cursor"] + len(text.encode()) + 1 if exact else -1
+    return {**d, "lines": lines}
 
 
 def digest_text(s: Result) -> str:

@@ -340,7 +340,8 @@ DIGEST = {
             "description": "In log order: each failure (at most 50 lines, their details "
             "after them), lines marked as errors, warnings only when nothing failed, and the "
             "summary lines. `text` is the log's line at `cursor`, normalized, cut at 300 "
-            "characters (then ending in …); `read {cursor}` shows it in place.",
+            "characters (then ending in …); `read {cursor}` shows it in place. Adjacent "
+            "lines are one entry: their texts joined by newlines, at the first one's cursor.",
         },
         "counts": _d(
             {"type": "object", "additionalProperties": {"type": "integer"}},
@@ -514,7 +515,8 @@ SNAPSHOT_OUTPUT = {
             None,
             "A finished job's digest when its output did not fit (or on request): the lines "
             "that say what went wrong, from the whole log. No status of its own: `exit_code` "
-            "says how the job ended.",
+            "says how the job ended. Beside it, a job that did not exit 0 shows only a short "
+            "tail of its output after the marker (unless the call set its own window).",
         ),
         "note": _d(
             _NULLABLE_STR,

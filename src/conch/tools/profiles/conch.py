@@ -14,6 +14,7 @@ from typing import Any
 import conch.core as core
 from conch.core import Engine
 from conch.tools import lean as L
+from conch.tools import red_window
 from conch.tools import schemas as S
 from conch.tools.context import ToolContext
 from conch.tools.hosts import IN_PROCESS, TRANSPORTS
@@ -75,12 +76,15 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str,
         fitted = {**_without(fitted, "cwd"), "shell_id": opened["shell_id"]}
         result = dict(await rt.exec(core.ExecRequest(**fitted), ctx.engine_context(warm=True)))
         result["shell_opened"] = True
+    result = await red_window.shrink(rt, result, args)
     return _still_running(result, fitted.get("yield_ms", rt.config.default_yield_ms) > 0)
 
 
 async def _read(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     fitted, cut = _fitted(rt, ctx, args, ("wait_ms", 0), "max_bytes")
-    return _still_running(dict(await rt.read(core.ReadRequest(**fitted))), cut)
+    result = dict(await rt.read(core.ReadRequest(**fitted)))
+    result = await red_window.shrink(rt, result, args)
+    return _still_running(result, cut)
 
 
 async def _write(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
