@@ -21,7 +21,7 @@ import conch.core as core
 from conch.core import Engine, boundary_at_or_after, normalize
 
 #: most whole lines of the short tail, and most bytes it reads
-TAIL_LINES = 3
+TAIL_LINES = 2
 TAIL_BYTES = 512
 
 #: read arguments that choose the window themselves (then it is left as asked)

@@ -50,7 +50,8 @@ def _fitted(
 
 def _still_running(result: dict[str, Any], waited: bool) -> dict[str, Any]:
     """A wait that ended with the job running says so, as a fact that is no error, where a
-    model could take it for one: an exec that waited, a read whose wait the host cut."""
+    model could take it for one: an exec that waited by default or as long as the host let it,
+    a read whose wait the host cut."""
     if waited and L.still_running(result):
         result["note"] = L.STILL_RUNNING
     return result
@@ -63,7 +64,7 @@ _SHELL_ID = re.compile(r"^s_[0-9a-f]+$")
 
 async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     wait = ("yield_ms", rt.config.default_yield_ms)
-    fitted, _ = _fitted(rt, ctx, _without(args, "purpose"), wait, "max_output_bytes")
+    fitted, cut = _fitted(rt, ctx, _without(args, "purpose"), wait, "max_output_bytes")
     try:
         result = dict(await rt.exec(core.ExecRequest(**fitted), ctx.engine_context(warm=True)))
     except core.ConchError as e:
@@ -77,7 +78,10 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str,
         result = dict(await rt.exec(core.ExecRequest(**fitted), ctx.engine_context(warm=True)))
         result["shell_opened"] = True
     result = await red_window.shrink(rt, result, args)
-    return _still_running(result, fitted.get("yield_ms", rt.config.default_yield_ms) > 0)
+    # the note where the early return was not the caller's choice: the default wait, or one
+    # the host's horizon cut (a yield_ms the caller gave and got is its own early return)
+    waited = fitted.get("yield_ms", rt.config.default_yield_ms) > 0
+    return _still_running(result, waited and (cut or "yield_ms" not in args))
 
 
 async def _read(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
