@@ -42,7 +42,17 @@ MCP tool timeouts: 60 s in both hosts (Codex ``tool_timeout_sec = 60``, Claude C
 ``--quick`` scales durations down (the build 4 s, the 10-minute job
 20 s under a 6 s host timeout) and says so in its output. Raw logs (every request body the
 fake model got, the MCP stdio, the host's output) go to ``.cache/bench/agent-tasks/<stamp>/``;
-the table to ``bench/results/<date>-agent-tasks[-quick].md``.
+the table to ``bench/results/<date>-agent-tasks-<config>[-quick][<suffix>].md``.
+
+Tasks 12-14 (faithful on red): the ``conch`` profile runs the build or test run as it is and
+answers from the digest its result carries; every other tool set (the hosts' own shells, the
+dialect profiles, the seeds) keeps the shell idiom of tasks 1 and 3, the output to a file and
+``grep`` in the same call, with a pattern chosen for the task's failure shape. That is the
+best case of the host's shell (a model that already knew the shape and the pattern; one that
+did not would see the host's own window, up to 10,000 tokens in Codex and, for a failed
+command, 10,000 characters of head and tail in Claude Code, or pay a second call); in t13 its
+pattern also takes pytest's ``E``
+lines, which repeat what the ``FAILED`` lines say (~1.8 KB of its ~5 KB).
 
     .venv/bin/python bench/agent_tasks.py [--quick] [--tasks t1,t3] [--policies conch@codex,...]
 """
@@ -503,6 +513,11 @@ def main() -> None:
         help="how the hosts are set up: " + "; ".join(f"{k}: {v}" for k, v in CONFIGS.items()),
     )
     ap.add_argument(
+        "--suffix",
+        default="",
+        help="added to the results file's name (e.g. -r2: a second run of the same day)",
+    )
+    ap.add_argument(
         "--merge",
         default="",
         help="comma-separated earlier log dirs: their results are in the table unless rerun here",
@@ -570,7 +585,7 @@ def main() -> None:
         return
     merged = [d for d in args.merge.split(",") if d]
     date = datetime.date.today().isoformat()
-    name = f"{date}-agent-tasks-{args.config}{'-quick' if args.quick else ''}.md"
+    name = f"{date}-agent-tasks-{args.config}{'-quick' if args.quick else ''}{args.suffix}.md"
     doc = [
         f"# Agent tasks through the real hosts ({'quick' if args.quick else 'full'} run, {date})",
         "",
@@ -584,6 +599,11 @@ def main() -> None:
         " deferred: a policy calls one directly when the listing Codex shows (the first 247"
         " characters of the server's instructions) names the tool and every argument it passes,"
         " else it pays one `tool_search` turn first.",
+        "t12-t14 (faithful on red): the `conch` profile runs the command as it is and answers"
+        " from the digest its result carries; every other tool set, the hosts' own shells"
+        " included, runs it redirected to a file and greps the file in the same call, with a"
+        " pattern chosen for the task's failures (`: error`, `^(FAILED|ERROR)|^E +.*Error`,"
+        " `-A1 '^error'`): the host's best case, as a model that knew what to look for.",
         "",
         body,
         "",

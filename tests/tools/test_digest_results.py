@@ -156,3 +156,114 @@ async def test_a_job_cut_at_max_log_bytes_has_a_digest_that_says_so(small_log_rt
     d = r["digest"]
     assert d["lines"] == [{"cursor": 0, "text": "m.py:3: error: first"}]
     assert "max_log_bytes (200000 bytes)" in d["incomplete"]
+
+
+# -- faithful on red, short beside it: the window of a failed job that carries a digest
+
+
+def compact(result: dict[str, Any]) -> int:
+    import json
+
+    return len(json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+async def test_a_failed_build_with_a_digest_shows_a_short_tail_not_16_kb(rt, tmp_path):
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc (apt package gcc)")
+    c_project(tmp_path)
+    r = await rt.call_tool("exec", {"command": "gcc -Wall -c w1.c bad.c w2.c", "yield_ms": 60000})
+    assert r["exit_code"] == 1 and r["truncated"]
+    errors = [e["text"] for e in r["digest"]["lines"]]
+    assert any("missing_one" in t for t in errors) and any("undefined_two" in t for t in errors)
+    # the window: the marker naming the cursor range left out, then a short tail
+    marker, _, tail = r["output"].partition("\n")
+    at = r["omitted_bytes"]
+    assert marker == f"[... {at} bytes omitted: read cursor 0-{at} ...]"
+    assert len(tail.encode()) <= 512 and tail.count("\n") <= 3
+    assert compact(r) < 2500, compact(r)  # (a 16 KB head-and-tail window before)
+    # nothing lost: the range the marker names reads back, and ends where the tail starts
+    whole = await rt.call_tool("read", {"job_id": r["job_id"], "cursor": 0, "max_bytes": 1 << 20})
+    assert whole["output"].endswith(tail) and not whole.get("truncated")
+    jsonschema.validate(r, snapshot_schema(rt))
+
+
+async def test_the_short_tail_does_not_repeat_the_digest_lines(rt):
+    command = (
+        "for i in $(seq 2000); do echo noise $i; done; echo 'x.c:9:1: error: e'; "
+        "echo after one; echo after two; exit 1"
+    )
+    r = await rt.call_tool("exec", {"command": command})
+    assert [e["text"] for e in r["digest"]["lines"]] == ["x.c:9:1: error: e"]
+    assert r["output"].split("\n", 1)[1] == "after one\nafter two\n"
+    # a digest line at the very end: the marker alone
+    r = await rt.call_tool("exec", {"command": "seq 1 5000; echo 'x.c:9:1: error: e'; exit 1"})
+    assert r["output"].count("\n") == 1 and r["output"].startswith("[... ")
+
+
+async def test_a_red_read_after_a_running_exec_shrinks_from_its_own_cursor(rt):
+    command = "echo started; sleep 1; seq 1 5000; echo 'x.c:9:1: error: e'; echo bye; exit 2"
+    r = await rt.call_tool("exec", {"command": command, "yield_ms": 300})
+    assert r["state"] == "running"
+    done = await rt.call_tool("read", {"job_id": r["job_id"], "until": "exit", "wait_ms": 30000})
+    start = r["next_cursor"]
+    assert done["exit_code"] == 2 and done["cursor"] == start
+    marker, _, tail = done["output"].partition("\n")
+    assert marker.startswith(f"[... {done['omitted_bytes']} bytes omitted: read cursor {start}-")
+    assert tail == "bye\n"
+
+
+async def test_a_green_job_or_a_window_the_caller_chose_keeps_its_window(rt):
+    # exit 0: the output may be what was asked for (a file, a listing)
+    ok = "seq 1 5000; echo 'x.c:9:1: error: only mentioned'"
+    r = await rt.call_tool("exec", {"command": ok})
+    assert r["exit_code"] == 0 and "digest" in r and len(r["output"]) > 10000
+    red = "seq 1 5000; echo 'x.c:9:1: error: e'; exit 1"
+    r = await rt.call_tool("exec", {"command": red, "max_output_bytes": 4000})
+    assert "digest" in r and len(r["output"]) > 3000
+    r = await rt.call_tool("exec", {"command": red, "digest": False})
+    assert "digest" not in r and len(r["output"]) > 10000
+
+
+async def test_adjacent_digest_lines_are_one_entry_in_the_lean_view(rt, tmp_path):
+    """40 failures in a pytest short summary: one entry, not 40 objects; each line's text as
+    the log holds it at the entry's cursor; the full view lists every line."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_many.py").write_text(
+        "import pytest\n\n@pytest.mark.parametrize('i', range(400))\n"
+        "def test_n(i):\n    print('x' * 100)\n    assert i % 10, f'case {i} is wrong'\n"
+    )
+    command = f"{sys.executable} -m pytest -p no:cacheprovider tests"
+    out = await call_tool_full(
+        rt.engine, rt.registry, "exec", {"command": command, "yield_ms": 120000}
+    )
+    lean, full = out.result, out.full
+    assert full is not None and lean["exit_code"] == 1
+    failed = [e for e in full["digest"]["lines"] if e["text"].startswith("FAILED ")]
+    assert len(failed) == 40
+    runs = [e for e in lean["digest"]["lines"] if "FAILED " in e["text"]]
+    assert len(runs) == 1 and runs[0]["cursor"] == failed[0]["cursor"]
+    assert all(e["text"] in runs[0]["text"].split("\n") for e in failed)
+    # the entry is the log's text at its cursor, line for line
+    again = await rt.call_tool(
+        "read", {"job_id": lean["job_id"], "cursor": runs[0]["cursor"], "max_bytes": 1 << 16}
+    )
+    assert again["output"].startswith(runs[0]["text"] + "\n")
+    assert compact(lean["digest"]) < compact(full["digest"]) - 40 * 20
+    jsonschema.validate(lean, snapshot_schema(rt))
+
+
+async def test_lines_that_are_not_adjacent_stay_apart(rt):
+    command = (
+        "echo 'a.c:1:1: error: one'; printf '\\033[1mb.c:2:1: error: two\\033[0m\\n'; "
+        "echo 'c.c:3:1: error: three'; seq 1 5000; echo 'd.c:4:1: error: four'; exit 1"
+    )
+    r = await rt.call_tool("exec", {"command": command})
+    texts = [e["text"] for e in r["digest"]["lines"]]
+    # a.c and b.c are adjacent; b.c's escapes make its raw line longer than its text, so
+    # c.c starts a new entry; d.c is far from it
+    assert texts == [
+        "a.c:1:1: error: one\nb.c:2:1: error: two",
+        "c.c:3:1: error: three",
+        "d.c:4:1: error: four",
+    ], texts

@@ -56,12 +56,14 @@ def assert_lean_of(lean: dict[str, Any], full: dict[str, Any], schema: dict[str,
             assert full["eof"] is True, k  # left out only once everything was read
         elif k == "total_bytes":  # ... or, while running, when it is next_cursor
             assert full["eof"] is True or v == full["next_cursor"], k
-        elif k == "cursor":  # at 0, or an empty window (where it ends)
-            assert v in (0, full["next_cursor"]), k
+        elif k == "cursor":  # at 0, an empty window (where it ends), or nothing left out
+            assert v in (0, full["next_cursor"]) or not full["truncated"], k
+        elif k == "eof":  # true, or false while the job runs (its output has not ended)
+            assert v is True or full["state"] == "running", k
         elif k == "cwd":
             assert v == rt.default_cwd and full["shell_id"] is None
-        elif k == "mode":
-            assert v == "command" or (v == "shell" and full["shell_id"] is not None)
+        elif k in ("mode", "shell_id"):  # a snapshot: the call that started the job chose them
+            pass
         else:
             assert v == props[k]["default"], (k, v)
 
@@ -119,7 +121,7 @@ async def test_every_lean_field_equals_the_full_one_and_every_absent_one_is_its_
 async def test_a_running_job_always_says_where_to_read_next(rt):
     r = await rt.call_tool("exec", {"command": "echo started; sleep 5", "yield_ms": 300})
     assert r["state"] == "running" and "exit_code" not in r
-    assert r["eof"] is False and r["next_cursor"] == len("started\n")
+    assert "eof" not in r and r["next_cursor"] == len("started\n")  # running: not ended
     assert "total_bytes" not in r  # it is next_cursor: everything printed so far was read
     stopped = await rt.call_tool("signal", {"job_id": r["job_id"], "signal": "kill"})
     assert stopped["state"] == "cancelled" and stopped["signal"].startswith("SIG")
@@ -140,9 +142,9 @@ async def test_shell_jobs_say_their_shell_and_cwd_and_nothing_else_extra(rt):
     sh = await rt.call_tool("shell_open", {})
     assert "name" not in sh and sh["cwd"] == rt.default_cwd
     r = await rt.call_tool("exec", {"shell_id": sh["shell_id"], "command": "cd /; echo hi"})
+    # (its shell is the one the exec named: said by `list`, not again here)
     assert r == {
         "job_id": r["job_id"],
-        "shell_id": sh["shell_id"],
         "state": "exited",
         "exit_code": 0,
         "output": "hi\n",
@@ -239,7 +241,7 @@ async def test_the_typed_methods_return_what_call_tool_returns(rt, tmp_path):
     r = await rt.exec(command="echo hi")
     assert r == {"job_id": r["job_id"], "state": "exited", "exit_code": 0, "output": "hi\n"}
     a = await rt.exec(argv=["echo", "hi"])
-    assert a == {**r, "job_id": a["job_id"], "mode": "argv"}
+    assert a == {**r, "job_id": a["job_id"]}  # (its mode is the call's: `list` says it)
     t = await rt.call_tool("exec", {"command": "echo hi"})
     assert set(t) == set(r)
     # an empty window's cursor is where it ends: said by nothing, as nothing is left to read
@@ -276,8 +278,52 @@ async def test_a_shell_named_in_exec_opens_on_first_use(tmp_path):
         assert first["shell_opened"] is True and first["output"] == f"{tmp_path}\n", first
         again = await rt.call_tool("exec", {"shell_id": "git", "command": "echo $Q; pwd"})
         assert "shell_opened" not in again and again["output"] == f"5\n{tmp_path}\n", again
-        assert again["shell_id"] == first["shell_id"]
+        jobs = {j["job_id"]: j for j in (await rt.call_tool("list", {}))["jobs"]}
+        assert jobs[again["job_id"]]["shell_id"] == jobs[first["job_id"]]["shell_id"]
         gone = await rt.call_tool("exec", {"shell_id": "s_0123456789", "command": "true"})
         assert gone["error"]["code"] == "not_found", gone
         shells = (await rt.call_tool("list", {}))["shells"]
         assert [s["name"] for s in shells] == ["git"], shells
+
+
+async def test_a_snapshot_says_nothing_the_call_that_started_the_job_chose(rt):
+    """mode and shell_id are the exec's own arguments (`list` says them); a running job's
+    eof (it has not ended) and a continuing read's cursor (where the last one stopped) are
+    known to the caller: all left out, so a background job's result is its id, state and
+    output with where to read next."""
+    p = await rt.call_tool("exec", {"command": "read x; echo got $x", "pty": True, "yield_ms": 300})
+    assert p == {
+        "job_id": p["job_id"],
+        "state": "running",
+        "awaiting_input": True,
+        "output": "",
+        "next_cursor": 0,
+    }, p
+    w = await rt.call_tool("write", {"job_id": p["job_id"], "text": "one\n"})
+    assert "mode" not in w and "cursor" not in w and w["output"].endswith("got one\n"), w
+    listed = {j["job_id"]: j for j in (await rt.call_tool("list", {}))["jobs"]}
+    assert listed[p["job_id"]]["mode"] == "pty"
+    sh = await rt.call_tool("exec", {"shell_id": "work", "command": "echo in"})
+    assert "shell_id" not in sh and sh["shell_opened"] is True, sh
+    listed = {j["job_id"]: j for j in (await rt.call_tool("list", {}))["jobs"]}
+    assert listed[sh["job_id"]]["shell_id"].startswith("s_")
+    # a tail read still says where its window starts
+    long = await rt.call_tool("exec", {"command": "seq 1 5000"})
+    tail = await rt.call_tool("read", {"job_id": long["job_id"], "tail": True, "max_bytes": 20})
+    assert tail["cursor"] == tail["omitted_bytes"] > 0, tail
+
+
+async def test_an_exec_whose_own_yield_ran_out_has_no_note(tmp_path):
+    """The note ('still running — not an error') is for an early return the caller did not
+    choose: the default wait (or one the host's horizon cut: test_host_aware.py). A yield_ms
+    the caller gave and got is its own choice: `state: running` says it all."""
+    cfg = conch.Config(
+        data_dir=str(tmp_path / "d"), default_cwd=str(tmp_path), default_yield_ms=300
+    )
+    async with conch.Runtime(cfg) as rt:
+        own = await rt.call_tool("exec", {"command": "sleep 30", "yield_ms": 300})
+        assert own["state"] == "running" and "note" not in own, own
+        dflt = await rt.call_tool("exec", {"command": "sleep 30"})
+        assert dflt["state"] == "running" and "not an error" in dflt["note"], dflt
+        for r in (own, dflt):
+            await rt.call_tool("signal", {"job_id": r["job_id"], "signal": "kill"})

@@ -7,12 +7,15 @@ result (what the engine builds, and what ``result_detail: full`` returns) into t
 the output schemas (``conch.tools.schemas``) state every default they rely on.
 
 Always present in a job snapshot: ``job_id``, ``state``, ``output``; ``exit_code`` once the job
-exited; ``next_cursor`` and ``eof`` whenever there is more to read or the job runs, and
+exited; ``next_cursor`` whenever there is more to read or the job runs, ``eof: false`` when a
+finished job has more to read (a running job has not ended: ``state`` says it), and
 ``total_bytes`` then too unless it is ``next_cursor`` (all there is was read; an unchanged
 running job's read is then under 100 bytes);
-``truncated`` + ``omitted_bytes`` when something was left out; a shell job's ``cwd`` when its
-command changed the shell's directory, a one-shot job's when not the default. Informational fields
-(``FULL_ONLY``) appear in full results only.
+``truncated`` + ``omitted_bytes`` when something was left out, and ``cursor`` then, where the
+window starts (else the caller's cursor or the job's last read put it there); a shell job's
+``cwd`` when its command changed the shell's directory, a one-shot job's when not the default.
+A snapshot leaves out the job's ``mode`` and ``shell_id`` (the call that started it chose
+them; ``list`` says them). Informational fields (``FULL_ONLY``) appear in full results only.
 """
 
 from __future__ import annotations
@@ -40,16 +43,20 @@ FULL_ONLY = (
 )
 
 
-def _identity(s: Result, out: dict[str, Any], named: bool = True) -> str | None:
-    """The lean head shared by snapshots and `list` summaries; returns the shell id."""
+def _identity(
+    s: Result, out: dict[str, Any], named: bool = True, listed: bool = True
+) -> str | None:
+    """The lean head shared by snapshots and `list` summaries; returns the shell id.
+    ``listed=False`` (a snapshot): the job's mode and shell are left out, as the call that
+    started it chose them (``pty``, ``argv``, ``script``, ``shell_id``) and `list` says them."""
     name = s.get("name")
     if name is not None and named:
         out["name"] = name
     shell_id = s.get("shell_id")
     mode = s.get("mode", "command")
-    if mode != "command" and not (mode == "shell" and shell_id is not None):
+    if listed and mode != "command" and not (mode == "shell" and shell_id is not None):
         out["mode"] = mode
-    if shell_id is not None:
+    if shell_id is not None and listed:
         out["shell_id"] = shell_id
     out["state"] = s["state"]
     code = s.get("exit_code")
@@ -82,7 +89,7 @@ def snapshot(s: Result, default_cwd: str | None = None, *, named: bool = True) -
     write, signal): the job's name is left out, as its exec and `list` say it (the id is
     the handle)."""
     out: dict[str, Any] = {"job_id": s["job_id"]}
-    shell_id = _identity(s, out, named)
+    shell_id = _identity(s, out, named, listed=False)
     if s.get("awaiting_input"):
         out["awaiting_input"] = True
     if s.get("awaiting_secret"):
@@ -91,15 +98,17 @@ def snapshot(s: Result, default_cwd: str | None = None, *, named: bool = True) -
     if ready is not None:
         out["ready"] = ready
     out["output"] = s["output"]
-    # where the window starts: said when it is not where the log starts, and not where it
-    # ends (an empty window)
-    if s.get("cursor") and s["cursor"] != s.get("next_cursor"):
+    # where the window starts: said when the window left output out (a tail read starts
+    # there), not where the log starts, and not where it ends (an empty window); else it is
+    # where the caller's cursor, or the job's last read, put it
+    if s.get("truncated") and s.get("cursor") and s["cursor"] != s.get("next_cursor"):
         out["cursor"] = s["cursor"]
     if not s.get("eof", True):
         out["next_cursor"] = s["next_cursor"]
         if s["total_bytes"] != s["next_cursor"]:  # else: all there is was read
             out["total_bytes"] = s["total_bytes"]
-        out["eof"] = False
+        if s["state"] != "running":  # a running job's output has not ended: no eof
+            out["eof"] = False
     if s.get("truncated"):
         out["truncated"] = True
         out["omitted_bytes"] = s.get("omitted_bytes", 0)
@@ -123,8 +132,28 @@ def snapshot(s: Result, default_cwd: str | None = None, *, named: bool = True) -
         if s.get(key) is not None:
             out[key] = s[key]
     if s.get("digest") is not None:
-        out["digest"] = s["digest"]
+        out["digest"] = digest(s["digest"])
     return out
+
+
+def digest(d: Result) -> dict[str, Any]:
+    """The lean form of a digest: a run of adjacent lines (each starting right after the one
+    before it ends: the cursors and the texts' lengths say so) is one entry, the cursor of its
+    first line and their texts joined by newlines, as the log holds them. 40 failures of a
+    test run's short summary cost 40 texts, not 40 objects. A line that normalizing changed
+    (escapes, ``\\r``) or that was cut (``…``) ends a run: its length no longer says where
+    the next one starts."""
+    lines: list[dict[str, Any]] = []
+    end = -1  # where the last entry's last line ends in the log, when it is known
+    for e in d.get("lines", []):
+        text = e["text"]
+        if e["cursor"] == end and lines:
+            lines[-1] = {**lines[-1], "text": lines[-1]["text"] + "\n" + text}
+        else:
+            lines.append(dict(e))
+        exact = not text.endswith("…") and "\ufffd" not in text
+        end = e["cursor"] + len(text.encode()) + 1 if exact else -1
+    return {**d, "lines": lines}
 
 
 def digest_text(s: Result) -> str:

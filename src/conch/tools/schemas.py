@@ -340,7 +340,8 @@ DIGEST = {
             "description": "In log order: each failure (at most 50 lines, their details "
             "after them), lines marked as errors, warnings only when nothing failed, and the "
             "summary lines. `text` is the log's line at `cursor`, normalized, cut at 300 "
-            "characters (then ending in …); `read {cursor}` shows it in place.",
+            "characters (then ending in …); `read {cursor}` shows it in place. Adjacent "
+            "lines are one entry: their texts joined by newlines, at the first one's cursor.",
         },
         "counts": _d(
             {"type": "object", "additionalProperties": {"type": "integer"}},
@@ -396,9 +397,15 @@ SNAPSHOT_OUTPUT = {
         "mode": _d(
             {"enum": ["command", "argv", "script", "pty", "shell"]},
             "command",
-            "How the job runs; left out for `command`, and for `shell` when shell_id is given.",
+            "How the job runs; left out for `command`, for `shell` when shell_id is given, "
+            "and in a job snapshot (the call that started the job chose it; `list` says it).",
         ),
-        "shell_id": _d(_NULLABLE_STR, None, "The persistent shell the command ran in."),
+        "shell_id": _d(
+            _NULLABLE_STR,
+            None,
+            "The persistent shell the command ran in; in `list` (a job snapshot leaves it out: "
+            "the exec named it).",
+        ),
         "shell_opened": _d(
             {"type": "boolean"}, False, "This exec opened the shell it named (a new name)."
         ),
@@ -437,8 +444,9 @@ SNAPSHOT_OUTPUT = {
         "cursor": _d(
             {"type": "integer"},
             0,
-            "Log byte offset where this window starts; left out when 0 or when the window is "
-            "empty (it is then next_cursor).",
+            "Log byte offset where this window starts; said when the window left output out "
+            "(a tail read starts there) and it is not 0; else left out: it is the `cursor` "
+            "you gave, or where the job's last read stopped (next_cursor when empty).",
         ),
         "next_cursor": _d(
             {"type": "integer"},
@@ -465,7 +473,8 @@ SNAPSHOT_OUTPUT = {
         "eof": _d(
             {"type": "boolean"},
             True,
-            "The job ended and everything was read; when false, next_cursor is present.",
+            "The job ended and everything was read; when false, next_cursor is present. Left "
+            "out while the job runs (it is then false: `state` says it has not ended).",
         ),
         "log_path": _full_only({"type": "string"}, "The job's full log on disk."),
         "cwd": _d(
@@ -514,7 +523,8 @@ SNAPSHOT_OUTPUT = {
             None,
             "A finished job's digest when its output did not fit (or on request): the lines "
             "that say what went wrong, from the whole log. No status of its own: `exit_code` "
-            "says how the job ended.",
+            "says how the job ended. Beside it, a job that did not exit 0 shows only a short "
+            "tail of its output after the marker (unless the call set its own window).",
         ),
         "note": _d(
             _NULLABLE_STR,

@@ -14,6 +14,7 @@ from typing import Any
 import conch.core as core
 from conch.core import Engine
 from conch.tools import lean as L
+from conch.tools import red_window
 from conch.tools import schemas as S
 from conch.tools.context import ToolContext
 from conch.tools.hosts import IN_PROCESS, TRANSPORTS
@@ -49,7 +50,8 @@ def _fitted(
 
 def _still_running(result: dict[str, Any], waited: bool) -> dict[str, Any]:
     """A wait that ended with the job running says so, as a fact that is no error, where a
-    model could take it for one: an exec that waited, a read whose wait the host cut."""
+    model could take it for one: an exec that waited by default or as long as the host let it,
+    a read whose wait the host cut."""
     if waited and L.still_running(result):
         result["note"] = L.STILL_RUNNING
     return result
@@ -62,7 +64,7 @@ _SHELL_ID = re.compile(r"^s_[0-9a-f]+$")
 
 async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     wait = ("yield_ms", rt.config.default_yield_ms)
-    fitted, _ = _fitted(rt, ctx, _without(args, "purpose"), wait, "max_output_bytes")
+    fitted, cut = _fitted(rt, ctx, _without(args, "purpose"), wait, "max_output_bytes")
     try:
         result = dict(await rt.exec(core.ExecRequest(**fitted), ctx.engine_context(warm=True)))
     except core.ConchError as e:
@@ -75,12 +77,18 @@ async def _exec(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str,
         fitted = {**_without(fitted, "cwd"), "shell_id": opened["shell_id"]}
         result = dict(await rt.exec(core.ExecRequest(**fitted), ctx.engine_context(warm=True)))
         result["shell_opened"] = True
-    return _still_running(result, fitted.get("yield_ms", rt.config.default_yield_ms) > 0)
+    result = await red_window.shrink(rt, result, args)
+    # the note where the early return was not the caller's choice: the default wait, or one
+    # the host's horizon cut (a yield_ms the caller gave and got is its own early return)
+    waited = fitted.get("yield_ms", rt.config.default_yield_ms) > 0
+    return _still_running(result, waited and (cut or "yield_ms" not in args))
 
 
 async def _read(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     fitted, cut = _fitted(rt, ctx, args, ("wait_ms", 0), "max_bytes")
-    return _still_running(dict(await rt.read(core.ReadRequest(**fitted))), cut)
+    result = dict(await rt.read(core.ReadRequest(**fitted)))
+    result = await red_window.shrink(rt, result, args)
+    return _still_running(result, cut)
 
 
 async def _write(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
