@@ -20,6 +20,12 @@ secret are highlighted, and the page title counts them. The Fit button sizes a r
 terminal to the page (``POST …/resize {"rows", "cols"}``: ``write``'s ``resize``; a size is not
 input, so it does not attend the job); once fitted, the terminal follows the window's size.
 
+A finished job's changes to the workspace show under its command (``GET …/changes``: the
+``changes`` tool's result, paths and diff with invisible characters escaped). With
+``dashboard_control`` a person can undo them: the page first shows what will be restored and
+removed and asks to confirm, then ``POST …/undo {"confirm": true}`` (the checks of every
+control action) takes them back, or answers ``conflict`` naming the paths changed since.
+
 The page is package data (``dashboard.html`` beside this module); every route answers a
 ConchError as its envelope at one status (``STATUS``; 403 for a refused control request).
 
@@ -46,8 +52,9 @@ from conch.errors import ConchError
 from conch.http import signin
 from conch.http.security import AUTH_SCOPE_KEY
 from conch.tools.resources import job_uri
-from conch.tools.schemas import WRITE_INPUT
+from conch.tools.schemas import CHANGES_INPUT, WRITE_INPUT
 from conch.tools.validate import check_text, validate
+from conch.tools.watch import visible
 
 if TYPE_CHECKING:
     from conch.tools.host import Host
@@ -303,6 +310,49 @@ async def api_signal(request: Request) -> Response:
     return JSONResponse(
         {k: result.get(k) for k in ("job_id", "state", "exit_code", "signal")}, headers=_NO_STORE
     )
+
+
+def _shown(value: Any) -> Any:
+    """A change set as a person reads it: every path and diff line with control and
+    invisible format characters escaped (a file name never reads as another)."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, list):
+        return [_shown(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _shown(v) for k, v in value.items()}
+    return value
+
+
+@_answers_errors
+async def api_changes(request: Request) -> Response:
+    """``GET /api/jobs/{job_id}/changes[?cursor=]``: what a finished job changed in the
+    workspace (the ``changes`` tool's result, a page of it from ``cursor``)."""
+    cursor = request.query_params.get("cursor")
+    if cursor is not None:
+        validate(CHANGES_INPUT["properties"]["cursor"], cursor, "cursor")
+    rt: Host = request.app.state.runtime
+    body = await rt.changes(request.path_params["job_id"], cursor=cursor)
+    return JSONResponse(_shown(body), headers=_NO_STORE)
+
+
+@_answers_errors
+async def api_undo(request: Request) -> Response:
+    """``POST /api/jobs/{job_id}/undo {"confirm": true[, "force": [paths]]}``
+    (dashboard_control only): a person takes a job's changes back, after the page asked them
+    to confirm what will be restored and removed. Refused as the ``changes`` tool refuses
+    (``conflict``, 409, naming the paths changed since). The answer is the undo's own change
+    set, whose ``job_id`` undoes it in turn."""
+    body = await _controlled_body(request)
+    if body.get("confirm") is not True or set(body) - {"confirm", "force"}:
+        raise ConchError(
+            "invalid_argument", 'the body must be {"confirm": true} (and "force": [paths])'
+        )
+    force = body.get("force", [])
+    validate(CHANGES_INPUT["properties"]["force"], force, "force")
+    rt: Host = request.app.state.runtime
+    result = await rt.changes(request.path_params["job_id"], undo=True, force=force)
+    return JSONResponse(_shown(result), headers=_NO_STORE)
 
 
 async def page(request: Request) -> Response:
