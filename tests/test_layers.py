@@ -183,7 +183,7 @@ def test_the_graph_sees_lazy_and_type_only_imports():
 # conch/core/__init__.py, stands above them all)
 CORE_LAYERS = [
     {"output", "datadir", "env", "pattern", "results", "netaddr", "once"},
-    {"process"},
+    {"process", "changes"},
     {"containment"},
     {"jobs"},
     {"spawn", "requests"},
