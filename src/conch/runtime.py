@@ -174,7 +174,7 @@ class Runtime(HostBase):
         result = await self._engine.changes(
             job_id, undo=undo, force=tuple(force), cursor=cursor, max_bytes=max_bytes
         )
-        return _changes(self, result)
+        return _changes(self, lean.changes_full(result))
 
     async def info(self) -> RuntimeInfo:
         return {

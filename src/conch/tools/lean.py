@@ -247,6 +247,11 @@ _CHANGES_DEFAULTS: dict[str, Any] = {
 }
 
 
+def changes_full(r: Result) -> dict[str, Any]:
+    """A change set with every field, those at their default too (``result_detail: full``)."""
+    return {"job_id": r["job_id"], **_CHANGES_DEFAULTS, **r}
+
+
 def changes(r: Result) -> dict[str, Any]:
     """A change set without the fields at their default (``job_id`` always)."""
     return {

@@ -652,7 +652,7 @@ CHANGES_OUTPUT = {
                         "change": {"enum": ["added", "modified", "deleted", "type_changed"]},
                         "type": {"type": "string"},
                         "size": _d(_NULLABLE_INT, None, "Size after (before, if deleted)."),
-                        "mode": _d({"type": ["string", "integer", "null"]}, None, "Its mode."),
+                        "mode": _d(_NULLABLE_STR, None, "Permission bits, octal (`0644`)."),
                     },
                     "required": ["path", "change", "type"],
                 },
@@ -663,16 +663,26 @@ CHANGES_OUTPUT = {
         "diff": _d({"type": "string"}, "", "A bounded unified diff of the text files."),
         "next_cursor": _d(_NULLABLE_STR, None, "More on the next page: `changes {cursor}`."),
         "not_covered": _d(
-            {"type": "array"},
+            {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}, "reason": {"type": "string"}},
+                    "required": ["path", "reason"],
+                },
+            },
             [],
             "What the record does not cover, said rather than silent: files over the size "
             "cap, excluded paths, special files, writes outside the workspace.",
         ),
         "overlapping_jobs": _d(
-            {"type": "array"},
+            {"type": "array", "items": {"type": "string"}},
             [],
-            "Jobs that ran at the same time in the same workspace.",
+            "Jobs that ran at the same time in the same workspace (a path two of them changed "
+            "is a conflict for undo).",
         ),
+        "undo_of": _d(_NULLABLE_STR, None, "This change set is the undo of that job."),
+        "undone_by": _d(_NULLABLE_STR, None, "The undo that took this job's changes back."),
         "detached": DETACHED,
     },
     "required": ["job_id"],

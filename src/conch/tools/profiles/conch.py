@@ -133,7 +133,8 @@ async def _search(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[st
 
 async def _changes(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     rest = _without(args, "job_id", "force")
-    return dict(await rt.changes(args["job_id"], force=tuple(args.get("force", ())), **rest))
+    result = await rt.changes(args["job_id"], force=tuple(args.get("force", ())), **rest)
+    return L.changes_full(result)
 
 
 async def _info(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
