@@ -562,11 +562,10 @@ SNAPSHOT_OUTPUT = {
             {
                 "type": ["object", "null"],
                 "properties": {
-                    "added": {"type": "integer"},
-                    "modified": {"type": "integer"},
-                    "deleted": {"type": "integer"},
+                    "added": _d({"type": "integer"}, 0, "Paths the job created."),
+                    "modified": _d({"type": "integer"}, 0, "Paths it changed."),
+                    "deleted": _d({"type": "integer"}, 0, "Paths it removed."),
                 },
-                "required": ["added", "modified", "deleted"],
             },
             None,
             "A finished job's changes to the workspace, counted (left out when none): the "
