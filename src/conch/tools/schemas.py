@@ -160,6 +160,11 @@ EXEC_INPUT = obj(
             "output did not fit gets one: the lines that say what went wrong, from the whole "
             "log, with their cursors.",
         },
+        "changes": {
+            "type": "boolean",
+            "description": "false: what this job changes under the workspace is not tracked "
+            "(no `changes` counts, nothing to undo).",
+        },
         **FENCE,
     }
 )
