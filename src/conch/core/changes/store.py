@@ -52,6 +52,10 @@ class Store:
             _ensure_private_dir(self.root / sub)
         top = os.open(self.root, _DIR_FLAGS)
         try:
+            # copies of workspace files: a search of a workspace holding the data dir (rg
+            # honours .ignore files) must not find them
+            with contextlib.suppress(FileExistsError):
+                _write_new(top, ".ignore", b"*\n", replace=False)
             self._objects = _open_private_dir(top, "objects", self.root / "objects")
             self._records = _open_private_dir(top, "records", self.root / "records")
         finally:
@@ -172,7 +176,7 @@ class Store:
         return total
 
 
-def _write_new(dir_fd: int, name: str, data: bytes) -> None:
+def _write_new(dir_fd: int, name: str, data: bytes, *, replace: bool = True) -> None:
     tmp = f".tmp-{secrets.token_hex(6)}"
     try:
         fd = os.open(tmp, _NEW, 0o600, dir_fd=dir_fd)
@@ -192,7 +196,13 @@ def _write_new(dir_fd: int, name: str, data: bytes) -> None:
             raise StoreFull(e.errno, e.strerror) from None
         raise
     os.close(fd)
-    os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    if replace:
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        return
+    try:
+        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    finally:
+        os.unlink(tmp, dir_fd=dir_fd)
 
 
 def _read_fd(fd: int) -> bytes:

@@ -418,7 +418,7 @@ class Tracker:
             after[rel] = ent
             self._set(rel, ent)
             if ent is not None and ent.nlink > 1 and ent.type == "file":
-                for other in self._links.get(ent.ino, ()):  # written through another name
+                for other in self._names(ent):  # written through another name
                     if other not in before:
                         before[other] = self.index.get(other)
                         todo.append(other)
@@ -442,6 +442,15 @@ class Tracker:
         record["files"] = files
         record["overlapping_jobs"] = sorted(a.overlapping)
         return record
+
+    def _names(self, ent: Entry) -> set[str]:
+        """Every indexed name of a file with hard links (a new link: found by one scan)."""
+        names = self._links.get(ent.ino, set())
+        if len(names) < ent.nlink:
+            names = names | {
+                r for r, e in self.index.items() if e.ino == ent.ino and e.type == "file"
+            }
+        return names
 
     def _keep(self, job_id: str, record: dict[str, Any]) -> None:
         record["ended"] = time.time()
@@ -495,6 +504,11 @@ class Tracker:
                     self._stale.discard(rel)
                     self._set(rel, self._read(rel))
                 self._refresh_stale()
+
+    def settle_now(self) -> None:
+        """Take in what is queued now (tests, and callers that hold no lock)."""
+        with self._lock:
+            self.settle()
 
     def settle(self) -> None:
         """Take in what is queued (the caller holds the lock)."""
