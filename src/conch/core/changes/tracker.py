@@ -31,6 +31,7 @@ from conch.core.changes import inotify
 from conch.core.changes.entry import Entry, change_kind, from_stat
 from conch.core.changes.safefs import DIR_FLAGS, capture
 from conch.core.changes.store import Store, StoreFull
+from conch.core.containment import gitdir
 
 log = logging.getLogger("conch.changes")
 
@@ -286,6 +287,7 @@ class Tracker:
         return capture(self._root, rel, self.store, self.max_file_bytes)
 
     def _set(self, rel: str, ent: Entry | None) -> None:
+        ent = _no_placeholder(rel, ent)
         old = self.index.get(rel)
         if old is not None and old.nlink > 1:
             paths = self._links.get(old.ino)
@@ -414,7 +416,7 @@ class Tracker:
             rel = todo.pop()
             if rel in after:
                 continue
-            ent = capture(self._root, rel, self.store, self.max_file_bytes)
+            ent = _no_placeholder(rel, capture(self._root, rel, self.store, self.max_file_bytes))
             after[rel] = ent
             self._set(rel, ent)
             if ent is not None and ent.nlink > 1 and ent.type == "file":
@@ -519,6 +521,14 @@ class Tracker:
     @property
     def lock(self) -> threading.RLock:
         return self._lock
+
+
+def _no_placeholder(rel: str, ent: Entry | None) -> Entry | None:
+    """The empty ``.git`` bwrap's fence makes at the workspace's top (containment/gitdir.py)
+    is the fence's, not a job's: it counts as nothing."""
+    if rel == ".git" and ent is not None and ent.type == "dir" and ent.mode == gitdir.MARK:
+        return None
+    return ent
 
 
 def _record_shell(job_id: str, started: float) -> dict[str, Any]:
