@@ -103,7 +103,7 @@ class Config:
         16 * MiB, "files larger than this are not kept for undo (reported as not covered)", lo=0
     )
     changes_max_store_bytes: int = _setting(
-        4 * 1024 * MiB,
+        256 * MiB,
         "most bytes the kept contents take in the data dir; a workspace needing more is not "
         "tracked (0 = no cap)",
         lo=0,

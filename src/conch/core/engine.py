@@ -115,6 +115,7 @@ class Engine:
         # changes and undo (core/changes): the tracker, and each ended job's record capture
         self.tracker: Tracker | None = None
         self._captures: dict[str, asyncio.Future[None]] = {}
+        self._next_expiry = 0.0
 
     @property
     def closed(self) -> bool:
@@ -288,7 +289,9 @@ class Engine:
 
         async def capture() -> None:
             try:
-                record = await asyncio.to_thread(tracker.end, active)
+                record = tracker.end_quick(active)
+                if record is None:
+                    record = await asyncio.to_thread(tracker.end, active)
                 n = {k: v for k, v in counts(record).items() if v}
                 job.changes = n or None
             finally:
@@ -339,6 +342,9 @@ class Engine:
             self.reaper.sweep()
             self.jobs.evict()
             ops.follow_digests(self.jobs, self.spawn.spawn_task)
+            if self.tracker is not None and time.monotonic() > self._next_expiry:
+                self._next_expiry = time.monotonic() + 60
+                self.tracker.expire(self.config.retention_s)
             self.starter.watch_cgroups()
             await self._remove_retired_cgroups()
 

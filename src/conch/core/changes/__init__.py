@@ -9,6 +9,7 @@ Map:
   symlink nor leave the workspace.
 * ``tracker`` — the index of the workspace kept by inotify, and the running jobs' touched
   paths; a job's record when it ends.
+* ``confine`` — the undo's writes in a thread Landlock confines to the workspace.
 * ``undo``    — the check (``conflict``) and the restore; an undo is a record of its own.
 * ``view``    — a record as the ``changes`` result shows it (pages, bounded diff).
 

@@ -62,6 +62,10 @@ class Store:
             os.close(top)
         self._count()
 
+    @property
+    def objects_fd(self) -> int:
+        return self._objects
+
     def close(self) -> None:
         for fd in (self._objects, self._records):
             if fd >= 0:

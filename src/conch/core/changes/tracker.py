@@ -31,6 +31,7 @@ from conch.core.changes import inotify
 from conch.core.changes.entry import Entry, change_kind, from_stat
 from conch.core.changes.safefs import DIR_FLAGS, capture
 from conch.core.changes.store import Store, StoreFull
+from conch.core.containment import gitdir
 
 log = logging.getLogger("conch.changes")
 
@@ -84,6 +85,7 @@ class Tracker:
         self._active: dict[str, Active] = {}
         self._thread: threading.Thread | None = None
         self.records_oids: dict[str, set[str]] = {}
+        self._held: dict[str, dict[str, Any]] = {}  # records kept in memory only
         self._collect = False
 
     # -- life --------------------------------------------------------------------------------
@@ -286,6 +288,7 @@ class Tracker:
         return capture(self._root, rel, self.store, self.max_file_bytes)
 
     def _set(self, rel: str, ent: Entry | None) -> None:
+        ent = _no_placeholder(rel, ent)
         old = self.index.get(rel)
         if old is not None and old.nlink > 1:
             paths = self._links.get(old.ino)
@@ -405,6 +408,24 @@ class Tracker:
             self._keep(a.job_id, record)
             return record
 
+    def end_quick(self, a: Active) -> dict[str, Any] | None:
+        """``end`` on the caller's thread when the job touched nothing and nothing is queued
+        (the common case: no thread hop, no file written); None when ``end`` must run."""
+        if a.untracked is not None or not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._active.get(a.job_id) is not a or a.before or self._fd < 0:
+                return None
+            if select.select([self._fd], [], [], 0)[0]:
+                return None
+            del self._active[a.job_id]
+            record = _record_shell(a.job_id, a.started)
+            record["overlapping_jobs"] = sorted(a.overlapping)
+            self._keep(a.job_id, record)
+            return record
+        finally:
+            self._lock.release()
+
     def _record(self, a: Active) -> dict[str, Any]:
         record = _record_shell(a.job_id, a.started)
         before = a.before
@@ -414,7 +435,7 @@ class Tracker:
             rel = todo.pop()
             if rel in after:
                 continue
-            ent = capture(self._root, rel, self.store, self.max_file_bytes)
+            ent = _no_placeholder(rel, capture(self._root, rel, self.store, self.max_file_bytes))
             after[rel] = ent
             self._set(rel, ent)
             if ent is not None and ent.nlink > 1 and ent.type == "file":
@@ -453,14 +474,26 @@ class Tracker:
         return names
 
     def _keep(self, job_id: str, record: dict[str, Any]) -> None:
-        record["ended"] = time.time()
+        """Save a record; one that holds nothing is kept in memory only (no file per job
+        that changed nothing), and so is one the full data dir refused (said in it)."""
+        record.setdefault("ended", time.time())
+        if not record["files"] and not record["not_covered"]:
+            self._held[job_id] = record
+            return
         try:
             self.store.save(job_id, record)
+            self._held.pop(job_id, None)
         except StoreFull:
-            record["not_covered"].append(
-                {"path": "", "reason": "the data dir is full: this record could not be kept"}
-            )
+            if not record.get("unsaved"):
+                record["not_covered"].append(
+                    {
+                        "path": "",
+                        "reason": "the data dir is full: this record is held in memory only "
+                        "(lost at a restart)",
+                    }
+                )
             record["unsaved"] = True
+            self._held[job_id] = record
         self.records_oids[job_id] = _oids(record)
 
     def save_undo(self, job_id: str, record: dict[str, Any]) -> None:
@@ -471,6 +504,7 @@ class Tracker:
         """The job left retention: its record goes (its contents once nothing names them)."""
         with self._lock:
             self.store.remove(job_id)
+            self._held.pop(job_id, None)
             if self.records_oids.pop(job_id, None):
                 self._collect = True
 
@@ -493,7 +527,17 @@ class Tracker:
         self.store.collect(live)
 
     def record(self, job_id: str) -> dict[str, Any] | None:
-        return self.store.load(job_id)
+        held = self._held.get(job_id)
+        return held if held is not None else self.store.load(job_id)
+
+    def expire(self, retention_s: float) -> None:
+        """Undo records outlive no job: they go after the retention (an hour by default)."""
+        cutoff = time.time() - retention_s
+        with self._lock:
+            for job_id in [j for j in self.records_oids if j.startswith("u_")]:
+                rec = self.record(job_id)
+                if rec is None or rec.get("ended", 0) < cutoff:
+                    self.forget(job_id)
 
     def refresh(self, rels: list[str]) -> None:
         """After an undo wrote these paths: take in the events, read them into the index."""
@@ -519,6 +563,14 @@ class Tracker:
     @property
     def lock(self) -> threading.RLock:
         return self._lock
+
+
+def _no_placeholder(rel: str, ent: Entry | None) -> Entry | None:
+    """The empty ``.git`` bwrap's fence makes at the workspace's top (containment/gitdir.py)
+    is the fence's, not a job's: it counts as nothing."""
+    if rel == ".git" and ent is not None and ent.type == "dir" and ent.mode == gitdir.MARK:
+        return None
+    return ent
 
 
 def _record_shell(job_id: str, started: float) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import errno
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from conch.core.changes import safefs
+from conch.core.changes import confine, safefs
 from conch.core.changes.entry import RESTORABLE, Entry
 from conch.core.changes.tracker import Tracker
 from conch.errors import ConchError
@@ -93,7 +93,15 @@ def undo(
             "overlapping_jobs": [],
         }
         try:
-            _apply(root, todo, current, tracker, done)
+            confined = confine.run(
+                root,
+                [tracker.store.objects_fd],
+                lambda: _apply(root, todo, current, tracker, done),
+            )
+            if not confined:
+                undo_rec["not_covered"].append(
+                    {"path": "", "reason": "written unconfined: this kernel has no Landlock"}
+                )
         except (OSError, ValueError) as e:
             rel = getattr(e, "conch_path", "?")
             tracker.save_undo(undo_id, undo_rec)
