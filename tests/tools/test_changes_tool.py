@@ -91,6 +91,10 @@ async def test_the_text_view_is_a_compact_list_then_the_diff(ws_rt) -> None:
     # the job's own result says it changed files, in both views
     exec_text = render("exec", ran, is_error=False)
     assert "changed 1 added, 1 modified, 1 deleted" in exec_text.splitlines()[0], exec_text
+    undone = await rt.call_tool("changes", {"job_id": ran["job_id"], "undo": True})
+    head = render("changes", undone, is_error=False).splitlines()[0]
+    counted = f"changes of {undone['job_id']}: 1 added, 1 modified, 1 deleted"
+    assert head == f"[{counted} · the undo of {ran['job_id']}]", head
 
 
 async def test_a_conflict_names_the_path_writes_nothing_and_force_takes_it_back(ws_rt) -> None:

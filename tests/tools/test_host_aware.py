@@ -434,8 +434,8 @@ CODEX_DEFERRED_CHARS = 247
 async def test_the_call_sheet_opens_the_instructions_and_names_real_arguments(
     tmp_path, profile
 ) -> None:
-    """Every ``tool{a,b|c,...}`` of the call sheet (``list`` and ``info`` take no arguments and
-    are left out) is a tool of the profile and every name in
+    """Every ``tool{a,b|c,...}`` of the call sheet (``list`` is left out) is a tool of the
+    profile and every name in
     its braces a property of that tool's schema (an enum or pattern after ``:`` aside), all of
     it inside what Codex shows before the tools are loaded."""
     from conch.mcp.server import ConchMCP

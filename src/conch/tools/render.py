@@ -125,6 +125,10 @@ def render_changes(r: dict[str, Any]) -> str:
     """A change set for a model to read: a header, ``M path`` per file, what is not covered,
     then the diff."""
     head = [f"changes of {r['job_id']}: {counts(r)}"]
+    if r.get("undo_of"):
+        head.append(f"the undo of {r['undo_of']}")
+    if r.get("undone_by"):
+        head.append(f"undone by {r['undone_by']}")
     if r.get("overlapping_jobs"):
         head.append("overlapping jobs " + " ".join(_named(j) for j in r["overlapping_jobs"]))
     if r.get("next_cursor"):
