@@ -156,3 +156,18 @@ def test_the_undo_route_takes_only_a_confirmed_request_from_the_page(
     assert (ws / "app.py").read_text() == "print('v1')\n"
     status, raw = http_get(control, f"/api/jobs/{job['job_id']}/changes")
     assert status == 200 and json.loads(raw)["undone_by"] == body["job_id"]
+
+
+def test_the_page_is_the_package_file_with_its_nonce_and_token(control: HttpServer) -> None:
+    """The page is package data (read with importlib.resources, shipped in the wheel), served
+    with this response's nonce and this viewer's page token filled in."""
+    from importlib.resources import files
+
+    template = files("conch.http").joinpath("dashboard.html").read_text(encoding="utf-8")
+    assert template.count("{{NONCE}}") == 2 and template.count("{{PAGE_TOKEN}}") == 1
+    status, raw = http_get(control, "/")
+    page = raw.decode()
+    nonce = page.split('<style nonce="', 1)[1].split('"', 1)[0]
+    token = page.split("const PAGE_TOKEN = ", 1)[1].split(";", 1)[0]
+    assert status == 200 and len(nonce) >= 16 and len(json.loads(token)) >= 32
+    assert page == template.replace("{{NONCE}}", nonce).replace("{{PAGE_TOKEN}}", token)
