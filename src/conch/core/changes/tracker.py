@@ -48,6 +48,9 @@ class Active:
     overlapping: set[Active] = field(default_factory=set)
     untracked: str | None = None  # why its changes are not known (set before it started)
     cancelled: bool = False  # its process never started
+    # paths changed just before it started while the tracker was busy: their "before" is
+    # not known (said in its record, never undone)
+    unknown: set[str] = field(default_factory=set)
 
 
 class Tracker:
@@ -88,6 +91,7 @@ class Tracker:
         # whoever holds it next, before it reads any event
         self._joining: list[tuple[list[tuple[int, int, int, str]], Active]] = []
         self._jlock = threading.Lock()
+        self._early: set[str] | None = None
         self._thread: threading.Thread | None = None
         self.records_oids: dict[str, set[str]] = {}
         self._held: dict[str, dict[str, Any]] = {}  # records kept in memory only
@@ -355,6 +359,8 @@ class Tracker:
             self._touch(rel)
 
     def _touch(self, rel: str) -> None:
+        if self._early is not None:
+            self._early.add(rel)
         if not self._active:
             self._stale.add(rel)
             return
@@ -413,7 +419,12 @@ class Tracker:
         with self._jlock:
             joining, self._joining = self._joining, []
         for early, a in joining:
-            self._events(early)
+            self._early = set()
+            try:
+                self._events(early)
+                a.unknown = self._early
+            finally:
+                self._early = None
             if not self._active:
                 self._refresh_stale()
             self._join(a)
@@ -478,7 +489,17 @@ class Tracker:
                         before[other] = self.index.get(other)
                         todo.append(other)
         files = []
+        for rel in sorted(a.unknown):
+            record["not_covered"].append(
+                {
+                    "path": rel,
+                    "reason": "changed as the job started, while the tracker was busy: what "
+                    "it held before the job is not known",
+                }
+            )
         for rel in sorted(before):
+            if rel in a.unknown:
+                continue
             b, c = before[rel], after.get(rel)
             if b is None and c is None:
                 continue
