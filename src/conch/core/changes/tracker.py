@@ -29,7 +29,7 @@ from typing import Any
 
 from conch.core.changes import inotify
 from conch.core.changes.entry import Entry, change_kind, from_stat
-from conch.core.changes.safefs import DIR_FLAGS, capture
+from conch.core.changes.safefs import DIR_FLAGS, capture, lstat
 from conch.core.changes.store import Store, StoreFull
 from conch.core.containment import gitdir
 
@@ -377,7 +377,7 @@ class Tracker:
     def _refresh_stale(self) -> None:
         while self._stale:
             rel = self._stale.pop()
-            self._set(rel, self._read(rel))
+            self._set(rel, self._read(rel, lstat(self._root, rel)))
 
     # -- jobs ----------------------------------------------------------------------------------
 
@@ -594,14 +594,21 @@ class Tracker:
                 if rec is None or rec.get("ended", 0) < cutoff:
                     self.forget(job_id)
 
-    def refresh(self, rels: list[str]) -> None:
-        """After an undo wrote these paths: take in the events, read them into the index."""
+    def refresh(self, wrote: list[tuple[str, Entry | None]]) -> None:
+        """After an undo wrote these paths (each to hold the entry given): the index takes
+        them from what was written and a stat, without reading the contents again."""
         with self._lock:
+            for rel, ent in wrote:
+                st = lstat(self._root, rel)
+                if ent is None or st is None:
+                    self._set(rel, None if st is None else self._read(rel))
+                    continue
+                fresh = from_stat(
+                    st, oid=ent.oid, target=ent.target, stored=ent.stored, missing=ent.missing
+                )
+                self._set(rel, fresh if ent.same(fresh) else self._read(rel))
             self._drain()
             if not self._active:
-                for rel in rels:
-                    self._stale.discard(rel)
-                    self._set(rel, self._read(rel))
                 self._refresh_stale()
 
     def settle_now(self) -> None:
