@@ -58,8 +58,9 @@ PEER_BUDGET_S = 0.25
 #: verdicts kept by socket inode (one a connection: a keep-alive client pays the search once)
 PEER_CACHE = 4096
 _NO_CONTEXT = rq.CallContext()
-#: how long the engine's start waits for the change tracker's index (then it goes on building)
-TRACKER_START_WAIT_S = 2.0
+#: how long the engine's start waits for the change tracker's index (then it goes on building):
+#: a small workspace's is ready by then; a server started in a large tree starts no slower
+TRACKER_START_WAIT_S = 0.25
 
 
 def _content(tracker: Tracker, oid: str) -> bytes | None:
@@ -254,8 +255,8 @@ class Engine:
 
     def _start_tracker(self) -> Tracker:
         """The change tracker of the workspace: its index is built in a thread; a small
-        workspace's is ready when the engine is (a larger one's jobs are untracked, and say
-        so, until it is)."""
+        workspace's is ready when the engine is (a larger one's jobs are untracked until it
+        is: ``tracker.wait_ready`` waits for it, ``info`` says ``building``)."""
         cfg = self.config
         store = Store(self.data.root)
         store.open()

@@ -12,6 +12,7 @@ import pytest
 from conftest import config, run
 
 from conch.core.engine import Engine
+from conch.core.requests import ExecRequest
 from conch.errors import ConchError
 
 pytestmark = pytest.mark.anyio
@@ -306,3 +307,42 @@ async def test_info_says_whether_tracking_is_on_and_why(tmp_path, ws):
         assert e.tracker is not None and e.tracker.wait_ready(10)
         info = (await e.info())["changes"]
         assert info["state"] == "on" and info["files"] == 3 and info["workspace"] == str(ws)
+
+
+async def test_a_job_starting_while_the_tracker_is_busy_never_gets_a_wrong_before(engine, ws):
+    """The tracker's lock is held (an undo, a large job's end) as a person edits a file and
+    a job starts that edits it again: the job does not wait, and its record never claims a
+    "before" it does not know (the person's edit is not taken for the job's, nor the index's
+    older content for what was there)."""
+    import threading
+
+    from conch.core.requests import ReadRequest
+
+    tracker = engine.tracker
+    (ws / "a").write_text("one\n")
+    (ws / "b").write_text("one\n")
+    tracker.settle_now()
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with tracker.lock:
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        held.wait(10)
+        (ws / "a").write_text("person\n")  # queued: nobody's
+        r = await engine.exec(ExecRequest(command="echo job > a; echo job > b", yield_ms=0))
+    finally:
+        release.set()
+        t.join()
+    await engine.read(ReadRequest(job_id=r["job_id"], wait_ms=30_000, until="exit"))
+    c = await engine.changes(r["job_id"])
+    listed = {f["path"] for f in c.get("files", [])}
+    unknown = {n["path"] for n in c["not_covered"] if "not known" in n["reason"]}
+    assert "a" in unknown and "a" not in listed
+    assert listed == {"b"}
+    await engine.changes(r["job_id"], undo=True)
+    assert (ws / "b").read_text() == "one\n" and (ws / "a").read_text() == "job\n"

@@ -41,8 +41,7 @@ class Entry:
     missing: str | None = None
     ino: int = 0
     nlink: int = 1
-    mtime_ns: int = 0
-    ctime_ns: int = 0
+    times: int = 0  # hash of (mtime_ns, ctime_ns): one int a path, not two
 
     def same(self, other: Entry | None) -> bool:
         """Whether ``other`` holds the same thing (type, mode, content; a directory's
@@ -64,8 +63,7 @@ class Entry:
             and stat.S_IMODE(st.st_mode) == self.mode
             and _size(st) == self.size
             and st.st_ino == self.ino
-            and st.st_mtime_ns == self.mtime_ns
-            and st.st_ctime_ns == self.ctime_ns
+            and hash((st.st_mtime_ns, st.st_ctime_ns)) == self.times
         )
 
     @property
@@ -99,6 +97,9 @@ class Entry:
         )
 
 
+_MODES: dict[int, int] = {}  # one int object a mode, however many paths have it
+
+
 def _size(st: os.stat_result) -> int:
     return st.st_size if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode) else 0
 
@@ -106,12 +107,11 @@ def _size(st: os.stat_result) -> int:
 def from_stat(st: os.stat_result, **content: Any) -> Entry:
     return Entry(
         type=kind(st.st_mode),
-        mode=stat.S_IMODE(st.st_mode),
+        mode=_MODES.setdefault(stat.S_IMODE(st.st_mode), stat.S_IMODE(st.st_mode)),
         size=_size(st),
         ino=st.st_ino,
         nlink=st.st_nlink,
-        mtime_ns=st.st_mtime_ns,
-        ctime_ns=st.st_ctime_ns,
+        times=hash((st.st_mtime_ns, st.st_ctime_ns)),
         **content,
     )
 

@@ -33,12 +33,39 @@ def parts(rel: str) -> list[str]:
     return names
 
 
+class Dirs:
+    """Directories already walked to, by path, for one undo's run of operations (a
+    directory held stays the one walked to, wherever it is moved: the undo's writes are
+    confined to the workspace by Landlock as well, core/changes/confine.py). One removed is
+    dropped, with what was under it."""
+
+    def __init__(self) -> None:
+        self.fds: dict[str, int] = {}
+
+    def drop(self, rel: str) -> None:
+        for key in [k for k in self.fds if k == rel or k.startswith(rel + "/")]:
+            os.close(self.fds.pop(key))
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+
 @contextlib.contextmanager
-def parent(root_fd: int, rel: str) -> Iterator[tuple[int, str]]:
+def parent(root_fd: int, rel: str, dirs: Dirs | None = None) -> Iterator[tuple[int, str]]:
     """(descriptor of the directory holding ``rel``, its last name): walked without
     following any symlink. FileNotFoundError when a directory on the way is gone; Unsafe
     when one is not a directory (a symlink included)."""
     names = parts(rel)
+    if dirs is not None:
+        top = "/".join(names[:-1])
+        held = dirs.fds.get(top) if top else root_fd
+        if held is None:
+            with parent(root_fd, rel) as (d, _name):
+                held = dirs.fds[top] = os.dup(d)
+        yield held, names[-1]
+        return
     fd = os.dup(root_fd)
     try:
         for name in names[:-1]:
@@ -63,11 +90,13 @@ def lstat(root_fd: int, rel: str) -> os.stat_result | None:
         return None
 
 
-def capture(root_fd: int, rel: str, store: Store | None, max_bytes: int) -> Entry | None:
+def capture(
+    root_fd: int, rel: str, store: Store | None, max_bytes: int, dirs: Dirs | None = None
+) -> Entry | None:
     """What ``rel`` holds now (None: nothing), its content kept in ``store`` (None: only
     digested). A path whose parent is gone or is not a directory holds nothing."""
     try:
-        with parent(root_fd, rel) as (d, name):
+        with parent(root_fd, rel, dirs) as (d, name):
             return _capture_at(d, name, store, max_bytes)
     except (FileNotFoundError, Unsafe, NotADirectoryError):
         return None
@@ -136,20 +165,22 @@ def _read(fd: int, limit: int) -> bytes:
 # -- writes (undo) -----------------------------------------------------------------------------
 
 
-def remove(root_fd: int, rel: str, was: Entry) -> None:
+def remove(root_fd: int, rel: str, was: Entry, dirs: Dirs | None = None) -> None:
     """Remove what ``rel`` holds (a directory only when empty: its entries are paths of
     their own, removed first, and one nobody recorded makes it fail)."""
-    with parent(root_fd, rel) as (d, name):
+    with parent(root_fd, rel, dirs) as (d, name):
         if was.type == "dir":
+            if dirs is not None:
+                dirs.drop(rel)
             os.rmdir(name, dir_fd=d)
         else:
             os.unlink(name, dir_fd=d)
 
 
-def put(root_fd: int, rel: str, want: Entry, store: Store) -> None:
+def put(root_fd: int, rel: str, want: Entry, store: Store, dirs: Dirs | None = None) -> None:
     """Make ``rel`` hold ``want`` (a file, a symlink or a directory): made under a fresh name
     beside it and renamed over it; a directory is made where nothing is."""
-    with parent(root_fd, rel) as (d, name):
+    with parent(root_fd, rel, dirs) as (d, name):
         if want.type == "dir":
             try:
                 os.mkdir(name, 0o700, dir_fd=d)
@@ -190,8 +221,8 @@ def put(root_fd: int, rel: str, want: Entry, store: Store) -> None:
             raise
 
 
-def chmod_dir(root_fd: int, rel: str, mode: int) -> None:
-    with parent(root_fd, rel) as (d, name):
+def chmod_dir(root_fd: int, rel: str, mode: int, dirs: Dirs | None = None) -> None:
+    with parent(root_fd, rel, dirs) as (d, name):
         fd = os.open(name, DIR_FLAGS, dir_fd=d)
         try:
             os.fchmod(fd, mode)

@@ -29,7 +29,7 @@ from typing import Any
 
 from conch.core.changes import inotify
 from conch.core.changes.entry import Entry, change_kind, from_stat
-from conch.core.changes.safefs import DIR_FLAGS, capture
+from conch.core.changes.safefs import DIR_FLAGS, capture, lstat
 from conch.core.changes.store import Store, StoreFull
 from conch.core.containment import gitdir
 
@@ -38,15 +38,19 @@ log = logging.getLogger("conch.changes")
 OUTSIDE = "tracking covers the workspace only: a job's writes outside it are not seen"
 
 
-@dataclass
+@dataclass(eq=False)
 class Active:
     """A job being tracked: what each path it touched held before it."""
 
     job_id: str
     started: float
     before: dict[str, Entry | None] = field(default_factory=dict)
-    overlapping: set[str] = field(default_factory=set)
+    overlapping: set[Active] = field(default_factory=set)
     untracked: str | None = None  # why its changes are not known (set before it started)
+    cancelled: bool = False  # its process never started
+    # paths changed just before it started while the tracker was busy: their "before" is
+    # not known (said in its record, never undone)
+    unknown: set[str] = field(default_factory=set)
 
 
 class Tracker:
@@ -82,7 +86,12 @@ class Tracker:
         self._wds: dict[int, str] = {}  # watch -> directory ("" is the workspace)
         self._wd_of: dict[str, int] = {}
         self._stale: set[str] = set()
-        self._active: dict[str, Active] = {}
+        self._active: set[Active] = set()
+        # jobs that began while the lock was held (an undo, a large job's end): admitted by
+        # whoever holds it next, before it reads any event
+        self._joining: list[tuple[list[tuple[int, int, int, str]], Active]] = []
+        self._jlock = threading.Lock()
+        self._early: set[str] | None = None
         self._thread: threading.Thread | None = None
         self.records_oids: dict[str, set[str]] = {}
         self._held: dict[str, dict[str, Any]] = {}  # records kept in memory only
@@ -154,6 +163,7 @@ class Tracker:
             with self._lock:
                 if self._fd < 0:
                     return
+                self._admit()
                 if ready:
                     self._drain()
                 if not self._active:
@@ -307,9 +317,13 @@ class Tracker:
 
     def _drain(self) -> None:
         """Take in every queued event (one empty read when nothing changed)."""
+        self._admit()
         if self._fd < 0:
             return
-        for wd, mask, _cookie, name in inotify.read_all(self._fd):
+        self._events(inotify.read_all(self._fd))
+
+    def _events(self, events: list[tuple[int, int, int, str]]) -> None:
+        for wd, mask, _cookie, name in events:
             if mask & inotify.IN_Q_OVERFLOW:
                 self._rescan()
                 continue
@@ -345,65 +359,96 @@ class Tracker:
             self._touch(rel)
 
     def _touch(self, rel: str) -> None:
+        if self._early is not None:
+            self._early.add(rel)
         if not self._active:
             self._stale.add(rel)
             return
         was = self.index.get(rel)
-        for a in self._active.values():
+        for a in self._active:
             if rel not in a.before:
                 a.before[rel] = was
         if was is not None and was.nlink > 1:  # its other names hold the same content
             for other in self._links.get(was.ino, ()):
                 if other != rel:
-                    for a in self._active.values():
+                    for a in self._active:
                         a.before.setdefault(other, self.index.get(other))
 
     def _refresh_stale(self) -> None:
         while self._stale:
             rel = self._stale.pop()
-            self._set(rel, self._read(rel))
+            self._set(rel, self._read(rel, lstat(self._root, rel)))
 
     # -- jobs ----------------------------------------------------------------------------------
 
     def begin(self, job_id: str) -> Active:
-        """A job starts now (call it before its process starts)."""
+        """A job starts now (call it before its process starts). Never waits for the lock
+        (the caller is the event loop): while an undo or a large job's end holds it, the job
+        joins when it is free, and what is queued by then counts as the job's too."""
         a = Active(job_id, time.time())
         if self.state != "on":  # (read without the lock: the build holds no lock)
             a.untracked = f"change tracking was {self.state}: {self.reason}"
             return a
-        with self._lock:
+        if not self._lock.acquire(blocking=False):
+            # what is queued now happened before the job: read it here (the kernel hands
+            # each event to one reader), to be taken in as nobody's before the job joins
+            try:
+                early = inotify.read_all(self._fd) if self._fd >= 0 else []
+            except OSError:
+                early = []
+            with self._jlock:
+                self._joining.append((early, a))
+            return a
+        try:
             self._drain()
             self._refresh_stale()
-            for other in self._active.values():
-                other.overlapping.add(job_id)
-                a.overlapping.add(other.job_id)
-            self._active[job_id] = a
+            self._join(a)
+        finally:
+            self._lock.release()
         return a
 
+    def _join(self, a: Active) -> None:
+        if a.cancelled:
+            return
+        for other in self._active:
+            other.overlapping.add(a)
+            a.overlapping.add(other)
+        self._active.add(a)
+
+    def _admit(self) -> None:
+        with self._jlock:
+            joining, self._joining = self._joining, []
+        for early, a in joining:
+            self._early = set()
+            try:
+                self._events(early)
+                a.unknown = self._early
+            finally:
+                self._early = None
+            if not self._active:
+                self._refresh_stale()
+            self._join(a)
+        for a in [a for a in self._active if a.cancelled]:
+            self._active.discard(a)
+
     def rename(self, a: Active, job_id: str) -> None:
-        with self._lock:
-            if self._active.get(a.job_id) is a:
-                del self._active[a.job_id]
-                self._active[job_id] = a
-            for other in self._active.values():
-                if a.job_id in other.overlapping:
-                    other.overlapping.discard(a.job_id)
-                    other.overlapping.add(job_id)
-            a.job_id = job_id
+        """The job's id, once it has one (its record and others' overlaps name it)."""
+        a.job_id = job_id
 
     def cancel(self, a: Active) -> None:
-        with self._lock:
-            self._active.pop(a.job_id, None)
+        """The job's process never started: it leaves the tracked jobs."""
+        a.cancelled = True
 
     def end(self, a: Active) -> dict[str, Any]:
         """The job ended: read what it touched again; its record (saved in the store)."""
         with self._lock:
-            if a.untracked is None and self._active.get(a.job_id) is a:
-                self._drain()
-                del self._active[a.job_id]
+            self._drain()  # (admits it first, if it joined late)
+            if a.untracked is None and a in self._active:
+                self._active.discard(a)
                 record = self._record(a)
+                a.before, a.overlapping = {}, set()  # (others may hold it: keep it small)
             else:  # (nothing kept: `changes` finds no record for it)
-                self._active.pop(a.job_id, None)
+                self._active.discard(a)
                 return _record_shell(a.job_id, a.started)
             self._keep(a.job_id, record)
             return record
@@ -414,13 +459,13 @@ class Tracker:
         if a.untracked is not None or not self._lock.acquire(blocking=False):
             return None
         try:
-            if self._active.get(a.job_id) is not a or a.before or self._fd < 0:
+            if a not in self._active or a.before or self._fd < 0 or self._joining:
                 return None
             if select.select([self._fd], [], [], 0)[0]:
                 return None
-            del self._active[a.job_id]
+            self._active.discard(a)
             record = _record_shell(a.job_id, a.started)
-            record["overlapping_jobs"] = sorted(a.overlapping)
+            record["overlapping_jobs"] = sorted(o.job_id for o in a.overlapping)
             self._keep(a.job_id, record)
             return record
         finally:
@@ -444,7 +489,17 @@ class Tracker:
                         before[other] = self.index.get(other)
                         todo.append(other)
         files = []
+        for rel in sorted(a.unknown):
+            record["not_covered"].append(
+                {
+                    "path": rel,
+                    "reason": "changed as the job started, while the tracker was busy: what "
+                    "it held before the job is not known",
+                }
+            )
         for rel in sorted(before):
+            if rel in a.unknown:
+                continue
             b, c = before[rel], after.get(rel)
             if b is None and c is None:
                 continue
@@ -461,7 +516,7 @@ class Tracker:
                     record["not_covered"].append({"path": rel, "reason": ent.missing or "?"})
                     break
         record["files"] = files
-        record["overlapping_jobs"] = sorted(a.overlapping)
+        record["overlapping_jobs"] = sorted(o.job_id for o in a.overlapping)
         return record
 
     def _names(self, ent: Entry) -> set[str]:
@@ -539,14 +594,21 @@ class Tracker:
                 if rec is None or rec.get("ended", 0) < cutoff:
                     self.forget(job_id)
 
-    def refresh(self, rels: list[str]) -> None:
-        """After an undo wrote these paths: take in the events, read them into the index."""
+    def refresh(self, wrote: list[tuple[str, Entry | None]]) -> None:
+        """After an undo wrote these paths (each to hold the entry given): the index takes
+        them from what was written and a stat, without reading the contents again."""
         with self._lock:
+            for rel, ent in wrote:
+                st = lstat(self._root, rel)
+                if ent is None or st is None:
+                    self._set(rel, None if st is None else self._read(rel))
+                    continue
+                fresh = from_stat(
+                    st, oid=ent.oid, target=ent.target, stored=ent.stored, missing=ent.missing
+                )
+                self._set(rel, fresh if ent.same(fresh) else self._read(rel))
             self._drain()
             if not self._active:
-                for rel in rels:
-                    self._stale.discard(rel)
-                    self._set(rel, self._read(rel))
                 self._refresh_stale()
 
     def settle_now(self) -> None:

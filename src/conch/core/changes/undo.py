@@ -57,13 +57,18 @@ def undo(
         root = tracker.root_fd()
         current: dict[str, Entry | None] = {}
         changed = []
+        looked = safefs.Dirs()
         for rel, _b, a in todo:
-            cur = safefs.capture(root, rel, tracker.store, tracker.max_file_bytes)
+            try:
+                cur = safefs.capture(root, rel, tracker.store, tracker.max_file_bytes, looked)
+            except (FileNotFoundError, safefs.Unsafe, NotADirectoryError):
+                cur = None
             current[rel] = cur
             if rel in forced:
                 continue
             if not (cur is None if a is None else a.same(cur)):
                 changed.append(rel)
+        looked.close()
         shared = _shared(record, {rel for rel, _b, _a in todo} - forced, load)
         if changed or shared:
             parts = []
@@ -105,7 +110,7 @@ def undo(
         except (OSError, ValueError) as e:
             rel = getattr(e, "conch_path", "?")
             tracker.save_undo(undo_id, undo_rec)
-            tracker.refresh([r for r, _b, _a in done])
+            tracker.refresh([(r, Entry.from_json(b)) for r, _a, b in done])
             raise ConchError(
                 "conflict",
                 f"undo of {job_id} stopped at {rel}: {_why(e)}; {len(done)} paths were "
@@ -115,7 +120,7 @@ def undo(
         tracker.save_undo(undo_id, undo_rec)
         record["undone_by"] = undo_id
         tracker.save_undo(job_id, record)
-        tracker.refresh([rel for rel, _b, _a in todo])
+        tracker.refresh([(rel, b) for rel, b, _a in todo])
     return undo_rec
 
 
@@ -144,6 +149,21 @@ def _apply(
     tracker: Tracker,
     done: list[list[Any]],
 ) -> None:
+    dirs = safefs.Dirs()
+    try:
+        _run(root, todo, current, tracker, done, dirs)
+    finally:
+        dirs.close()
+
+
+def _run(
+    root: int,
+    todo: list[tuple[str, Entry | None, Entry | None]],
+    current: dict[str, Entry | None],
+    tracker: Tracker,
+    done: list[list[Any]],
+    dirs: safefs.Dirs,
+) -> None:
     depth = lambda rel: rel.count("/")  # noqa: E731
     gone: set[str] = set()
     # 1. what is in the way goes, deepest first: what the job added, and a file where a
@@ -153,7 +173,7 @@ def _apply(
         if cur is None:
             continue
         if b is None or (cur.type == "dir") != (b.type == "dir"):
-            _step(rel, lambda rel=rel, cur=cur: safefs.remove(root, rel, cur))  # type: ignore[misc]
+            _step(rel, lambda rel=rel, cur=cur: safefs.remove(root, rel, cur, dirs))  # type: ignore[misc]
             gone.add(rel)
             if b is None:
                 done.append([rel, cur.to_json(), None])
@@ -167,13 +187,13 @@ def _apply(
         want = b
         if b.type == "dir":
             want = Entry("dir", 0o700, 0)
-        _step(rel, lambda rel=rel, want=want: safefs.put(root, rel, want, tracker.store))  # type: ignore[misc]
+        _step(rel, lambda rel=rel, want=want: safefs.put(root, rel, want, tracker.store, dirs))  # type: ignore[misc]
         was = current[rel]
         done.append([rel, was.to_json() if was else None, b.to_json()])
     # 3. directories' own modes last, deepest first
     for rel, b, _a in sorted(todo, key=lambda t: -depth(t[0])):
         if b is not None and b.type == "dir":
-            _step(rel, lambda rel=rel, b=b: safefs.chmod_dir(root, rel, b.mode))  # type: ignore[misc]
+            _step(rel, lambda rel=rel, b=b: safefs.chmod_dir(root, rel, b.mode, dirs))  # type: ignore[misc]
 
 
 def _step(rel: str, fn: Callable[[], None]) -> None:
