@@ -185,7 +185,7 @@ CORE_LAYERS = [
     {"output", "datadir", "env", "pattern", "results", "netaddr", "once"},
     {"process"},
     {"containment"},
-    {"jobs"},
+    {"jobs", "changes"},
     {"spawn", "requests"},
     {"shell", "search", "start", "ops"},
     {"shutdown"},

@@ -109,6 +109,28 @@ class Config:
     max_shells: int = _setting(16, "most persistent shells open at once", lo=1, hi=1024)
     close_timeout_ms: int = _setting(2000, "time allowed to close a shell", lo=100, hi=600_000)
     shell: str = _setting("", "default shell for shell_open (bash or zsh; empty = bash)")
+    # changes and undo (core/changes)
+    changes: str = _setting(
+        "on",
+        "track what each job changes under its workspace, for `changes` and undo (on: where "
+        "the workspace fits changes_max_files; off: never)",
+        choices=("on", "off"),
+    )
+    changes_max_files: int = _setting(
+        200_000, "tracking stays off in a workspace holding more entries than this", lo=1
+    )
+    changes_max_file_bytes: int = _setting(
+        16 * MiB, "files larger than this are not kept for undo (reported as not covered)", lo=0
+    )
+    changes_max_store_bytes: int = _setting(
+        256 * MiB,
+        "most bytes the kept contents take in the data dir; a workspace needing more is not "
+        "tracked (0 = no cap)",
+        lo=0,
+    )
+    changes_exclude: list[str] = _setting(  # noqa: RUF009
+        [], "globs of workspace paths not tracked (a name without / matches at any depth)"
+    )
     # files
     data_dir: str = _setting("", "where job logs live (0700); default ~/.local/state/conch")
     log_ttl_s: int = _setting(7 * 86400, "logs older than this are removed at startup", lo=0)

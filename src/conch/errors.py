@@ -18,6 +18,8 @@ ERROR_CODES: dict[str, bool] = {
     "search_failed": False,
     "closed": False,
     "sandbox_unavailable": False,
+    # an undo refused: paths changed since it (named), or the job still runs
+    "conflict": False,
     # fleet (SPEC §9b): the job's node died; the node did not answer in time (state unknown)
     "node_lost": False,
     "node_unreachable": True,

@@ -72,6 +72,10 @@ def _search(rt: Runtime, result: Any) -> dict[str, Any]:
     return _shaped(rt, result, lean.search)
 
 
+def _changes(rt: Runtime, result: Any) -> dict[str, Any]:
+    return _shaped(rt, result, lean.changes)
+
+
 def _op(
     name: str,
     make: Callable[P, R],
@@ -153,6 +157,24 @@ class Runtime(HostBase):
 
     async def shell_close(self, shell_id: str) -> dict[str, Any]:
         return _shaped(self, await self._engine.shell_close(shell_id), lean.shell_close)
+
+    async def changes(
+        self,
+        job_id: str,
+        undo: bool = False,
+        force: Sequence[str] = (),
+        *,
+        cursor: str | None = None,
+        max_bytes: int | None = None,
+    ) -> dict[str, Any]:
+        """What a finished job changed in the workspace (counts, files, a bounded diff; a page
+        of them from ``cursor``); with ``undo=True`` takes it back and returns the undo's own
+        change set (undo that to redo). Raises ``ConchError("conflict")`` naming the paths
+        changed again since, unless they are in ``force``."""
+        result = await self._engine.changes(
+            job_id, undo=undo, force=tuple(force), cursor=cursor, max_bytes=max_bytes
+        )
+        return _changes(self, lean.changes_full(result))
 
     async def info(self) -> RuntimeInfo:
         return {

@@ -84,7 +84,7 @@ def test_flags_beat_environment_beat_env_file(tmp_path: Path):
 
 def test_tools_prints_the_catalogue_and_the_manifest():
     tools = json.loads(conch("tools").stdout)
-    assert {t["name"] for t in tools} >= {"exec", "read", "write", "signal", "list", "info"}
+    assert {t["name"] for t in tools} >= {"exec", "read", "write", "signal", "list", "changes"}
     assert all("inputSchema" in t and "outputSchema" in t for t in tools)
     manifest = json.loads(conch("tools", "--manifest").stdout)
     assert manifest["execution"] == "http"

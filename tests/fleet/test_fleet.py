@@ -748,3 +748,33 @@ def test_a_stopped_fleet_server_leaves_no_job_on_any_node(
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
                 stream.close()
+
+
+async def test_changes_and_undo_go_to_the_jobs_node(cluster: LocalCluster, tmp_path: Any) -> None:
+    """`changes` is routed by the job id, as `read` is; the undo's own id comes back as a
+    fleet id of the same node, so undoing it (a redo) goes there too; `list {info: true}`
+    carries the fleet's info (its nodes), not one node's."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    async with fleet(cluster, tmp_path, default_cwd=str(ws)) as rt:
+        info = await rt.info()
+        zone_b = by_label(info, "zone", "b")
+        ran = await rt.exec(command="echo two >> a.txt; echo new > b.txt", node="zone=b")
+        assert ran["node"] == zone_b and ran["changes"] == {"added": 1, "modified": 1}, ran
+        got = await rt.changes(ran["job_id"])
+        assert got["node"] == zone_b and {f["path"] for f in got["files"]} == {"a.txt", "b.txt"}
+        undone = await rt.changes(ran["job_id"], undo=True)
+        assert undone["node"] == zone_b and undone["undo_of"] == ran["job_id"], undone
+        assert undone["job_id"].endswith("." + ran["job_id"].rsplit(".", 1)[1])
+        assert (ws / "a.txt").read_text() == "one\n" and not (ws / "b.txt").exists()
+        (ws / "a.txt").write_text("a person's\n")
+        with pytest.raises(ConchError) as e:
+            await rt.changes(undone["job_id"], undo=True)
+        assert e.value.code == "conflict" and "a.txt" in e.value.message
+        redone = await rt.changes(undone["job_id"], undo=True, force=["a.txt"])
+        assert redone["undo_of"] == undone["job_id"] and (ws / "b.txt").read_text() == "new\n"
+        listed = await rt.call_tool("list", {"info": True})
+        assert {n["node"] for n in listed["info"]["nodes"]} == {n["node"] for n in info["nodes"]}
+        bad = await rt.call_tool("list", {"info": "yes"})
+        assert bad["error"]["code"] == "invalid_argument", bad

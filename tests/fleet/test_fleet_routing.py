@@ -58,6 +58,26 @@ def test_results_get_fleet_ids_and_their_node() -> None:
     assert "node" not in qualify_result({"job_id": "j_1"}, "tag", A, add_node=False)
 
 
+def test_a_change_sets_job_ids_get_their_node() -> None:
+    """An undo's id, the job it undid or that undid it, and the jobs that overlapped it are
+    jobs of the node that answered: each said as a fleet id, so `changes` on it comes back."""
+    out = qualify_result(
+        {
+            "job_id": "u_1",
+            "undo_of": "j_1",
+            "undone_by": "u_2",
+            "overlapping_jobs": ["j_2", "j_3"],
+            "files": [{"path": "j_4", "change": "added"}],
+        },
+        "tag",
+        A,
+        add_node=True,
+    )
+    assert (out["job_id"], out["undo_of"], out["undone_by"]) == ("u_1.tag", "j_1.tag", "u_2.tag")
+    assert out["overlapping_jobs"] == ["j_2.tag", "j_3.tag"]
+    assert out["files"] == [{"path": "j_4", "change": "added"}]  # a path is no id
+
+
 def test_node_choice_by_id_prefix_label_and_load() -> None:
     t = table()
     assert t.choose(B).node_id == B
@@ -87,9 +107,10 @@ def test_fleet_tools_take_a_node_where_work_is_placed() -> None:
     assert registry.resources == ()  # job logs stay on their nodes
     for name in ("exec", "shell_open", "search"):
         assert "node" in tools[name].input_schema["properties"]
-    for name in ("read", "write", "signal", "list"):
+    for name in ("read", "write", "signal", "list", "changes"):
         assert "node" not in tools[name].input_schema["properties"]
-    assert "nodes" in tools["info"].output_schema["properties"]
+    info = registry.get("info")  # (unlisted: `list {info: true}`, and callable by name)
+    assert info is not None and "nodes" in info.output_schema["properties"]
 
 
 def test_the_http_guard_asks_the_nodes_that_share_the_servers_loopback(monkeypatch) -> None:

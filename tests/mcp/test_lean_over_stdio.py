@@ -52,12 +52,14 @@ async def test_full_detail_restores_every_field_over_stdio(serve_args):
         r = await c.call_tool("exec", {"command": "echo hi"})
     props = tools["exec"].output_schema["anyOf"][0]["properties"]
     # (secret_page only where a prompt is offered to a person: --secret-prompt elicit;
-    # detached where a host stopped waiting for a job; note where a wait ended early)
+    # detached where a host stopped waiting for a job; note where a wait ended early;
+    # changes where the job changed files)
     assert set(r.structured_content) == set(props) - {
         "secret_page",
         "detached",
         "note",
         "shell_opened",
+        "changes",
     }
     assert r.structured_content["ok"] is True and r.structured_content["pid"] > 0
     # the published schema says what an absent field means

@@ -41,14 +41,14 @@ async def test_every_tool_is_listed_with_schemas_and_annotations(serve_args, mod
         "list",
         "shell_open",
         "search",
-        "info",
+        "changes",
     } == set(tools)
     for t in tools.values():
         assert t.input_schema["type"] == "object"
         assert t.input_schema.get("additionalProperties") is False
         assert t.output_schema and t.output_schema["type"] == "object"
         assert t.annotations is not None
-    for name in ("read", "list", "search", "info"):
+    for name in ("read", "list", "search"):
         assert tools[name].annotations.read_only_hint is True
     assert tools["exec"].annotations.read_only_hint is False
 

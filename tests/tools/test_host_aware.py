@@ -116,10 +116,9 @@ async def test_the_default_profile_has_eight_tools_and_closes_shells_by_signal(t
     cfg = conch.Config(data_dir=str(tmp_path / "d"), default_cwd=str(tmp_path))
     async with conch.Runtime(cfg) as rt:
         names = [t["name"] for t in rt.tools()]
-        assert len(names) <= 8 and "shell_close" not in names, names
-        assert {"exec", "read", "write", "signal", "list", "shell_open", "search", "info"} == set(
-            names
-        )
+        assert len(names) <= 8 and "shell_close" not in names and "info" not in names, names
+        listed = {"exec", "read", "write", "signal", "list", "shell_open", "search", "changes"}
+        assert listed == set(names)
         sh = await rt.call_tool("shell_open", {})
         r = await rt.call_tool("exec", {"shell_id": sh["shell_id"], "command": "sleep 30 &"})
         assert r["state"] == "exited"
@@ -435,8 +434,8 @@ CODEX_DEFERRED_CHARS = 247
 async def test_the_call_sheet_opens_the_instructions_and_names_real_arguments(
     tmp_path, profile
 ) -> None:
-    """Every ``tool{a,b|c,...}`` of the call sheet (``list`` and ``info`` take no arguments and
-    are left out) is a tool of the profile and every name in
+    """Every ``tool{a,b|c,...}`` of the call sheet (``list`` is left out) is a tool of the
+    profile and every name in
     its braces a property of that tool's schema (an enum or pattern after ``:`` aside), all of
     it inside what Codex shows before the tools are loaded."""
     from conch.mcp.server import ConchMCP

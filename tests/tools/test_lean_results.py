@@ -88,8 +88,9 @@ async def test_full_detail_restores_every_snapshot_field(full_rt):
     r = await full_rt.call_tool("exec", {"command": "echo hi"})
     props = schemas(full_rt)["exec"]["properties"]
     # (secret_page and detached are the MCP front end's, added where a prompt needs a
-    # person's page or a host stopped waiting for a job; note, where a wait ended early)
-    assert set(r) == set(props) - {"secret_page", "detached", "note", "shell_opened"}
+    # person's page or a host stopped waiting for a job; note, where a wait ended early;
+    # changes, where the job changed files)
+    assert set(r) == set(props) - {"secret_page", "detached", "note", "shell_opened", "changes"}
     assert r["ok"] is True and r["eof"] is True and r["total_bytes"] == 3
     assert r["lingering_pids"] == [] and r["name"] is None and r["log_path"]
 

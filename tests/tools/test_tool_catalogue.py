@@ -23,7 +23,7 @@ EXPECTED = {
     "list",
     "shell_open",
     "search",
-    "info",
+    "changes",
 }
 
 
@@ -35,7 +35,7 @@ async def test_catalogue_lists_every_tool_with_strict_schemas(rt):
         assert schema["type"] == "object" and schema["additionalProperties"] is False
         assert t["outputSchema"]["type"] == "object"
         assert t["description"]
-    for name in ("read", "list", "search", "info"):
+    for name in ("read", "list", "search"):
         assert tools[name]["annotations"]["readOnlyHint"] is True
     assert tools["exec"]["annotations"]["readOnlyHint"] is False
 
@@ -200,3 +200,19 @@ async def test_concurrent_calls_each_report_progress_on_their_own_job(rt):
         for message in seen[key]:
             assert message.startswith(result["job_id"] + " "), (key, message)
             assert f"{key}-line" in message
+
+
+async def test_info_rides_on_list_and_stays_callable_by_name(rt):
+    """Eight tools listed: `info` is `list {info: true}`, and still answers by its name."""
+    assert "info" not in {t["name"] for t in rt.tools()}
+    plain = await rt.call_tool("list", {})
+    assert "info" not in plain
+    both = await rt.call_tool("list", {"info": True})
+    alone = await rt.call_tool("info", {})
+    assert both["jobs"] == plain["jobs"] and both["info"] == alone, (both, alone)
+    assert alone["version"] and alone["limits"] and alone["host"]["name"]
+    for bad in ({"info": "yes"}, {"info": 1}, {"info": None}):
+        r = await rt.call_tool("list", bad)
+        assert r["error"]["code"] == "invalid_argument", (bad, r)
+    text = render("list", both, is_error=False)
+    assert "\ninfo: {" in text and alone["version"] in text, text

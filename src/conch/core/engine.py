@@ -24,6 +24,10 @@ import conch.core.requests as rq
 import conch.core.results as rs
 from conch._version import __version__
 from conch.config import SCREEN_CATCHUP_BYTES, SCREENS_KEPT, Config
+from conch.core.changes import view as change_view
+from conch.core.changes.store import JOB_ID, Store
+from conch.core.changes.tracker import Active, Tracker, counts
+from conch.core.changes.undo import undo as undo_changes
 from conch.core.containment.containment import Containment
 from conch.core.datadir import DataDir, LogPool
 from conch.core.env import CALLER_SESSION_VAR
@@ -53,6 +57,16 @@ PEER_BUDGET_S = 0.25
 #: verdicts kept by socket inode (one a connection: a keep-alive client pays the search once)
 PEER_CACHE = 4096
 _NO_CONTEXT = rq.CallContext()
+#: how long the engine's start waits for the change tracker's index (then it goes on building):
+#: a small workspace's is ready by then; a server started in a large tree starts no slower
+TRACKER_START_WAIT_S = 0.25
+
+
+def _content(tracker: Tracker, oid: str) -> bytes | None:
+    try:
+        return tracker.store.get(oid)
+    except OSError:
+        return None
 
 
 class Engine:
@@ -98,6 +112,10 @@ class Engine:
         self.searcher: Searcher | None = None
         self.orphans_killed: builtins.list[int] = []
         self._default_cwd: str | None = None
+        # changes and undo (core/changes): the tracker, and each ended job's record capture
+        self.tracker: Tracker | None = None
+        self._captures: dict[str, asyncio.Future[None]] = {}
+        self._next_expiry = 0.0
 
     @property
     def closed(self) -> bool:
@@ -223,12 +241,75 @@ class Engine:
         )
         await asyncio.to_thread(containment.start)
         self.spawn.containment = containment
+        if self.config.changes == "on":
+            self.tracker = await asyncio.to_thread(self._start_tracker)
         self.searcher = Searcher(self.config.resolved_default_cwd, env=self._search_env)
         self._housekeeping = asyncio.ensure_future(self._housekeep())
         if self.config.warm_bash:
             self.starter.start_warm(containment, self.default_cwd, fill_now=self._warm_at_start)
         self._started = True
         self.starter.refill_logs()
+
+    def _start_tracker(self) -> Tracker:
+        """The change tracker of the workspace: its index is built in a thread; a small
+        workspace's is ready when the engine is (a larger one's jobs are untracked until it
+        is: ``tracker.wait_ready`` waits for it, ``info`` says ``building``)."""
+        cfg = self.config
+        store = Store(self.data.root)
+        store.open()
+        tracker = Tracker(
+            cfg.resolved_default_cwd,
+            store,
+            max_files=cfg.changes_max_files,
+            max_file_bytes=cfg.changes_max_file_bytes,
+            max_store_bytes=cfg.changes_max_store_bytes,
+            exclude=cfg.changes_exclude,
+            skip=(str(self.data.root),),
+        )
+        tracker.load_records(cfg.retention_s)
+        tracker.start(wait_s=TRACKER_START_WAIT_S)
+        return tracker
+
+    def _track_begin(self, request: rq.ExecRequest) -> Active | None:
+        """Before a job's process starts: its changes are tracked from now on (unless off)."""
+        if self.tracker is None or request.changes is False:
+            return None
+        return self.tracker.begin(new_id("j"))
+
+    def _track_bind(self, job: Job, active: Active | None) -> None:
+        """The job exists: its record is made when it ends."""
+        tracker = self.tracker
+        if active is None or tracker is None:
+            return
+        tracker.rename(active, job.job_id)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._captures[job.job_id] = done
+
+        async def capture() -> None:
+            try:
+                record = tracker.end_quick(active)
+                if record is None:
+                    record = await asyncio.to_thread(tracker.end, active)
+                n = {k: v for k, v in counts(record).items() if v}
+                job.changes = n or None
+            finally:
+                done.set_result(None)
+                self._captures.pop(job.job_id, None)
+                job.notify()
+
+        def ended(_job: Job) -> None:
+            self.spawn.spawn_task(capture())
+
+        if job.terminal:
+            ended(job)
+        else:
+            job.on_finish(ended)
+
+    async def _captured(self, job_id: str) -> None:
+        """A finished job's record is made (its counts are in its snapshot)."""
+        done = self._captures.get(job_id)
+        if done is not None:
+            await asyncio.shield(done)
 
     def _search_env(self) -> dict[str, str]:
         return self.spawn.child_env("search", pty=False)
@@ -259,6 +340,9 @@ class Engine:
             self.reaper.sweep()
             self.jobs.evict()
             ops.follow_digests(self.jobs, self.spawn.spawn_task)
+            if self.tracker is not None and time.monotonic() > self._next_expiry:
+                self._next_expiry = time.monotonic() + 60
+                self.tracker.expire(self.config.retention_s)
             self.starter.watch_cgroups()
             await self._remove_retired_cgroups()
 
@@ -289,7 +373,7 @@ class Engine:
                 shells=self._shells,
                 drivers=s.drivers,
             )
-            self._close_task = asyncio.ensure_future(shut_down(owned))
+            self._close_task = asyncio.ensure_future(self._shut_down(owned))
         task = self._close_task
         try:
             await asyncio.shield(task)
@@ -298,6 +382,13 @@ class Engine:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(task), 5.0)
             raise
+
+    async def _shut_down(self, owned: Owned) -> None:
+        try:
+            await shut_down(owned)
+        finally:
+            if self.tracker is not None:
+                await asyncio.to_thread(self.tracker.close)
 
     # -- change listeners (MCP resources, dashboard) ---------------------------------------------
 
@@ -312,6 +403,8 @@ class Engine:
                 fn(job.job_id if job else None)
 
     def _evicted(self, job: Job) -> None:
+        if self.tracker is not None:
+            self.tracker.forget(job.job_id)
         self.screens.drop(job.job_id)
         self.starter.evicted(job)
         self._changed(None)
@@ -363,10 +456,17 @@ class Engine:
         """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3."""
         await self._open()
         req = request.checked(self.config, context.shell_env)
-        if request.shell_id is not None:
-            job = await self._start_shell_command(req, context)
-        else:
-            job = await self.starter.start_process(req, context)
+        active = self._track_begin(request)
+        try:
+            if request.shell_id is not None:
+                job = await self._start_shell_command(req, context)
+            else:
+                job = await self.starter.start_process(req, context)
+        except BaseException:
+            if active is not None and self.tracker is not None:
+                self.tracker.cancel(active)
+            raise
+        self._track_bind(job, active)
         job.digest_off = request.digest is False
         if not job.digest_off:
             ops.follow_when_big(job, self.spawn.spawn_task)
@@ -425,6 +525,8 @@ class Engine:
                     job.ready = False if job.terminal else None
             else:
                 await job.wait_until(lambda: job.terminal, yield_ms / 1000)
+            if job.terminal:
+                await self._captured(job.job_id)
         except asyncio.CancelledError:
             # the caller gave up on the exec (e.g. MCP cancellation): the job goes with it,
             # unless that was the host's own timeout (SPEC §2: a later read finds it)
@@ -438,7 +540,11 @@ class Engine:
     async def read(self, request: rq.ReadRequest) -> rs.JobSnapshot:
         await self._open()
         checked = request.checked(self.config)
-        return await ops.read([self._job(i) for i in request.ids], checked, self.screens)
+        jobs = [self._job(i) for i in request.ids]
+        for job in jobs:
+            if job.terminal:
+                await self._captured(job.job_id)
+        return await ops.read(jobs, checked, self.screens)
 
     async def write(self, request: rq.WriteRequest) -> rs.JobSnapshot:
         await self._open()
@@ -570,7 +676,85 @@ class Engine:
             "limits": cfg.limits(),  # type: ignore[typeddict-item]
             "running_jobs": self.jobs.running,
             "retained_jobs": len(self.jobs),
+            "changes": self._changes_info(),
         }
+
+    def _changes_info(self) -> dict[str, Any]:
+        if self.tracker is None:
+            return {
+                "state": "off",
+                "reason": "the setting changes is off",
+                "workspace": self.config.resolved_default_cwd,
+            }
+        return self.tracker.info()
+
+    # -- changes and undo (core/changes) ----------------------------------------------------------
+
+    async def changes(
+        self,
+        job_id: str,
+        *,
+        undo: bool = False,
+        force: Sequence[str] = (),
+        cursor: str | None = None,
+        max_bytes: int | None = None,
+    ) -> dict[str, Any]:
+        """What a finished job changed under the workspace (paths, sizes, modes, a bounded
+        diff of text files, by pages); with ``undo`` it takes them back and returns the undo's
+        own change set (undo that to redo). Refusals: ``conflict`` (paths changed since,
+        named, unless in ``force``; the job still running), ``not_found`` (no record:
+        unknown, evicted, run with ``changes: false`` or while tracking was off)."""
+        await self._open()
+        if not isinstance(job_id, str) or not job_id:
+            raise ConchError("invalid_argument", "job_id must be a non-empty string")
+        if not isinstance(force, (list, tuple)) or not all(isinstance(p, str) for p in force):
+            raise ConchError("invalid_argument", "force must be a list of workspace paths")
+        budget = max_bytes if max_bytes is not None else self.config.default_max_output_bytes
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise ConchError("invalid_argument", "max_bytes must be a non-negative integer")
+        tracker = self.tracker
+        if tracker is None:
+            raise ConchError(
+                "not_found", "change tracking is off on this server (the setting changes)"
+            )
+        job: Job | None = None
+        rid = job_id
+        try:
+            job = self.jobs.get(job_id)  # by id or name, while retained
+            rid = job.job_id
+        except ConchError:
+            if not JOB_ID.match(job_id):  # a record outlives its server (a restart), by id
+                raise
+        if job is not None and not job.terminal:
+            raise ConchError(
+                "conflict",
+                f"job {rid} is still running: what it changed is known when it ends "
+                "(wait for it, or signal it)",
+            )
+        await self._captured(rid)
+        record = await asyncio.to_thread(tracker.record, rid)
+        if record is None:
+            raise ConchError(
+                "not_found",
+                f"no change record for {rid}: unknown, evicted (retention), or run with "
+                "changes: false or while change tracking was off",
+            )
+        if undo:
+            if record.get("untracked"):
+                raise ConchError(
+                    "not_found", f"job {rid}'s changes were not tracked: nothing to undo"
+                )
+            record = await asyncio.to_thread(
+                undo_changes, tracker, record, tuple(force), new_id("u"), tracker.record
+            )
+        return await asyncio.to_thread(
+            change_view.result,
+            record,
+            cursor=cursor,
+            max_bytes=budget,
+            content=lambda oid: _content(tracker, oid),
+            workspace=tracker.workspace,
+        )
 
     # -- shells and search -----------------------------------------------------------------------
 

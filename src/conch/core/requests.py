@@ -104,6 +104,9 @@ class ExecRequest(_Fenced):
     # a finished job's digest (core/output/digest.py): None = when the window leaves output
     # out, False = never
     digest: bool | None = None
+    # what the job changes under the workspace (core/changes): None = as the server's
+    # `changes` setting says, False = not tracked for this call
+    changes: bool | None = None
     # containment (SPEC §9a): checked against the server's settings by the engine
     sandbox: str | None = None
     network: str | None = None
@@ -171,6 +174,8 @@ def _check_exec(cfg: Config, req: ExecRequest, shell_env: Mapping[str, str] | No
     checked_shell_env = check_env(shell_env, "_meta.shell_env")
     ready_spec = parse_ready(req.ready)
     _check_digest(req.digest)
+    if req.changes is not None and not isinstance(req.changes, bool):
+        raise _invalid("changes", "changes must be true or false")
     if req.shell_id is not None:
         given = [k for k in FENCE_FIELDS if getattr(req, k) is not None]
         if given:

@@ -58,7 +58,12 @@ class ScreenInfo(TypedDict):
     alternate: bool  # the program is on the alternate (full-screen) screen
 
 
-class JobSnapshot(JobIdentity):
+class _JobChanges(TypedDict, total=False):
+    # a finished job's changes under the workspace (core/changes): present when any is non-zero
+    changes: dict[str, int]
+
+
+class JobSnapshot(JobIdentity, _JobChanges):
     """The result of ``exec``, ``read``, ``write`` and ``signal``."""
 
     awaiting_input: bool
@@ -164,6 +169,7 @@ class InfoResult(TypedDict):
     limits: Limits
     running_jobs: int
     retained_jobs: int
+    changes: dict[str, Any]  # change tracking: {state: on|off|building, reason, workspace, ...}
 
 
 class _SearchResult(TypedDict):

@@ -10,8 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Mapping
 from typing import Any
 
-# argument and result keys that hold a job or shell id, in every profile
-ID_KEYS = frozenset({"job_id", "shell_id", "exec_id", "active_exec_id", "last_job_id"})
+# argument and result keys that hold a job or shell id, in every profile (and a change set's
+# undo and undone job)
+ID_KEYS = frozenset(
+    {"job_id", "shell_id", "exec_id", "active_exec_id", "last_job_id", "undo_of", "undone_by"}
+)
+# result keys that hold a list of job ids (a change set's overlapping jobs)
+ID_LIST_KEYS = frozenset({"overlapping_jobs"})
 SEP = "."
 TAG_LEN = 8
 
@@ -55,6 +60,8 @@ def _walk(value: Any, fix: Callable[[str], str], node_id: str | None) -> Any:
         if k in ID_KEYS and isinstance(v, str) and v:
             out[k] = fix(v)
             has_id = True
+        elif k in ID_LIST_KEYS and isinstance(v, list):
+            out[k] = [fix(x) if isinstance(x, str) and x else x for x in v]
         else:
             out[k] = _walk(v, fix, node_id)
     if has_id and node_id is not None and "node" not in out:

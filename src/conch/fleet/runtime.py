@@ -19,7 +19,7 @@ import logging
 import os
 import re
 import signal
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from conch.config import Config
@@ -402,6 +402,15 @@ class FleetRuntime(HostBase):
         spec = args.pop("node", None) if takes_node(tool) else None
         if spec is not None and (not isinstance(spec, str) or not spec.strip()):
             raise ConchError("invalid_argument", "node must be a node id or label")
+        if tool.name == "list" and args.get("info") is True:
+            del args["info"]
+            # the fleet's own info (its nodes), not the first node's
+            listed = await self._list(tool, args, ctx)
+            info = self.registry.get("info")
+            if listed.is_error or info is None:
+                return listed
+            about = await self._info(info, {}, ctx)
+            return ToolOutcome({**listed.result, "info": about.result}, False)
         if tool.name in LISTING:
             return await self._list(tool, args, ctx)
         if tool.name == "info":
@@ -751,6 +760,19 @@ class FleetRuntime(HostBase):
 
     async def search(self, **args: Any) -> dict[str, Any]:
         return await self._api("search", args)
+
+    async def changes(
+        self,
+        job_id: str,
+        undo: bool = False,
+        force: Sequence[str] = (),
+        *,
+        cursor: str | None = None,
+        max_bytes: int | None = None,
+    ) -> dict[str, Any]:
+        """A job's changes (and undo) on the job's node: routed by its id, as ``read`` is."""
+        args = {"job_id": job_id, "undo": undo or None, "force": list(force) or None}
+        return await self._api("changes", {**args, "cursor": cursor, "max_bytes": max_bytes})
 
     async def info(self) -> dict[str, Any]:
         return await self._api("info", {})

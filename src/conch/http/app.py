@@ -5,9 +5,9 @@
 POST /invoke     {"method", "params"} -> the tool's structured result (HTTP 200, errors too)
 GET /health      liveness and job counts
 GET /manifest    seed 3's service manifest
-GET /            the dashboard (+ /api/jobs, /api/jobs/{job_id}/log|screen|cast|replay,
-                 POST /login, /logout, and POST /api/jobs/{job_id}/signal|input|handback
-                 with --dashboard-control)
+GET /            the dashboard (+ /api/jobs, /api/jobs/{job_id}/log|screen|cast|replay|changes,
+                 POST /login, /logout, and POST /api/jobs/{job_id}/signal|input|handback|
+                 resize|undo, /api/shells/{shell_id}/exec with --dashboard-control)
 """
 
 from __future__ import annotations
@@ -125,6 +125,8 @@ class ConchHTTP:
                 Route("/api/jobs/{job_id}/input", dashboard.api_input, methods=["POST"]),
                 Route("/api/jobs/{job_id}/handback", dashboard.api_handback, methods=["POST"]),
                 Route("/api/jobs/{job_id}/resize", dashboard.api_resize, methods=["POST"]),
+                Route("/api/jobs/{job_id}/changes", dashboard.api_changes, methods=["GET"]),
+                Route("/api/jobs/{job_id}/undo", dashboard.api_undo, methods=["POST"]),
                 Route("/api/shells/{shell_id}/exec", dashboard.api_shell_exec, methods=["POST"]),
                 Route("/login", self.login, methods=["GET", "POST"]),
                 Route("/logout", self.logout, methods=["POST"]),

@@ -60,7 +60,7 @@ def instructions(cfg: Config, rt: Host) -> str:
     sheet = " ".join(s for s in sheets if s)
     opener = f"Conch gives you a shell {'on a Ray cluster' if fleet else 'on this machine'}."
     where = (
-        "Jobs run on the nodes of a Ray cluster (`info` lists them; `node` on "
+        "Jobs run on the nodes of a Ray cluster (`list {info: true}` lists them; `node` on "
         "exec/shell_open/search picks one, ids remember theirs). "
         if fleet
         else ""
@@ -72,7 +72,9 @@ def instructions(cfg: Config, rt: Host) -> str:
             " Long commands "
             f"continue in the background after yield_ms={cfg.default_yield_ms}: follow them "
             "with `read`, type into them with `write`, stop them with `signal`; `shell_open` "
-            "+ `exec {shell_id}` for a persistent shell (closed with `signal {shell_id}`). "
+            "+ `exec {shell_id}` for a persistent shell (closed with `signal {shell_id}`); "
+            "`changes {job_id}` shows what a job changed in the workspace, `undo: true` takes "
+            "it back. "
             f"Limits: {cfg.max_running} running "
             f"jobs, {cfg.max_shells} shells, deadline {cfg.default_timeout_ms} ms by default, "
             f"{cfg.default_max_output_bytes} bytes of output inline (the rest stays readable), "

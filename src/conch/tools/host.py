@@ -9,7 +9,7 @@ dashboard shows a person and takes from them, which a fleet asks of each job's n
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from conch.config import Config
@@ -117,6 +117,18 @@ class Host(Protocol):
         self, job_id: str, signal: str = "terminate", *, wait_ms: int = 2000
     ) -> Awaitable[dict[str, Any]]:
         """SPEC §8's ``signal`` (the dashboard's stop button, a task's cancel)."""
+        ...
+
+    async def changes(
+        self,
+        job_id: str,
+        undo: bool = False,
+        force: Sequence[str] = (),
+        *,
+        cursor: str | None = None,
+        max_bytes: int | None = None,
+    ) -> dict[str, Any]:
+        """A job's changes to the workspace, or their undo (the dashboard's view and undo)."""
         ...
 
     async def list_resources(self, *, seed_only: bool = False) -> list[dict[str, Any]]: ...

@@ -128,7 +128,7 @@ def snapshot(s: Result, default_cwd: str | None = None, *, named: bool = True) -
         out["lost_bytes"] = s["lost_bytes"]
     if s.get("attended"):
         out["attended"] = True
-    for key in ("human_input", "screen", "note"):
+    for key in ("human_input", "screen", "note", "changes"):
         if s.get(key) is not None:
             out[key] = s[key]
     if s.get("digest") is not None:
@@ -261,3 +261,30 @@ def search(r: Result) -> dict[str, Any]:
     if r.get("errors"):
         out["errors"] = r["errors"]
     return out
+
+
+#: a change set's fields at their default (conch.tools.schemas.CHANGES_OUTPUT)
+_CHANGES_DEFAULTS: dict[str, Any] = {
+    "added": 0,
+    "modified": 0,
+    "deleted": 0,
+    "files": [],
+    "diff": "",
+    "next_cursor": None,
+    "not_covered": [],
+    "overlapping_jobs": [],
+}
+
+
+def changes_full(r: Result) -> dict[str, Any]:
+    """A change set with every field, those at their default too (``result_detail: full``)."""
+    return {"job_id": r["job_id"], **_CHANGES_DEFAULTS, **r}
+
+
+def changes(r: Result) -> dict[str, Any]:
+    """A change set without the fields at their default (``job_id`` always)."""
+    return {
+        k: v
+        for k, v in r.items()
+        if k == "job_id" or k not in _CHANGES_DEFAULTS or v != _CHANGES_DEFAULTS[k]
+    }

@@ -28,6 +28,8 @@ def render(
             return json.dumps(result, ensure_ascii=False)
         retry = " (retryable)" if e.get("retryable") else ""
         return f"[error {e.get('code')}{retry}] {e.get('message')}"
+    if tool == "changes":
+        return render_changes(result)
     if "job_id" in result and "state" in result:
         return render_snapshot(result)
     if tool == "list":
@@ -64,6 +66,8 @@ def header(s: dict[str, Any]) -> str:
         parts.append("shell restarted")
     if s.get("shell_opened"):
         parts.append("shell opened")
+    if s.get("changes"):
+        parts.append("changed " + counts(s["changes"]))
     if s.get("lingering_pids"):
         parts.append(f"lingering pids {' '.join(map(str, s['lingering_pids']))}")
     if s.get("truncated") and s.get("omitted_bytes"):
@@ -101,7 +105,56 @@ def render_list(r: dict[str, Any]) -> str:
             f"{sh.get('shell_id')} {sh.get('name') or '-'} {sh.get('shell')} "
             f"{sh.get('state')} cwd {sh.get('cwd')}"
         )
-    return "\n".join(lines) if lines else "(no jobs or shells)"
+    text = "\n".join(lines) if lines else "(no jobs or shells)"
+    if r.get("info") is not None:
+        text += "\ninfo: " + json.dumps(r["info"], ensure_ascii=False, indent=1)
+    return text
+
+
+def counts(c: dict[str, Any]) -> str:
+    """``1 added, 2 modified`` (the non-zero counts of a change set), or ``nothing``."""
+    said = [f"{c[k]} {k}" for k in ("added", "modified", "deleted") if c.get(k)]
+    return ", ".join(said) or "nothing"
+
+
+#: the letter of each kind of change in the text view (as ``git status --short`` has them)
+CHANGE_LETTERS = {"added": "A", "modified": "M", "deleted": "D", "type_changed": "T"}
+
+
+def render_changes(r: dict[str, Any]) -> str:
+    """A change set for a model to read: a header, ``M path`` per file, what is not covered,
+    then the diff."""
+    head = [f"changes of {r['job_id']}: {counts(r)}"]
+    if r.get("undo_of"):
+        head.append(f"the undo of {r['undo_of']}")
+    if r.get("undone_by"):
+        head.append(f"undone by {r['undone_by']}")
+    if r.get("overlapping_jobs"):
+        head.append("overlapping jobs " + " ".join(_named(j) for j in r["overlapping_jobs"]))
+    if r.get("next_cursor"):
+        head.append(f"more: cursor {r['next_cursor']}")
+    lines = ["[" + " · ".join(head) + "]"]
+    for f in r.get("files", []):
+        letter = CHANGE_LETTERS.get(f.get("change", ""), "?")
+        kind = f" ({f['type']})" if f.get("type") not in (None, "file") else ""
+        lines.append(f"{letter} {f['path']}{kind}")
+    for n in r.get("not_covered", []):
+        lines.append("not covered: " + (_not_covered(n)))
+    if r.get("diff"):
+        lines.append(r["diff"].rstrip("\n"))
+    return "\n".join(lines)
+
+
+def _named(j: Any) -> str:
+    return str(j.get("job_id", j)) if isinstance(j, dict) else str(j)
+
+
+def _not_covered(n: Any) -> str:
+    if not isinstance(n, dict):
+        return str(n)
+    what = n.get("path") or n.get("what") or ""
+    why = n.get("reason") or n.get("why") or ""
+    return f"{what} ({why})" if what and why else str(what or why or json.dumps(n))
 
 
 def render_search(r: dict[str, Any]) -> str:

@@ -160,6 +160,11 @@ EXEC_INPUT = obj(
             "output did not fit gets one: the lines that say what went wrong, from the whole "
             "log, with their cursors.",
         },
+        "changes": {
+            "type": "boolean",
+            "description": "false: what this job changes in the workspace is not recorded (no "
+            "`changes`, no undo). By default it is, where the server tracks changes.",
+        },
         **FENCE,
     }
 )
@@ -285,7 +290,17 @@ SIGNAL_INPUT = obj(
     },
 )
 
-LIST_INPUT = obj({"state": {"enum": ["running", "all"]}})
+LIST_INPUT = obj(
+    {
+        "state": {"enum": ["running", "all"], "description": "Which jobs. Default all."},
+        "info": {
+            "type": "boolean",
+            "description": "true: the result also carries `info`, about this server: version, "
+            "platform, shells, ripgrep, containment, change tracking, limits, profiles, "
+            "transports, and how long one wait may last for your host.",
+        },
+    }
+)
 
 SHELL_OPEN_INPUT = obj(
     {
@@ -310,6 +325,40 @@ SHELL_OPEN_INPUT = obj(
 
 SHELL_CLOSE_INPUT = obj({"shell_id": ID}, ("shell_id",))
 INFO_INPUT = obj({})
+#: a path of the workspace as `changes` names it: relative, `/`-separated
+_CHANGE_PATH = {"type": "string", "minLength": 1, "maxLength": 4096}
+CHANGES_INPUT = obj(
+    {
+        "job_id": {**ID, "description": "The job (or undo) whose changes to show or take back."},
+        "undo": {
+            "type": "boolean",
+            "description": "true: take the job's changes back (exactly what was there before; "
+            "what it added is removed). Refused with `conflict`, naming the paths, when one "
+            "was changed again since; the result is the undo's own change set, whose `job_id` "
+            "can be undone in turn (a redo).",
+        },
+        "force": {
+            "type": "array",
+            "maxItems": 10000,
+            "items": _CHANGE_PATH,
+            "description": "With undo: paths named by a `conflict` to take back anyway "
+            "(what was written there since is lost).",
+        },
+        "cursor": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1024,
+            "description": "`next_cursor` of the previous page.",
+        },
+        "max_bytes": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_OUTPUT_BYTES,
+            "description": "Budget of the page (file list + diff), 1-1048576. Default 16384.",
+        },
+    },
+    ("job_id",),
+)
 
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _NULLABLE_STR = {"type": ["string", "null"]}
@@ -518,6 +567,19 @@ SNAPSHOT_OUTPUT = {
             "read {screen: true}: the terminal `output` shows: rows, cols, cursor {row, col} "
             "(0-based), alternate (a full-screen program).",
         ),
+        "changes": _d(
+            {
+                "type": ["object", "null"],
+                "properties": {
+                    "added": _d({"type": "integer"}, 0, "Paths the job created."),
+                    "modified": _d({"type": "integer"}, 0, "Paths it changed."),
+                    "deleted": _d({"type": "integer"}, 0, "Paths it removed."),
+                },
+            },
+            None,
+            "A finished job's changes to the workspace, counted (left out when none): the "
+            "list, the diff and undo are `changes {job_id}`.",
+        ),
         "digest": _d(
             DIGEST,
             None,
@@ -577,11 +639,70 @@ SHELL_SUMMARY = {
     "required": ["shell_id", "shell", "state"],
 }
 
+_COUNT = {"type": "integer", "minimum": 0}
+CHANGES_OUTPUT = {
+    "type": "object",
+    "description": "A job's change set (or an undo's). A field left out has its default.",
+    "properties": {
+        "job_id": {
+            "type": "string",
+            "description": "The job; after an undo, the undo's own id (undo it to redo).",
+        },
+        "added": _d(_COUNT, 0, "Paths the job created."),
+        "modified": _d(_COUNT, 0, "Paths whose content, mode or type the job changed."),
+        "deleted": _d(_COUNT, 0, "Paths the job removed."),
+        "files": _d(
+            {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string"},
+                        "change": {"enum": ["added", "modified", "deleted", "type_changed"]},
+                        "type": {"type": "string"},
+                        "size": _d(_NULLABLE_INT, None, "Size after (before, if deleted)."),
+                        "mode": _d(_NULLABLE_STR, None, "Permission bits, octal (`0644`)."),
+                    },
+                    "required": ["path", "change", "type"],
+                },
+            },
+            [],
+            "This page of changed paths (relative to the workspace).",
+        ),
+        "diff": _d({"type": "string"}, "", "A bounded unified diff of the text files."),
+        "next_cursor": _d(_NULLABLE_STR, None, "More on the next page: `changes {cursor}`."),
+        "not_covered": _d(
+            {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}, "reason": {"type": "string"}},
+                    "required": ["path", "reason"],
+                },
+            },
+            [],
+            "What the record does not cover, said rather than silent: files over the size "
+            "cap, excluded paths, special files, writes outside the workspace.",
+        ),
+        "overlapping_jobs": _d(
+            {"type": "array", "items": {"type": "string"}},
+            [],
+            "Jobs that ran at the same time in the same workspace (a path two of them changed "
+            "is a conflict for undo).",
+        ),
+        "undo_of": _d(_NULLABLE_STR, None, "This change set is the undo of that job."),
+        "undone_by": _d(_NULLABLE_STR, None, "The undo that took this job's changes back."),
+        "detached": DETACHED,
+    },
+    "required": ["job_id"],
+}
+
 LIST_OUTPUT = {
     "type": "object",
     "properties": {
         "jobs": {"type": "array", "items": JOB_SUMMARY},
         "shells": {"type": "array", "items": SHELL_SUMMARY},
+        "info": _d({"type": ["object", "null"]}, None, "With `info: true`: about this server."),
         "detached": DETACHED,
     },
     "required": ["jobs", "shells"],
@@ -629,6 +750,10 @@ INFO_OUTPUT = {
         "rg": {"type": "object"},
         "containment": {"enum": ["process-group", "subreaper", "cgroup"]},
         "limits": {"type": "object"},
+        "changes": {
+            "type": "object",
+            "description": "Whether each job's changes to the workspace are recorded, and why.",
+        },
         "profiles": {"type": "array"},
         "transports": {"type": "array"},
         "host": {

@@ -83,9 +83,9 @@ def sent_to_conch(run: Run, method: str) -> list[dict[str, Any]]:
 
 
 def test_conch_tools_reach_the_model_verbatim(claude: Claude):
-    run = claude([conch("info", {}), Say("nothing to do")])
+    run = claude([conch("list", {"info": True}), Say("nothing to do")])
     # the horizon Conch picks for this Claude Code from its clientInfo: none (no call limit)
-    assert structured(run.results()[0])["host"] == {
+    assert structured(run.results()[0])["info"]["host"] == {
         "name": "Claude Code",
         "timeout_ms": None,
         "horizon_ms": None,

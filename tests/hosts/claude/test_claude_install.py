@@ -43,7 +43,7 @@ def test_claude_code_runs_conch_from_what_conch_install_wrote(claude, tmp_path: 
         [ToolUse("mcp__conch__exec", {"command": "echo installed"}), Say("done")], prepare=install
     )
     (init,) = [e for e in run.events if e.get("subtype") == "init"]
-    assert {"mcp__conch__exec", "mcp__conch__read", "mcp__conch__info"} <= set(init["tools"])
+    assert {"mcp__conch__exec", "mcp__conch__read", "mcp__conch__changes"} <= set(init["tools"])
     block = run.fake.tool_result(0)
     assert block is not None and not block.get("is_error"), block
     result = json.loads(block["content"])

@@ -33,7 +33,7 @@ from fake_responses import NAMESPACE, Call, FakeResponses, Say, Step
 
 pytestmark = pytest.mark.slow
 
-CONCH_TOOLS = {"exec", "read", "write", "signal", "list", "shell_open", "search", "info"}
+CONCH_TOOLS = {"exec", "read", "write", "signal", "list", "shell_open", "search", "changes"}
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +86,7 @@ def with_job(step: int, **args: Any) -> Any:
 
 
 def test_codex_lists_conch_tools_to_the_model(drive, tmp_path: Path, logged_conch):
-    run = drive([LOAD_CONCH, Call("info", {}), Say("loaded")])
+    run = drive([LOAD_CONCH, Call("list", {"info": True}), Say("loaded")])
     first = run.fake.requests[0]
     deferred = [
         line
@@ -106,7 +106,7 @@ def test_codex_lists_conch_tools_to_the_model(drive, tmp_path: Path, logged_conc
     assert client["name"] and client["version"], client
     print(f"Codex initialize clientInfo: {json.dumps(client)}")
     # the horizon Conch picks for this Codex from its clientInfo: its 300 s cut, less 10 s
-    assert run.json(1)["host"] == {
+    assert run.json(1)["info"]["host"] == {
         "name": "Codex",
         "timeout_ms": 300_000,
         "horizon_ms": 290_000,

@@ -55,7 +55,7 @@ def test_codex_runs_conch_from_what_conch_install_wrote(codex, tmp_path, loopbac
     search = run.fake.output(0)
     assert search is not None and search["type"] == "tool_search_output", search
     (namespace,) = [t for t in search["tools"] if t.get("name") == NAMESPACE]
-    assert {"exec", "read", "write", "list", "info"} <= {t["name"] for t in namespace["tools"]}
+    assert {"exec", "read", "write", "list", "changes"} <= {t["name"] for t in namespace["tools"]}
     result = run.json(1)
     assert (result["state"], result["exit_code"], result["output"]) == ("exited", 0, "installed\n")
     # the server Codex started had the settings install wrote: the job's log is in its data dir

@@ -125,6 +125,9 @@ class Job:
         # own size), and who types into it from the dashboard (core/jobs/takeover.py)
         self.recording = Recording(ROWS, COLS) if mode in TERMINAL_MODES else None
         self.attendance: Attendance | None = None
+        # what it changed under the workspace, once it ended (core/changes): the counts
+        # {added, modified, deleted}, None while unknown or when it changed nothing
+        self.changes: dict[str, int] | None = None
 
     def output_arrived(self) -> None:
         """Output was appended to the log (a terminal job's driver calls it)."""

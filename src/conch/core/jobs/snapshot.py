@@ -59,7 +59,7 @@ def snapshot(job: Job, window: Window, *, stream: str | None = None) -> JobSnaps
         awaiting_input, awaiting_secret = job.driver.input_state()
     total = job.log.size(STREAMS[stream])
     data, parse_error = parsed(job)
-    return {
+    snap: JobSnapshot = {
         **_identity(job),
         "awaiting_input": awaiting_input,
         "awaiting_secret": awaiting_secret,
@@ -86,6 +86,9 @@ def snapshot(job: Job, window: Window, *, stream: str | None = None) -> JobSnaps
         "screen": None,
         "digest": None,
     }
+    if job.changes:
+        snap["changes"] = job.changes
+    return snap
 
 
 def lost_marker(job: Job) -> str:

@@ -1,8 +1,9 @@
-"""The default profile ``conch`` (SPEC §6): eight tools, thin handlers on the engine.
+"""The default profile ``conch``: eight tools, thin handlers on the engine.
 
-Closing a shell is a ``signal`` with ``shell_id`` (hosts show at most eight tools: Codex's
-``tool_search`` returns eight); ``shell_close`` stays callable by name for clients that use it,
-unlisted. Each wait ends before the calling host's own timeout, and each inline window stays
+Hosts show at most eight tools (Codex's ``tool_search`` returns eight), so two capabilities
+ride on others: closing a shell is a ``signal`` with ``shell_id``, and the server's facts are
+``list {info: true}``; ``shell_close`` and ``info`` stay callable by name for clients that use
+them, unlisted. Each wait ends before the calling host's own timeout, and each inline window stays
 below where the host cuts a result (conch/tools/hosts.py)."""
 
 from __future__ import annotations
@@ -120,7 +121,10 @@ async def _signal(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[st
 
 
 async def _list(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    return dict(await rt.list(**args))
+    result = dict(await rt.list(**_without(args, "info")))
+    if args.get("info"):
+        result["info"] = await _info(rt, {}, ctx)
+    return result
 
 
 async def _shell_open(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -133,6 +137,12 @@ async def _shell_close(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> di
 
 async def _search(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return dict(await rt.search(core.SearchRequest(**args)))
+
+
+async def _changes(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    rest = _without(args, "job_id", "force")
+    result = await rt.changes(args["job_id"], force=tuple(args.get("force", ())), **rest)
+    return L.changes_full(result)
 
 
 async def _info(rt: Engine, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -178,6 +188,10 @@ def _lean_shell_close(r: dict[str, Any], cwd: str) -> dict[str, Any]:
 
 def _lean_search(r: dict[str, Any], cwd: str) -> dict[str, Any]:
     return L.search(r)
+
+
+def _lean_changes(r: dict[str, Any], cwd: str) -> dict[str, Any]:
+    return L.changes(r)
 
 
 #: how a model should read a lean result (said once per tool that returns a job snapshot)
@@ -258,8 +272,10 @@ DESCRIPTIONS = {
         "2000, at most 600000) for the job to end. Fields left out have their default."
     ),
     "list": (
-        "List jobs (running and recent) and open persistent shells. Fields left out have "
-        "their default (see the output schema)."
+        "List jobs (running and recent) and open persistent shells. `info: true` adds "
+        "`info`, about this server: version, platform, shells, ripgrep, containment, whether "
+        "job changes are tracked, limits, and how long one wait may last for your host. "
+        "Fields left out have their default (see the output schema)."
     ),
     "shell_open": (
         "Start a persistent interactive shell (bash, or zsh) on a terminal. Run commands "
@@ -271,7 +287,19 @@ DESCRIPTIONS = {
     ),
     "info": (
         "Version, platform, available shells, ripgrep, process containment level, "
-        "limits, profiles and transports."
+        "change tracking, limits, profiles and transports (also `list {info: true}`)."
+    ),
+    "changes": (
+        "What a finished job changed in the workspace, and undo. Returns the counts "
+        "(`added`, `modified`, `deleted`), `files` (path, change, type, size, mode) and a "
+        "bounded unified `diff` of text files; `next_cursor` pages on. `undo: true` restores "
+        "exactly what was there before (content, mode, type, symlink target) and removes what "
+        "the job added, touching nothing else: if a path was changed again since, it refuses "
+        "with `conflict` naming the paths (pass them in `force` to take them back anyway). "
+        "An undo's result is its own change set: `changes {job_id: <its id>, undo: true}` "
+        "redoes. `not_covered` says what the record leaves out (files over the size cap, "
+        "excluded or special files, writes outside the workspace); `overlapping_jobs`, jobs "
+        "that ran at the same time. Fields left out have their default."
     ),
     "search": SEARCH_DESCRIPTION + " Fields left out have their default (see the output schema).",
 }
@@ -292,12 +320,14 @@ _CATALOGUE: _Table = (
     ("shell_open", "Open a persistent shell", S.SHELL_OPEN_INPUT, S.SHELL_OPEN_OUTPUT,
      _shell_open, _lean_shell_open, ""),
     ("search", "Search files", S.SEARCH_INPUT, S.SEARCH_OUTPUT, _search, _lean_search, "ri"),
-    ("info", "About this Conch server", S.INFO_INPUT, S.INFO_OUTPUT, _info, None, "ri"),
+    ("changes", "A job's changes, and undo", S.CHANGES_INPUT, S.CHANGES_OUTPUT, _changes,
+     _lean_changes, "d"),
 )  # fmt: skip
 # callable by name, not listed: what clients of the nine-tool profile call
 _UNLISTED = (
     ("shell_close", "Close a persistent shell", S.SHELL_CLOSE_INPUT, S.SHELL_CLOSE_OUTPUT,
      _shell_close, _lean_shell_close, "di"),
+    ("info", "About this Conch server", S.INFO_INPUT, S.INFO_OUTPUT, _info, None, "ri"),
 )  # fmt: skip
 
 
@@ -332,8 +362,8 @@ def unlisted_tools() -> tuple[Tool, ...]:
 
 # the calls as the first 250 characters of the instructions show them (Profile.call_sheet)
 CALL_SHEET = (
-    "exec{command,yield_ms,pty,ready,shell_id,cwd,env} runs one; then read{job_id|job_ids,"
-    "until:exit|quiet|input|{pattern},wait_ms}, write{job_id,text|keys}, signal{job_id}; "
-    "shell_open{cwd,env}; search{pattern}."
+    "exec{command,yield_ms,pty,ready,shell_id,cwd,env}; read{job_id,until:exit|quiet|input|"
+    "{pattern},wait_ms}; write{job_id,text|keys}; signal{job_id}; shell_open{cwd,env}; "
+    "search{pattern}; changes{job_id,undo}."
 )
 PROFILE = Profile("conch", conch_tools, unlisted=unlisted_tools, call_sheet=CALL_SHEET)

@@ -195,6 +195,14 @@ def add_path_rule(ruleset: int, fd: int, access: int) -> None:
     _check(int(ret), "landlock_add_rule")
 
 
+def restrict_self(ruleset: int) -> None:
+    """Restrict the calling thread by ``ruleset`` (the undo's confined writer, core/changes;
+    a job's restriction is ``Restriction.apply``)."""
+    _check(
+        int(_lib().syscall(syscall_nr("restrict_self"), ruleset, ctypes.c_uint32(0))), "restrict"
+    )
+
+
 def cover(root: str, holes: Iterable[str]) -> list[str]:
     """The paths whose hierarchies together make ``root`` without ``holes``: ``root`` itself
     when no hole lies inside it, else every entry of it that is no hole, walking down into

@@ -1,0 +1,126 @@
+"""What one workspace path holds at one moment (pure): the unit of a change record."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from typing import Any
+
+#: file types a change record can restore; the rest (fifo, socket, device) are not covered
+RESTORABLE = frozenset({"file", "dir", "symlink"})
+
+
+def kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "device"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A path's type, permission bits, size and content (a file's by digest, a symlink's
+    target). ``stored``: the content is kept (over ``changes_max_file_bytes`` or on a full
+    disk it is not: ``missing`` says why). The stat fields after it only spot a change
+    cheaply; they are not part of what a path holds."""
+
+    type: str
+    mode: int
+    size: int
+    oid: str | None = None
+    target: str | None = None
+    stored: bool = False
+    missing: str | None = None
+    ino: int = 0
+    nlink: int = 1
+    times: int = 0  # hash of (mtime_ns, ctime_ns): one int a path, not two
+
+    def same(self, other: Entry | None) -> bool:
+        """Whether ``other`` holds the same thing (type, mode, content; a directory's
+        entries are paths of their own)."""
+        if other is None or other.type != self.type or other.mode != self.mode:
+            return False
+        if self.type == "dir":
+            return True
+        if self.type == "symlink":
+            return self.target == other.target
+        if self.type == "file":
+            return self.size == other.size and self.oid == other.oid and self.oid is not None
+        return True
+
+    def unchanged_since(self, st: os.stat_result) -> bool:
+        """The stat signature still matches (no need to read the content again)."""
+        return (
+            kind(st.st_mode) == self.type
+            and stat.S_IMODE(st.st_mode) == self.mode
+            and _size(st) == self.size
+            and st.st_ino == self.ino
+            and hash((st.st_mtime_ns, st.st_ctime_ns)) == self.times
+        )
+
+    @property
+    def restorable(self) -> bool:
+        return self.type in RESTORABLE and (self.type != "file" or self.stored)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, "mode": self.mode, "size": self.size}
+        if self.oid is not None:
+            out["oid"] = self.oid
+        if self.target is not None:
+            out["target"] = self.target
+        if self.stored:
+            out["stored"] = True
+        if self.missing:
+            out["missing"] = self.missing
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any] | None) -> Entry | None:
+        if d is None:
+            return None
+        return cls(
+            type=d["type"],
+            mode=d["mode"],
+            size=d["size"],
+            oid=d.get("oid"),
+            target=d.get("target"),
+            stored=bool(d.get("stored")),
+            missing=d.get("missing"),
+        )
+
+
+_MODES: dict[int, int] = {}  # one int object a mode, however many paths have it
+
+
+def _size(st: os.stat_result) -> int:
+    return st.st_size if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode) else 0
+
+
+def from_stat(st: os.stat_result, **content: Any) -> Entry:
+    return Entry(
+        type=kind(st.st_mode),
+        mode=_MODES.setdefault(stat.S_IMODE(st.st_mode), stat.S_IMODE(st.st_mode)),
+        size=_size(st),
+        ino=st.st_ino,
+        nlink=st.st_nlink,
+        times=hash((st.st_mtime_ns, st.st_ctime_ns)),
+        **content,
+    )
+
+
+def change_kind(before: Entry | None, after: Entry | None) -> str:
+    if before is None:
+        return "added"
+    if after is None:
+        return "deleted"
+    if before.type != after.type:
+        return "type_changed"
+    return "modified"

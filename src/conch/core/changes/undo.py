@@ -1,0 +1,204 @@
+"""Undo: check that every path still holds what the job left, then put back what it held
+before, by descriptor (core/changes/safefs.py). The undo is itself a change record."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from conch.core.changes import confine, safefs
+from conch.core.changes.entry import RESTORABLE, Entry
+from conch.core.changes.tracker import Tracker
+from conch.errors import ConchError
+
+_NAMED = 20  # paths a refusal names before "and N more"
+
+
+def _names(paths: list[str]) -> str:
+    shown = ", ".join(paths[:_NAMED])
+    return shown + (f" and {len(paths) - _NAMED} more" if len(paths) > _NAMED else "")
+
+
+def restorable(b: Entry | None, a: Entry | None) -> bool:
+    """Whether undo can put ``b`` back where the job left ``a``: each must be a file, a
+    directory or a symlink (or nothing), a file's "before" content kept and its "after" one
+    known (to see that nobody changed it since)."""
+    if b is not None and not b.restorable:
+        return False
+    return a is None or (a.type in RESTORABLE and (a.type != "file" or a.oid is not None))
+
+
+def items(record: dict[str, Any]) -> list[tuple[str, Entry | None, Entry | None]]:
+    return [(rel, Entry.from_json(b), Entry.from_json(a)) for rel, b, a in record["files"]]
+
+
+def undo(
+    tracker: Tracker,
+    record: dict[str, Any],
+    force: Iterable[str],
+    undo_id: str,
+    load: Callable[[str], dict[str, Any] | None],
+) -> dict[str, Any]:
+    """Take ``record``'s changes back; the undo's own record (saved). ``conflict`` naming
+    the paths changed since (unless in ``force``), nothing written then."""
+    job_id = record["job_id"]
+    forced = set(force)
+    if record.get("undone_by"):
+        raise ConchError(
+            "conflict",
+            f"job {job_id}'s changes were already taken back by {record['undone_by']} "
+            f"(undo {record['undone_by']} to put them back again)",
+        )
+    todo = [(rel, b, a) for rel, b, a in items(record) if restorable(b, a)]
+    skipped = [rel for rel, b, a in items(record) if not restorable(b, a)]
+    with tracker.lock:
+        tracker.settle()
+        root = tracker.root_fd()
+        current: dict[str, Entry | None] = {}
+        changed = []
+        looked = safefs.Dirs()
+        for rel, _b, a in todo:
+            try:
+                cur = safefs.capture(root, rel, tracker.store, tracker.max_file_bytes, looked)
+            except (FileNotFoundError, safefs.Unsafe, NotADirectoryError):
+                cur = None
+            current[rel] = cur
+            if rel in forced:
+                continue
+            if not (cur is None if a is None else a.same(cur)):
+                changed.append(rel)
+        looked.close()
+        shared = _shared(record, {rel for rel, _b, _a in todo} - forced, load)
+        if changed or shared:
+            parts = []
+            if changed:
+                parts.append(f"changed since job {job_id} ended: {_names(changed)}")
+            if shared:
+                parts.append(
+                    f"also changed by a job that overlapped it in time: {_names(sorted(shared))}"
+                )
+            raise ConchError(
+                "conflict",
+                f"undo of {job_id} refused, nothing was written: paths {'; '.join(parts)}. "
+                "Name them in force to undo anyway (their present content is kept: the "
+                "undo can be undone)",
+            )
+        done: list[list[Any]] = []
+        undo_rec: dict[str, Any] = {
+            "v": 1,
+            "job_id": undo_id,
+            "undo_of": job_id,
+            "started": record.get("ended", 0),
+            "files": done,
+            "not_covered": [
+                {"path": rel, "reason": "not restorable (not covered when recorded)"}
+                for rel in skipped
+            ],
+            "overlapping_jobs": [],
+        }
+        try:
+            confined = confine.run(
+                root,
+                [tracker.store.objects_fd],
+                lambda: _apply(root, todo, current, tracker, done),
+            )
+            if not confined:
+                undo_rec["not_covered"].append(
+                    {"path": "", "reason": "written unconfined: this kernel has no Landlock"}
+                )
+        except (OSError, ValueError) as e:
+            rel = getattr(e, "conch_path", "?")
+            tracker.save_undo(undo_id, undo_rec)
+            tracker.refresh([(r, Entry.from_json(b)) for r, _a, b in done])
+            raise ConchError(
+                "conflict",
+                f"undo of {job_id} stopped at {rel}: {_why(e)}; {len(done)} paths were "
+                f"restored before it (undo {undo_id} puts them back as they were)",
+            ) from None
+        done.sort(key=lambda f: f[0])
+        tracker.save_undo(undo_id, undo_rec)
+        record["undone_by"] = undo_id
+        tracker.save_undo(job_id, record)
+        tracker.refresh([(rel, b) for rel, b, _a in todo])
+    return undo_rec
+
+
+def _why(e: Exception) -> str:
+    if isinstance(e, safefs.Unsafe):
+        return "a directory on its path was replaced by a symlink or a file (not followed)"
+    if isinstance(e, OSError) and e.errno == errno.ENOTEMPTY:
+        return "the directory holds entries the job did not make"
+    return str(e)
+
+
+def _shared(record: dict[str, Any], paths: set[str], load: Any) -> set[str]:
+    out: set[str] = set()
+    for other in record.get("overlapping_jobs", ()):
+        rec = load(other)
+        if rec is None or rec.get("undone_by"):
+            continue
+        out |= paths & {rel for rel, _b, _a in rec["files"]}
+    return out
+
+
+def _apply(
+    root: int,
+    todo: list[tuple[str, Entry | None, Entry | None]],
+    current: dict[str, Entry | None],
+    tracker: Tracker,
+    done: list[list[Any]],
+) -> None:
+    dirs = safefs.Dirs()
+    try:
+        _run(root, todo, current, tracker, done, dirs)
+    finally:
+        dirs.close()
+
+
+def _run(
+    root: int,
+    todo: list[tuple[str, Entry | None, Entry | None]],
+    current: dict[str, Entry | None],
+    tracker: Tracker,
+    done: list[list[Any]],
+    dirs: safefs.Dirs,
+) -> None:
+    depth = lambda rel: rel.count("/")  # noqa: E731
+    gone: set[str] = set()
+    # 1. what is in the way goes, deepest first: what the job added, and a file where a
+    # directory was (or the reverse)
+    for rel, b, _a in sorted(todo, key=lambda t: -depth(t[0])):
+        cur = current[rel]
+        if cur is None:
+            continue
+        if b is None or (cur.type == "dir") != (b.type == "dir"):
+            _step(rel, lambda rel=rel, cur=cur: safefs.remove(root, rel, cur, dirs))  # type: ignore[misc]
+            gone.add(rel)
+            if b is None:
+                done.append([rel, cur.to_json(), None])
+    # 2. what was there comes back, shallowest first (directories writable meanwhile)
+    for rel, b, _a in sorted(todo, key=lambda t: depth(t[0])):
+        if b is None:
+            continue
+        cur = None if rel in gone else current[rel]
+        if b.same(cur):
+            continue
+        want = b
+        if b.type == "dir":
+            want = Entry("dir", 0o700, 0)
+        _step(rel, lambda rel=rel, want=want: safefs.put(root, rel, want, tracker.store, dirs))  # type: ignore[misc]
+        was = current[rel]
+        done.append([rel, was.to_json() if was else None, b.to_json()])
+    # 3. directories' own modes last, deepest first
+    for rel, b, _a in sorted(todo, key=lambda t: -depth(t[0])):
+        if b is not None and b.type == "dir":
+            _step(rel, lambda rel=rel, b=b: safefs.chmod_dir(root, rel, b.mode, dirs))  # type: ignore[misc]
+
+
+def _step(rel: str, fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except (OSError, ValueError) as e:
+        setattr(e, "conch_path", rel)  # noqa: B010
+        raise
