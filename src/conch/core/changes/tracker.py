@@ -92,6 +92,7 @@ class Tracker:
         self._joining: list[tuple[list[tuple[int, int, int, str]], Active]] = []
         self._jlock = threading.Lock()
         self._early: set[str] | None = None
+        self._wake = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)  # close() wakes the thread
         self._thread: threading.Thread | None = None
         self.records_oids: dict[str, set[str]] = {}
         self._held: dict[str, dict[str, Any]] = {}  # records kept in memory only
@@ -110,13 +111,16 @@ class Tracker:
 
     def close(self) -> None:
         self._stop = True
+        if self._wake[1] >= 0:
+            os.write(self._wake[1], b"x")  # the thread's select returns now
         if self._thread is not None:
             self._thread.join(5)
         with self._lock:
-            for fd in (self._fd, self._root):
+            for fd in (self._fd, self._root, *self._wake):
                 if fd >= 0:
                     os.close(fd)
             self._fd = self._root = -1
+            self._wake = (-1, -1)
 
     @property
     def on(self) -> bool:
@@ -157,9 +161,12 @@ class Tracker:
             self._ready.set()
         while not self._stop and self.state == "on":
             try:
-                ready, _, _ = select.select([self._fd], [], [], 0.25)
+                ready, _, _ = select.select([self._fd, self._wake[0]], [], [], 0.25)
             except (OSError, ValueError):
                 return
+            if self._stop:
+                return
+            ready = [r for r in ready if r == self._fd]
             with self._lock:
                 if self._fd < 0:
                     return
