@@ -755,6 +755,7 @@ class Engine:
             max_bytes=budget,
             content=lambda oid: _content(tracker, oid),
             workspace=tracker.workspace,
+            exclude=tracker.exclude,
         )
 
     # -- shells and search -----------------------------------------------------------------------

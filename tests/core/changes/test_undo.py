@@ -346,3 +346,16 @@ async def test_a_job_starting_while_the_tracker_is_busy_never_gets_a_wrong_befor
     assert listed == {"b"}
     await engine.changes(r["job_id"], undo=True)
     assert (ws / "b").read_text() == "one\n" and (ws / "a").read_text() == "job\n"
+
+
+async def test_excluded_paths_are_not_tracked_and_said_so(tmp_path, ws):
+    async with Engine(config(tmp_path, ws, changes_exclude=["node_modules", "build/*"])) as e:
+        assert e.tracker is not None and e.tracker.wait_ready(10)
+        r = await run(
+            e,
+            "mkdir -p node_modules/x build/y && echo 1 > node_modules/x/f && echo 2 > "
+            "build/y/g && echo 3 > kept",
+        )
+        c = await e.changes(r["job_id"])
+        assert {f["path"] for f in c["files"]} == {"kept", "build"}
+        assert any("changes_exclude" in n["reason"] for n in c["not_covered"])
