@@ -740,11 +740,14 @@ class Engine:
                 f"no change record for {rid}: unknown, evicted (retention), or run with "
                 "changes: false or while change tracking was off",
             )
+        if undo and tracker.state == "building":
+            raise ConchError(
+                "busy",
+                "change tracking is still building its index of the workspace: undo when "
+                "`info` says changes: on",
+                retryable=True,
+            )
         if undo:
-            if record.get("untracked"):
-                raise ConchError(
-                    "not_found", f"job {rid}'s changes were not tracked: nothing to undo"
-                )
             record = await asyncio.to_thread(
                 undo_changes, tracker, record, tuple(force), new_id("u"), tracker.record
             )
