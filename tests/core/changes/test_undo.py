@@ -359,3 +359,13 @@ async def test_excluded_paths_are_not_tracked_and_said_so(tmp_path, ws):
         c = await e.changes(r["job_id"])
         assert {f["path"] for f in c["files"]} == {"kept", "build"}
         assert any("changes_exclude" in n["reason"] for n in c["not_covered"])
+
+
+async def test_writes_outside_the_workspace_are_not_listed_and_the_result_says_so(engine, tmp_path):
+    outside = tmp_path / "outside.txt"
+    r = await run(engine, f"echo x > {outside} && echo y > inside")
+    c = await engine.changes(r["job_id"])
+    assert {f["path"] for f in c["files"]} == {"inside"}
+    assert any("workspace only" in n["reason"] for n in c["not_covered"])
+    await engine.changes(r["job_id"], undo=True)
+    assert outside.read_text() == "x\n"  # never touched

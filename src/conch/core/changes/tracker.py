@@ -35,6 +35,9 @@ from conch.core.containment import gitdir
 
 log = logging.getLogger("conch.changes")
 
+#: the longest a job's start waits for the tracker's lock before it joins late
+BEGIN_WAIT_S = 0.05
+
 OUTSIDE = "tracking covers the workspace only: a job's writes outside it are not seen"
 
 
@@ -389,14 +392,15 @@ class Tracker:
     # -- jobs ----------------------------------------------------------------------------------
 
     def begin(self, job_id: str) -> Active:
-        """A job starts now (call it before its process starts). Never waits for the lock
-        (the caller is the event loop): while an undo or a large job's end holds it, the job
-        joins when it is free, and what is queued by then counts as the job's too."""
+        """A job starts now (call it before its process starts). Waits for the lock at most
+        ``BEGIN_WAIT_S`` (the caller is the event loop; the thread taking in a person's
+        edits holds it that briefly): while an undo or a large job's end holds it, the job
+        joins when it is free (``_admit``)."""
         a = Active(job_id, time.time())
         if self.state != "on":  # (read without the lock: the build holds no lock)
             a.untracked = f"change tracking was {self.state}: {self.reason}"
             return a
-        if not self._lock.acquire(blocking=False):
+        if not self._lock.acquire(timeout=BEGIN_WAIT_S):
             # what is queued now happened before the job: read it here (the kernel hands
             # each event to one reader), to be taken in as nobody's before the job joins
             try:
