@@ -124,6 +124,7 @@ class Tracker:
                     os.close(fd)
             self._fd = self._root = -1
             self._wake = (-1, -1)
+        self.store.close()
 
     @property
     def on(self) -> bool:
@@ -282,6 +283,8 @@ class Tracker:
         if touch:
             self._touch(top)
         for rel, st in self._walk(top):
+            if self._stop:
+                return
             if stat.S_ISDIR(st.st_mode):
                 self._watch(rel)
             if touch:
