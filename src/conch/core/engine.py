@@ -258,7 +258,9 @@ class Engine:
         workspace's is ready when the engine is (a larger one's jobs are untracked until it
         is: ``tracker.wait_ready`` waits for it, ``info`` says ``building``)."""
         cfg = self.config
-        store = Store(self.data.root)
+        # what the index needs at most, and as much again for what jobs change meanwhile
+        # (records go with their jobs' retention): the store's disk use is bounded
+        store = Store(self.data.root, cap=2 * cfg.changes_max_store_bytes)
         store.open()
         tracker = Tracker(
             cfg.resolved_default_cwd,

@@ -369,3 +369,15 @@ async def test_writes_outside_the_workspace_are_not_listed_and_the_result_says_s
     assert any("workspace only" in n["reason"] for n in c["not_covered"])
     await engine.changes(r["job_id"], undo=True)
     assert outside.read_text() == "x\n"  # never touched
+
+
+async def test_the_store_is_bounded_and_a_content_past_it_is_said_not_kept(tmp_path, ws):
+    (ws / "small").write_text("s\n")
+    async with Engine(config(tmp_path, ws, changes_max_store_bytes=2000)) as e:
+        assert e.tracker is not None and e.tracker.wait_ready(10)
+        r = await run(e, "head -c 5000 /dev/urandom > big && echo t > small")
+        c = await e.changes(r["job_id"])
+        why = {n["path"]: n["reason"] for n in c["not_covered"]}
+        assert "cap" in why["big"]
+        assert e.tracker.store.bytes <= 4000
+        assert (await e.info())["changes"]["store_bytes"] == e.tracker.store.bytes
