@@ -347,7 +347,7 @@ class Engine:
             ops.follow_digests(self.jobs, self.spawn.spawn_task)
             if self.tracker is not None and time.monotonic() > self._next_expiry:
                 self._next_expiry = time.monotonic() + 60
-                self.tracker.expire(self.config.retention_s)
+                await asyncio.to_thread(self.tracker.expire, self.config.retention_s)
             self.starter.watch_cgroups()
             await self._remove_retired_cgroups()
 

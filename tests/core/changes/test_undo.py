@@ -381,3 +381,17 @@ async def test_the_store_is_bounded_and_a_content_past_it_is_said_not_kept(tmp_p
         assert "cap" in why["big"]
         assert e.tracker.store.bytes <= 4000
         assert (await e.info())["changes"]["store_bytes"] == e.tracker.store.bytes
+
+
+async def test_a_record_follows_its_job_out_of_retention(tmp_path, ws):
+    async with Engine(config(tmp_path, ws, max_jobs=1)) as e:
+        assert e.tracker is not None and e.tracker.wait_ready(10)
+        first = await run(e, "echo 1 > one")
+        records = tmp_path / "data" / "changes" / "records"
+        assert (records / f"{first['job_id']}.json").exists()
+        await run(e, "echo 2 > two")
+        e.jobs.evict()
+        with pytest.raises(ConchError) as ei:
+            await e.changes(first["job_id"])
+        assert ei.value.code == "not_found"
+        assert not (records / f"{first['job_id']}.json").exists()

@@ -95,6 +95,7 @@ class Tracker:
         self._joining: list[tuple[list[tuple[int, int, int, str]], Active]] = []
         self._jlock = threading.Lock()
         self._early: set[str] | None = None
+        self._forgets: list[str] = []
         self._wake = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)  # close() wakes the thread
         self._thread: threading.Thread | None = None
         self.records_oids: dict[str, set[str]] = {}
@@ -432,6 +433,9 @@ class Tracker:
     def _admit(self) -> None:
         with self._jlock:
             joining, self._joining = self._joining, []
+            forgets, self._forgets = self._forgets, []
+        for job_id in forgets:
+            self._forget(job_id)
         for early, a in joining:
             self._early = set()
             try:
@@ -570,12 +574,22 @@ class Tracker:
             self._keep(job_id, record)
 
     def forget(self, job_id: str) -> None:
-        """The job left retention: its record goes (its contents once nothing names them)."""
-        with self._lock:
-            self.store.remove(job_id)
-            self._held.pop(job_id, None)
-            if self.records_oids.pop(job_id, None):
-                self._collect = True
+        """The job left retention: its record goes (its contents once nothing names them).
+        Never waits for the lock (the engine evicts on the event loop): done by whoever
+        holds it next, or now when it is free."""
+        with self._jlock:
+            self._forgets.append(job_id)
+        if self._lock.acquire(blocking=False):
+            try:
+                self._admit()
+            finally:
+                self._lock.release()
+
+    def _forget(self, job_id: str) -> None:
+        self.store.remove(job_id)
+        self._held.pop(job_id, None)
+        if self.records_oids.pop(job_id, None):
+            self._collect = True
 
     def load_records(self, retention_s: float) -> None:
         """At start: what earlier runs recorded, under retention."""
@@ -606,7 +620,7 @@ class Tracker:
             for job_id in [j for j in self.records_oids if j.startswith("u_")]:
                 rec = self.record(job_id)
                 if rec is None or rec.get("ended", 0) < cutoff:
-                    self.forget(job_id)
+                    self._forget(job_id)
 
     def refresh(self, wrote: list[tuple[str, Entry | None]]) -> None:
         """After an undo wrote these paths (each to hold the entry given): the index takes
