@@ -255,7 +255,9 @@ class Engine:
         workspace's is ready when the engine is (a larger one's jobs are untracked until it
         is: ``tracker.wait_ready`` waits for it, ``info`` says ``building``)."""
         cfg = self.config
-        store = Store(self.data.root)
+        # what the index needs at most, and as much again for what jobs change meanwhile
+        # (records go with their jobs' retention): the store's disk use is bounded
+        store = Store(self.data.root, cap=2 * cfg.changes_max_store_bytes)
         store.open()
         tracker = Tracker(
             cfg.resolved_default_cwd,
@@ -342,7 +344,7 @@ class Engine:
             ops.follow_digests(self.jobs, self.spawn.spawn_task)
             if self.tracker is not None and time.monotonic() > self._next_expiry:
                 self._next_expiry = time.monotonic() + 60
-                self.tracker.expire(self.config.retention_s)
+                await asyncio.to_thread(self.tracker.expire, self.config.retention_s)
             self.starter.watch_cgroups()
             await self._remove_retired_cgroups()
 
@@ -739,11 +741,14 @@ class Engine:
                 f"no change record for {rid}: unknown, evicted (retention), or run with "
                 "changes: false or while change tracking was off",
             )
+        if undo and tracker.state == "building":
+            raise ConchError(
+                "busy",
+                "change tracking is still building its index of the workspace: undo when "
+                "`info` says changes: on",
+                retryable=True,
+            )
         if undo:
-            if record.get("untracked"):
-                raise ConchError(
-                    "not_found", f"job {rid}'s changes were not tracked: nothing to undo"
-                )
             record = await asyncio.to_thread(
                 undo_changes, tracker, record, tuple(force), new_id("u"), tracker.record
             )
@@ -754,6 +759,7 @@ class Engine:
             max_bytes=budget,
             content=lambda oid: _content(tracker, oid),
             workspace=tracker.workspace,
+            exclude=tracker.exclude,
         )
 
     # -- shells and search -----------------------------------------------------------------------

@@ -31,7 +31,10 @@ async def engine(tmp_path: Path, ws: Path) -> AsyncIterator[Engine]:
 
 
 async def run(e: Engine, command: str, **kw: object) -> dict:
-    """A command run to its end; its result."""
+    """A command run to its end; its result (what the test wrote before is taken in first,
+    as a person's edits well before the job would be)."""
+    if e.tracker is not None and e.tracker.on:
+        e.tracker.settle_now()
     r = dict(await e.exec(ExecRequest(command=command, yield_ms=60_000, **kw)))  # type: ignore[arg-type]
     assert r["state"] == "exited", r
     return r

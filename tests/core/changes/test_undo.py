@@ -346,3 +346,52 @@ async def test_a_job_starting_while_the_tracker_is_busy_never_gets_a_wrong_befor
     assert listed == {"b"}
     await engine.changes(r["job_id"], undo=True)
     assert (ws / "b").read_text() == "one\n" and (ws / "a").read_text() == "job\n"
+
+
+async def test_excluded_paths_are_not_tracked_and_said_so(tmp_path, ws):
+    async with Engine(config(tmp_path, ws, changes_exclude=["node_modules", "build/*"])) as e:
+        assert e.tracker is not None and e.tracker.wait_ready(10)
+        r = await run(
+            e,
+            "mkdir -p node_modules/x build/y && echo 1 > node_modules/x/f && echo 2 > "
+            "build/y/g && echo 3 > kept",
+        )
+        c = await e.changes(r["job_id"])
+        assert {f["path"] for f in c["files"]} == {"kept", "build"}
+        assert any("changes_exclude" in n["reason"] for n in c["not_covered"])
+
+
+async def test_writes_outside_the_workspace_are_not_listed_and_the_result_says_so(engine, tmp_path):
+    outside = tmp_path / "outside.txt"
+    r = await run(engine, f"echo x > {outside} && echo y > inside")
+    c = await engine.changes(r["job_id"])
+    assert {f["path"] for f in c["files"]} == {"inside"}
+    assert any("workspace only" in n["reason"] for n in c["not_covered"])
+    await engine.changes(r["job_id"], undo=True)
+    assert outside.read_text() == "x\n"  # never touched
+
+
+async def test_the_store_is_bounded_and_a_content_past_it_is_said_not_kept(tmp_path, ws):
+    (ws / "small").write_text("s\n")
+    async with Engine(config(tmp_path, ws, changes_max_store_bytes=2000)) as e:
+        assert e.tracker is not None and e.tracker.wait_ready(10)
+        r = await run(e, "head -c 5000 /dev/urandom > big && echo t > small")
+        c = await e.changes(r["job_id"])
+        why = {n["path"]: n["reason"] for n in c["not_covered"]}
+        assert "cap" in why["big"]
+        assert e.tracker.store.bytes <= 4000
+        assert (await e.info())["changes"]["store_bytes"] == e.tracker.store.bytes
+
+
+async def test_a_record_follows_its_job_out_of_retention(tmp_path, ws):
+    async with Engine(config(tmp_path, ws, max_jobs=1)) as e:
+        assert e.tracker is not None and e.tracker.wait_ready(10)
+        first = await run(e, "echo 1 > one")
+        records = tmp_path / "data" / "changes" / "records"
+        assert (records / f"{first['job_id']}.json").exists()
+        await run(e, "echo 2 > two")
+        e.jobs.evict()
+        with pytest.raises(ConchError) as ei:
+            await e.changes(first["job_id"])
+        assert ei.value.code == "not_found"
+        assert not (records / f"{first['job_id']}.json").exists()

@@ -143,8 +143,8 @@ def _capture_at(d: int, name: str, store: Store | None, max_bytes: int) -> Entry
             try:
                 store.put(data, oid)
                 stored = True
-            except StoreFull:
-                missing = "the data dir is full: its content was not kept"
+            except StoreFull as e:
+                missing = e.why
         ent = from_stat(fst, oid=oid, stored=stored, missing=missing)
         # the size as read (a file growing meanwhile is read again next time it changes)
         return dataclasses.replace(ent, size=len(data))

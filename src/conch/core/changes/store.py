@@ -30,7 +30,14 @@ JOB_ID = re.compile(r"^[a-z]_[0-9a-f]{10}$")
 
 
 class StoreFull(OSError):
-    """The data dir's disk (or quota) is full: nothing partial was left behind."""
+    """The data dir's disk (or quota) is full, or the store at its cap: nothing partial was
+    left behind. ``why`` says which."""
+
+    why = "the data dir is full: its content was not kept"
+
+
+class StoreAtCap(StoreFull):
+    why = "the store is at its cap (twice changes_max_store_bytes): its content was not kept"
 
 
 def digest(data: bytes) -> str:
@@ -38,8 +45,9 @@ def digest(data: bytes) -> str:
 
 
 class Store:
-    def __init__(self, data_root: Path) -> None:
+    def __init__(self, data_root: Path, cap: int = 0) -> None:
         self.root = data_root / "changes"
+        self.cap = cap  # most bytes the objects may hold (0: no cap)
         self._objects = -1
         self._records = -1
         self._lock = threading.Lock()
@@ -97,6 +105,8 @@ class Store:
         oid = oid or digest(data)
         if self.has(oid):
             return oid
+        if self.cap and self.bytes + len(data) > self.cap:
+            raise StoreAtCap(errno.ENOSPC, StoreAtCap.why)
         _write_new(self._objects, oid, data)
         with self._lock:
             if oid not in self._sizes:

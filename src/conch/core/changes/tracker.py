@@ -35,6 +35,9 @@ from conch.core.containment import gitdir
 
 log = logging.getLogger("conch.changes")
 
+#: the longest a job's start waits for the tracker's lock before it joins late
+BEGIN_WAIT_S = 0.05
+
 OUTSIDE = "tracking covers the workspace only: a job's writes outside it are not seen"
 
 
@@ -92,6 +95,8 @@ class Tracker:
         self._joining: list[tuple[list[tuple[int, int, int, str]], Active]] = []
         self._jlock = threading.Lock()
         self._early: set[str] | None = None
+        self._forgets: list[str] = []
+        self._wake = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)  # close() wakes the thread
         self._thread: threading.Thread | None = None
         self.records_oids: dict[str, set[str]] = {}
         self._held: dict[str, dict[str, Any]] = {}  # records kept in memory only
@@ -110,13 +115,17 @@ class Tracker:
 
     def close(self) -> None:
         self._stop = True
+        if self._wake[1] >= 0:
+            os.write(self._wake[1], b"x")  # the thread's select returns now
         if self._thread is not None:
             self._thread.join(5)
         with self._lock:
-            for fd in (self._fd, self._root):
+            for fd in (self._fd, self._root, *self._wake):
                 if fd >= 0:
                     os.close(fd)
             self._fd = self._root = -1
+            self._wake = (-1, -1)
+        self.store.close()
 
     @property
     def on(self) -> bool:
@@ -157,9 +166,12 @@ class Tracker:
             self._ready.set()
         while not self._stop and self.state == "on":
             try:
-                ready, _, _ = select.select([self._fd], [], [], 0.25)
+                ready, _, _ = select.select([self._fd, self._wake[0]], [], [], 0.25)
             except (OSError, ValueError):
                 return
+            if self._stop:
+                return
+            ready = [r for r in ready if r == self._fd]
             with self._lock:
                 if self._fd < 0:
                     return
@@ -272,6 +284,8 @@ class Tracker:
         if touch:
             self._touch(top)
         for rel, st in self._walk(top):
+            if self._stop:
+                return
             if stat.S_ISDIR(st.st_mode):
                 self._watch(rel)
             if touch:
@@ -382,14 +396,15 @@ class Tracker:
     # -- jobs ----------------------------------------------------------------------------------
 
     def begin(self, job_id: str) -> Active:
-        """A job starts now (call it before its process starts). Never waits for the lock
-        (the caller is the event loop): while an undo or a large job's end holds it, the job
-        joins when it is free, and what is queued by then counts as the job's too."""
+        """A job starts now (call it before its process starts). Waits for the lock at most
+        ``BEGIN_WAIT_S`` (the caller is the event loop; the thread taking in a person's
+        edits holds it that briefly): while an undo or a large job's end holds it, the job
+        joins when it is free (``_admit``)."""
         a = Active(job_id, time.time())
         if self.state != "on":  # (read without the lock: the build holds no lock)
             a.untracked = f"change tracking was {self.state}: {self.reason}"
             return a
-        if not self._lock.acquire(blocking=False):
+        if not self._lock.acquire(timeout=BEGIN_WAIT_S):
             # what is queued now happened before the job: read it here (the kernel hands
             # each event to one reader), to be taken in as nobody's before the job joins
             try:
@@ -418,6 +433,9 @@ class Tracker:
     def _admit(self) -> None:
         with self._jlock:
             joining, self._joining = self._joining, []
+            forgets, self._forgets = self._forgets, []
+        for job_id in forgets:
+            self._forget(job_id)
         for early, a in joining:
             self._early = set()
             try:
@@ -556,12 +574,22 @@ class Tracker:
             self._keep(job_id, record)
 
     def forget(self, job_id: str) -> None:
-        """The job left retention: its record goes (its contents once nothing names them)."""
-        with self._lock:
-            self.store.remove(job_id)
-            self._held.pop(job_id, None)
-            if self.records_oids.pop(job_id, None):
-                self._collect = True
+        """The job left retention: its record goes (its contents once nothing names them).
+        Never waits for the lock (the engine evicts on the event loop): done by whoever
+        holds it next, or now when it is free."""
+        with self._jlock:
+            self._forgets.append(job_id)
+        if self._lock.acquire(blocking=False):
+            try:
+                self._admit()
+            finally:
+                self._lock.release()
+
+    def _forget(self, job_id: str) -> None:
+        self.store.remove(job_id)
+        self._held.pop(job_id, None)
+        if self.records_oids.pop(job_id, None):
+            self._collect = True
 
     def load_records(self, retention_s: float) -> None:
         """At start: what earlier runs recorded, under retention."""
@@ -592,7 +620,7 @@ class Tracker:
             for job_id in [j for j in self.records_oids if j.startswith("u_")]:
                 rec = self.record(job_id)
                 if rec is None or rec.get("ended", 0) < cutoff:
-                    self.forget(job_id)
+                    self._forget(job_id)
 
     def refresh(self, wrote: list[tuple[str, Entry | None]]) -> None:
         """After an undo wrote these paths (each to hold the entry given): the index takes

@@ -22,6 +22,7 @@ def result(
     max_bytes: int,
     content: Callable[[str], bytes | None],
     workspace: str,
+    exclude: list[str] | None = None,
 ) -> dict[str, Any]:
     files = record.get("files", [])
     start = _cursor(cursor, len(files))
@@ -63,6 +64,10 @@ def result(
         out["next_cursor"] = str(start + PAGE)
     nc = [dict(n) for n in record.get("not_covered", [])]
     nc.append({"path": "", "reason": f"{OUTSIDE} ({workspace})"})
+    if exclude:
+        nc.append(
+            {"path": "", "reason": f"paths matching changes_exclude are not tracked: {exclude}"}
+        )
     out["not_covered"] = nc
     if record.get("overlapping_jobs"):
         out["overlapping_jobs"] = record["overlapping_jobs"]
