@@ -73,6 +73,9 @@ class Backend(Protocol):
     @property
     def default_cwd(self) -> str: ...
 
+    @property
+    def started(self) -> bool: ...
+
     async def start(self) -> None: ...
 
     async def aclose(self) -> None: ...
@@ -177,6 +180,10 @@ class LocalBackend:
     def default_cwd(self) -> str:
         return self.engine.default_cwd
 
+    @property
+    def started(self) -> bool:
+        return self.engine.started
+
     async def start(self) -> None:
         await self.engine.start()
 
@@ -279,7 +286,7 @@ class Runtime(HostBase):
 
     @property
     def started(self) -> bool:
-        return self.engine.started
+        return self._backend.started
 
     @property
     def default_cwd(self) -> str:

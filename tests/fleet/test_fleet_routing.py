@@ -220,7 +220,7 @@ def test_runtime_with_a_fleet_is_a_runtime_holding_the_fleet_backend() -> None:
     the ``conch.fleets`` entry point); nothing starts until ``start``."""
     rt = Runtime(Config(fleet="ray"))
     assert isinstance(rt, Runtime) and isinstance(rt.backend, FleetBackend)
-    assert rt.config.fleet == "ray" and not rt.closed
+    assert rt.config.fleet == "ray" and not rt.closed and not rt.started
     assert {t["name"] for t in rt.tools()} >= {"exec", "read", "list", "info"}
     with pytest.raises(ConchError) as e:
         _ = rt.engine

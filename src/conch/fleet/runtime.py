@@ -644,6 +644,10 @@ class FleetBackend:
         return self._closed
 
     @property
+    def started(self) -> bool:
+        return self._started
+
+    @property
     def default_cwd(self) -> str:
         return self.config.resolved_default_cwd
 
