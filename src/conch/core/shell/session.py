@@ -33,7 +33,7 @@ Why no command can end itself or a later command of its shell with a marker of i
   command — also while the shell itself runs a builtin, where no foreground child would give
   a forger away.
 
-What it does not hold against (said in docs/containment.md too):
+What it does not hold against (said in docs/security.md too):
 
 * Code that runs in the shell process itself: the command's own text and the scripts it sources
   (``. venv/bin/activate``) are the shell. They can write to the shell's copy of descriptor 8
