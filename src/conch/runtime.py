@@ -1,13 +1,13 @@
-"""The embedded API (SPEC §8): ``async with conch.Runtime(conch.Config(...)) as rt:``.
+"""The embedded API (docs/spec.md §8): ``async with conch.Runtime(conch.Config(...)) as rt:``.
 
 :class:`Runtime` **holds** a backend, as httpx's client holds its transport: the engine of this
 machine (:class:`LocalBackend`: conch/core/engine.py and the tool registry of the configured
 profiles, with their per-runtime state) or, with ``Config(fleet=...)``, a fleet's (conch.fleet,
 found through the ``conch.fleets`` entry points so that this layer never imports the one above).
-Either way ``Runtime(config)`` is a ``Runtime``: its public API, SPEC §8's typed methods plus
-``tools()`` and ``call_tool()``, is written once here and handed to the backend. Front ends (MCP,
-HTTP, CLI) are typed against the :class:`~conch.tools.host.Host` protocol it implements; nothing
-in ``conch.core`` or ``conch.tools`` imports this module.
+Either way ``Runtime(config)`` is a ``Runtime``: its public API, docs/spec.md §8's typed methods
+plus ``tools()`` and ``call_tool()``, is written once here and handed to the backend. Front ends
+(MCP, HTTP, CLI) are typed against the :class:`~conch.tools.host.Host` protocol it implements;
+nothing in ``conch.core`` or ``conch.tools`` imports this module.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class Backend(Protocol):
 def _shaped(
     be: LocalBackend, result: Mapping[str, Any], lean_form: Callable[[Any], dict[str, Any]]
 ) -> dict[str, Any]:
-    """A result in the configured detail (SPEC §6: what the ``conch`` tools return)."""
+    """A result in the configured detail (docs/spec.md §6: what the ``conch`` tools return)."""
     return lean_form(result) if be.config.result_detail == "lean" else dict(result)
 
 
@@ -237,7 +237,7 @@ def _op(
 
 class Runtime(HostBase):
     """Conch's tools and typed methods, usable in-process, over the engine of this machine or,
-    with ``Config(fleet="ray")``, over every node of a cluster (SPEC §9b).
+    with ``Config(fleet="ray")``, over every node of a cluster (docs/spec.md §9b).
 
     The typed methods take the tools' own arguments and return what ``call_tool`` returns
     (the result in the configured detail); on a fleet ``exec``, ``shell_open`` and ``search``
@@ -292,7 +292,7 @@ class Runtime(HostBase):
     def default_cwd(self) -> str:
         return self._backend.default_cwd
 
-    # -- the typed methods (SPEC §8): each takes its request's fields (core/requests.py) ------
+    # -- the typed methods (docs/spec.md §8): each takes its request's fields (core/requests.py) ---
 
     exec = _op("exec", ExecRequest, Engine.exec.__doc__, placing=True)
     read = _op("read", ReadRequest, Engine.read.__doc__)

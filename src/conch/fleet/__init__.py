@@ -1,4 +1,4 @@
-"""Conch on many machines (SPEC §9b): the same tools on every node of a Ray cluster.
+"""Conch on many machines (docs/spec.md §9b): the same tools on every node of a Ray cluster.
 
 ``conch.Runtime(Config(fleet="ray"))`` is a ``conch.Runtime`` whose backend is a
 ``FleetBackend`` (conch.fleet.runtime, found through the entry point ``conch.fleets: ray``): it

@@ -1,4 +1,4 @@
-"""The fleet backend: Conch's tools over every node of a Ray cluster (SPEC §9b).
+"""The fleet backend: Conch's tools over every node of a Ray cluster (docs/spec.md §9b).
 
 One node executor actor per alive node (pinned with node affinity, ``soft=False``) embeds a
 Conch runtime there. ``conch.Runtime(Config(fleet="ray"))`` holds a :class:`FleetBackend` as

@@ -1,9 +1,9 @@
 """The host protocol: what the front ends (MCP, HTTP, CLI) are typed against.
 
 ``conch.Runtime`` implements it, whether its backend is the engine of this machine or a fleet's
-(SPEC §9b, the engines of a cluster); a front end never knows which it has. A host is the catalogue
-(tools, resources, calls) plus a :class:`HostView`: a read-only view of what runs, so that no
-front end holds a live job or a driver; and a ``watch`` (conch/tools/watch.py): what the
+(docs/spec.md §9b, the engines of a cluster); a front end never knows which it has. A host is the
+catalogue (tools, resources, calls) plus a :class:`HostView`: a read-only view of what runs, so that
+no front end holds a live job or a driver; and a ``watch`` (conch/tools/watch.py): what the
 dashboard shows a person and takes from them, which a fleet asks of each job's node.
 """
 
@@ -116,7 +116,7 @@ class Host(Protocol):
     def signal(
         self, job_id: str, signal: str = "terminate", *, wait_ms: int = 2000
     ) -> Awaitable[dict[str, Any]]:
-        """SPEC §8's ``signal`` (the dashboard's stop button, a task's cancel)."""
+        """docs/spec.md §8's ``signal`` (the dashboard's stop button, a task's cancel)."""
         ...
 
     async def list_resources(self, *, seed_only: bool = False) -> list[dict[str, Any]]: ...

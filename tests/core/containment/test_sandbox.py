@@ -1,4 +1,4 @@
-"""SPEC §9a, the sandbox, attacked: every case against both Linux backends (issue 22),
+"""docs/spec.md §9a, the sandbox, attacked: every case against both Linux backends (issue 22),
 bubblewrap and Landlock + seccomp (``backend`` is the parameter of every test that runs jobs).
 
 Level exercised: ``cgroup`` (this host; see conftest) with the sandbox on top.

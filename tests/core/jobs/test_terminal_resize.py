@@ -1,6 +1,6 @@
-"""Resizing a terminal job with `write {resize: {rows, cols}}` (SPEC §8): the program's terminal
-gets the new size (and SIGWINCH), its screen and its recording follow, a shell keeps the size
-for the commands after. Real programs on real terminals."""
+"""Resizing a terminal job with `write {resize: {rows, cols}}` (docs/spec.md §8): the program's
+terminal gets the new size (and SIGWINCH), its screen and its recording follow, a shell keeps the
+size for the commands after. Real programs on real terminals."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What fences a spawn in: its cgroup (limits, kill) and its sandbox (SPEC §9a).
+"""What fences a spawn in: its cgroup (limits, kill) and its sandbox (docs/spec.md §9a).
 
 ``Containment`` belongs to a runtime: it owns the Conch parent cgroups and knows the server's
 sandbox policy. For each job or shell it makes a ``SpawnFence``, which every spawn path applies

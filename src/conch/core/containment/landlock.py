@@ -1,5 +1,5 @@
-"""The ``landlock`` sandbox backend (SPEC §9a): what a job's Landlock ruleset holds, how it is
-applied before the job's program runs (``Spawner``: a thread of the server restricts itself
+"""The ``landlock`` sandbox backend (docs/spec.md §9a): what a job's Landlock ruleset holds, how it
+is applied before the job's program runs (``Spawner``: a thread of the server restricts itself
 and spawns the job, which starts as a gate sh; where a job must start in a cgroup v2
 directory, the fork server of core/containment/lockdown.py), and what this backend
 guarantees on this kernel.
@@ -468,7 +468,7 @@ def proc_tasks_visible() -> bool:
 
 
 class Spawner:
-    """Starts landlock jobs (SPEC §9a) with no Python in the child (all but those the fork
+    """Starts landlock jobs (docs/spec.md §9a) with no Python in the child (all but those the fork
     server starts in their cgroup: ``ForkServer``). For each job a fresh thread of this
     process restricts itself and spawns the job with glibc's ``posix_spawn``, which gives the
     child the thread's restrictions; the thread then ends.

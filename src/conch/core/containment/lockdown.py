@@ -1,5 +1,5 @@
 """Landlock and seccomp through ctypes, and the fork server that applies them before a job's
-program runs where a job must start in its cgroup (SPEC §9a, the ``landlock`` backend).
+program runs where a job must start in its cgroup (docs/spec.md §9a, the ``landlock`` backend).
 Standard library only: Conch imports it, and it also runs on its own as the fork server
 (``python -I -S lockdown.py FD``) and as the socket broker's shim in a bwrap sandbox
 (``--broker``), small processes that start quickly and never import Conch.

@@ -148,7 +148,7 @@ class Shell:
         self._reaped: asyncio.Event = asyncio.Event()
         self._cleanup: asyncio.Task[Any] | None = None
         # after Ctrl-C: what the terminal showed since, held while it may be bash's own line
-        # break for the interrupted command line (terminal noise, SPEC §4), else None
+        # break for the interrupted command line (terminal noise, docs/spec.md §4), else None
         self._since_int: bytearray | None = None
 
     # -- state -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The default profile ``conch`` (SPEC §6): eight tools, thin handlers on the engine.
+"""The default profile ``conch`` (docs/spec.md §6): eight tools, thin handlers on the engine.
 
 Closing a shell is a ``signal`` with ``shell_id`` (hosts show at most eight tools: Codex's
 ``tool_search`` returns eight); ``shell_close`` stays callable by name for clients that use it,
@@ -269,8 +269,8 @@ DESCRIPTIONS = {
 }
 
 
-# name, title, input schema, output schema, handler, lean form, what it is (SPEC §6): r = read
-# only, d = destructive, i = idempotent, p = sends progress while it waits, s = `purpose` is
+# name, title, input schema, output schema, handler, lean form, what it is (docs/spec.md §6): r =
+# read only, d = destructive, i = idempotent, p = sends progress while it waits, s = `purpose` is
 # its _meta summary
 _SNAP, _LEAN = S.SNAPSHOT_OUTPUT, _lean_snapshot
 _Table = tuple[tuple[str, str, dict[str, Any], dict[str, Any], Any, Any, str], ...]
