@@ -53,7 +53,7 @@ from mcp.client.streamable_http import streamable_http_client
 from ray.cluster_utils import Cluster
 
 from conch import Config
-from conch.fleet import FleetRuntime
+from conch.fleet import FleetBackend
 from conch.runtime import Runtime
 
 QUICK = "--quick" in sys.argv
@@ -70,9 +70,11 @@ def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-async def overhead(fleet: FleetRuntime, local: Runtime, n: int) -> None:
+async def overhead(fleet: Runtime, local: Runtime, n: int) -> None:
     args = {"command": "true"}
-    (head,) = [x for x in fleet.table.nodes.values() if x.labels.get("role") == "head"]
+    assert isinstance(fleet.backend, FleetBackend)
+    nodes = fleet.backend.table.nodes.values()
+    (head,) = [x for x in nodes if x.labels.get("role") == "head"]
     for _ in range(20):  # warm-up: executors, worker pools, caches
         await fleet.call_tool("exec", {**args, "node": "role=head"})
         await local.call_tool("exec", args)
@@ -99,7 +101,7 @@ async def overhead(fleet: FleetRuntime, local: Runtime, n: int) -> None:
     )
 
 
-async def spread(fleet: FleetRuntime) -> None:
+async def spread(fleet: Runtime) -> None:
     t = time.perf_counter()
     results = await asyncio.gather(
         *(fleet.call_tool("exec", {"command": "sleep 1", "yield_ms": 10_000}) for _ in range(JOBS))
@@ -666,7 +668,7 @@ async def main() -> None:
         cluster.wait_for_nodes()
         with tempfile.TemporaryDirectory() as data:
             cfg = Config(fleet="ray", ray_address=cluster.address, data_dir=data, max_running=JOBS)
-            async with FleetRuntime(cfg) as fleet, Runtime(Config(data_dir=data)) as local:
+            async with Runtime(cfg) as fleet, Runtime(Config(data_dir=data)) as local:
                 await overhead(fleet, local, 50 if QUICK else 300)
                 await spread(fleet)
         await notify(cluster, 6 if QUICK else 30)

@@ -1,4 +1,4 @@
-"""What the terminal screens and recordings (SPEC §8) cost a busy PTY job.
+"""What the terminal screens and recordings (docs/spec.md §8) cost a busy PTY job.
 
 Run: uv run python bench/bench_screen.py [--quick]
 

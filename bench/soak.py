@@ -1,6 +1,6 @@
 """Soak: 10,000 MCP calls over stdio with the official SDK client (`mode="legacy"`), mixed like
 an agent's session — one-shot exec, exec in a persistent shell, PTY exec + write, search — and
-what sustained use does to the server process (SPEC §2 "descriptors stay flat", §5 "memory
+what sustained use does to the server process (docs/spec.md §2 "descriptors stay flat", §5 "memory
 stays flat"):
 
 * descriptor drift of the server (psutil num_fds) from the end of the first block to the end

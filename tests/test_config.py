@@ -1,4 +1,4 @@
-"""SPEC §10: configuration (conch/config.py): one name for a setting as flag, environment
+"""docs/spec.md §10: configuration (conch/config.py): one name for a setting as flag, environment
 variable and env-file line, and invalid values refused naming the setting."""
 
 from __future__ import annotations

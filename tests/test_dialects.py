@@ -1,5 +1,5 @@
-"""SPEC §7: the dialect profiles as plain tool definitions and a dispatcher, for a harness that
-calls a model API directly (conch.dialects)."""
+"""docs/spec.md §7: the dialect profiles as plain tool definitions and a dispatcher, for a harness
+that calls a model API directly (conch.dialects)."""
 
 from __future__ import annotations
 

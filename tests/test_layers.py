@@ -1,5 +1,5 @@
-"""SPEC §1's layering holds: import-linter's contracts (pyproject.toml) are kept, and the import
-graph rebuilt from the source — function-level and TYPE_CHECKING imports counted, which
+"""docs/spec.md §1's layering holds: import-linter's contracts (pyproject.toml) are kept, and the
+import graph rebuilt from the source — function-level and TYPE_CHECKING imports counted, which
 import-linter does not all see — has no cycle and no edge pointing up a layer."""
 
 from __future__ import annotations

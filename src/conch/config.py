@@ -16,7 +16,7 @@ from conch.errors import ConfigError
 
 MiB = 1024 * 1024
 
-# Limits of every request (SPEC §6), named once: the engine's checks (core/requests.py), the
+# Limits of every request (docs/spec.md §6), named once: the engine's checks (core/requests.py), the
 # tool schemas (tools/schemas.py) and the settings below all read them here.
 MAX_WAIT_MS = 600_000  # yield_ms / wait_ms (each clamped to the calling host's horizon)
 MAX_OUTPUT_BYTES = MiB  # max_output_bytes / max_bytes: one inline window
@@ -135,7 +135,7 @@ class Config:
     data_dir: str = _setting("", "where job logs live (0700); default ~/.local/state/conch")
     log_ttl_s: int = _setting(7 * 86400, "logs older than this are removed at startup", lo=0)
     default_cwd: str = _setting("", "working directory for jobs (default: the server's cwd)")
-    # containment (SPEC §9a)
+    # containment (docs/spec.md §9a)
     cgroup: str = _setting(
         "auto",
         "a cgroup per job and shell where the host allows (auto) or never (off)",
@@ -216,7 +216,7 @@ class Config:
         lo=0,
         hi=3_600_000,
     )
-    # fleet (SPEC §9b)
+    # fleet (docs/spec.md §9b)
     fleet: str = _setting("off", "run the tools on every node of a cluster", choices=("off", "ray"))
     ray_address: str = _setting(
         "", "Ray cluster the fleet attaches to (default: RAY_ADDRESS, else a local head)"
@@ -283,7 +283,7 @@ class Config:
     # -- sources ---------------------------------------------------------------------------
 
     def limits(self) -> dict[str, int]:
-        """The limits ``info`` reports (SPEC §6)."""
+        """The limits ``info`` reports (docs/spec.md §6)."""
         names = (
             "max_running", "max_jobs", "retention_s", "max_log_bytes", "kill_grace_ms",
             "max_shells", "close_timeout_ms", "default_yield_ms", "default_timeout_ms",

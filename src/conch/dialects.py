@@ -1,5 +1,5 @@
-"""The dialect profiles as plain tool definitions and a dispatcher (SPEC §7), for a harness that
-calls a model API directly instead of going through an MCP host.
+"""The dialect profiles as plain tool definitions and a dispatcher (docs/spec.md §7), for a harness
+that calls a model API directly instead of going through an MCP host.
 
 Models are post-trained on two shell-tool shapes: Codex's ``exec_command``/``write_stdin`` and
 Claude Code's ``Bash``/``TaskOutput``/``TaskStop``. :func:`openai_tools` and

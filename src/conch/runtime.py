@@ -1,8 +1,11 @@
-"""The embedded API (SPEC §8): ``async with conch.Runtime(conch.Config(...)) as rt:``.
+"""The embedded API (docs/spec.md §8): ``async with conch.Runtime(conch.Config(...)) as rt:``.
 
-:class:`Runtime` **holds** an engine (conch/core/engine.py) and the tool registry of the
-configured profiles, with their per-runtime state; its public API is SPEC §8's methods plus
-``tools()`` and ``call_tool()`` (httpx's client holds its transport the same way). Front ends
+:class:`Runtime` **holds** a backend, as httpx's client holds its transport: the engine of this
+machine (:class:`LocalBackend`: conch/core/engine.py and the tool registry of the configured
+profiles, with their per-runtime state) or, with ``Config(fleet=...)``, a fleet's (conch.fleet,
+found through the ``conch.fleets`` entry points so that this layer never imports the one above).
+Either way ``Runtime(config)`` is a ``Runtime``: its public API, docs/spec.md §8's typed methods
+plus ``tools()`` and ``call_tool()``, is written once here and handed to the backend. Front ends
 (MCP, HTTP, CLI) are typed against the :class:`~conch.tools.host.Host` protocol it implements;
 nothing in ``conch.core`` or ``conch.tools`` imports this module.
 """
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 from conch.config import Config
 from conch.core import CallContext as _EngineContext
@@ -25,15 +28,16 @@ from conch.core import (
     SignalRequest,
     WriteRequest,
 )
+from conch.errors import ConchError, ConfigError
 from conch.tools import lean, resources
 from conch.tools.call import ToolOutcome, call_tool_full
 from conch.tools.context import ToolContext
-from conch.tools.host import EngineView, Host, HostBase
+from conch.tools.host import EngineView, Host, HostBase, HostView
 from conch.tools.hosts import TRANSPORTS
 from conch.tools.registry import ToolRegistry
-from conch.tools.watch import LocalWatch
+from conch.tools.watch import LocalWatch, Watch
 
-FLEETS_GROUP = "conch.fleets"  # entry points: fleet kind -> its runtime class (conch.fleet)
+FLEETS_GROUP = "conch.fleets"  # entry points: fleet kind -> its backend class (conch.fleet)
 _WARM = _EngineContext(warm=True)  # the embedded exec may use a process started ahead
 
 
@@ -48,115 +52,273 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+class Backend(Protocol):
+    """What a :class:`Runtime` holds and hands every call to: the host protocol's catalogue,
+    view and lifecycle (conch/tools/host.py) plus ``request``, the typed methods' one entry."""
+
+    config: Config
+
+    @property
+    def registry(self) -> ToolRegistry: ...
+
+    @property
+    def view(self) -> HostView: ...
+
+    @property
+    def watch(self) -> Watch: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def default_cwd(self) -> str: ...
+
+    @property
+    def started(self) -> bool: ...
+
+    async def start(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+    def tools(self) -> builtins.list[dict[str, Any]]: ...
+
+    async def call_tool_full(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        context: ToolContext | None = None,
+    ) -> ToolOutcome: ...
+
+    async def request(self, name: str, request: object, node: str | None) -> dict[str, Any]:
+        """The typed method ``name`` with its request (a request object of conch.core, or the
+        arguments of ``list``, ``shell_close`` and ``info``); ``node``: where a fleet places
+        the work. Raises ConchError for the call's error."""
+        ...
+
+    async def list_resources(self, *, seed_only: bool = False) -> builtins.list[dict[str, Any]]: ...
+
+    async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]: ...
+
+
+# -- the engine of this machine ------------------------------------------------------------------
+
+
 def _shaped(
-    rt: Runtime, result: Mapping[str, Any], lean_form: Callable[[Any], dict[str, Any]]
+    be: LocalBackend, result: Mapping[str, Any], lean_form: Callable[[Any], dict[str, Any]]
 ) -> dict[str, Any]:
-    """A result in the configured detail (SPEC §6: what the ``conch`` tools return)."""
-    return lean_form(result) if rt.config.result_detail == "lean" else dict(result)
+    """A result in the configured detail (docs/spec.md §6: what the ``conch`` tools return)."""
+    return lean_form(result) if be.config.result_detail == "lean" else dict(result)
 
 
-def _snapshot(rt: Runtime, result: Any) -> dict[str, Any]:
-    return _shaped(rt, result, lambda r: lean.snapshot(r, rt.default_cwd))
+def _snapshot(be: LocalBackend, result: Any) -> dict[str, Any]:
+    return _shaped(be, result, lambda r: lean.snapshot(r, be.default_cwd))
 
 
-def _followup(rt: Runtime, result: Any) -> dict[str, Any]:
+def _followup(be: LocalBackend, result: Any) -> dict[str, Any]:
     """A later snapshot of a job (read, write, signal): its name was said by its exec."""
-    return _shaped(rt, result, lambda r: lean.snapshot(r, rt.default_cwd, named=False))
+    return _shaped(be, result, lambda r: lean.snapshot(r, be.default_cwd, named=False))
 
 
-def _shell_summary(rt: Runtime, result: Any) -> dict[str, Any]:
-    return _shaped(rt, result, lean.shell_summary)
+def _listing(be: LocalBackend, result: Any) -> dict[str, Any]:
+    return _shaped(be, result, lambda r: lean.listing(r, be.default_cwd))
 
 
-def _search(rt: Runtime, result: Any) -> dict[str, Any]:
-    return _shaped(rt, result, lean.search)
+def _info(be: LocalBackend, result: Any) -> dict[str, Any]:
+    profiles, transports = builtins.list(be.config.profiles), builtins.list(TRANSPORTS)
+    return {**result, "profiles": profiles, "transports": transports}
 
 
-def _changes(rt: Runtime, result: Any) -> dict[str, Any]:
-    return _shaped(rt, result, lean.changes)
+def _detail(form: Callable[[Any], dict[str, Any]]) -> Callable[[LocalBackend, Any], dict[str, Any]]:
+    return lambda be, result: _shaped(be, result, form)
+
+
+Run = Callable[[Engine, Any], Awaitable[Any]]
+Shape = Callable[["LocalBackend", Any], dict[str, Any]]
+
+#: each typed method on the engine: how it runs (request object or arguments in, the engine's
+#: full result out) and its result in the configured detail
+LOCAL: dict[str, tuple[Run, Shape]] = {
+    "exec": (lambda e, r: e.exec(r, _WARM), _snapshot),
+    "read": (Engine.read, _followup),
+    "write": (Engine.write, _followup),
+    "signal": (Engine.signal, _followup),
+    "shell_open": (Engine.shell_open, _detail(lean.shell_summary)),
+    "search": (Engine.search, _detail(lean.search)),
+    "list": (lambda e, a: e.list(a["state"]), _listing),
+    "shell_close": (lambda e, a: e.shell_close(a["shell_id"]), _detail(lean.shell_close)),
+    "info": (lambda e, _: e.info(), _info),
+    "changes": (
+        lambda e, a: e.changes(
+            a["job_id"],
+            undo=bool(a.get("undo")),
+            force=tuple(a.get("force") or ()),
+            cursor=a.get("cursor"),
+            max_bytes=a.get("max_bytes"),
+        ),
+        lambda be, r: _shaped(be, lean.changes_full(r), lean.changes),
+    ),
+}
+
+
+class LocalBackend:
+    """The engine of this machine with the tool registry of the configured profiles."""
+
+    def __init__(self, config: Config | None = None, *, owns_process: bool = False) -> None:
+        self.engine = Engine(config, owns_process=owns_process)
+        self.config = self.engine.config
+        self._registry = ToolRegistry(self.config.profiles)
+        self._view = EngineView(self.engine, self._registry)
+        self._watch = LocalWatch(self.engine)
+
+    @property
+    def registry(self) -> ToolRegistry:
+        return self._registry
+
+    @property
+    def view(self) -> EngineView:
+        return self._view
+
+    @property
+    def watch(self) -> LocalWatch:
+        return self._watch
+
+    @property
+    def closed(self) -> bool:
+        return self.engine.closed
+
+    @property
+    def default_cwd(self) -> str:
+        return self.engine.default_cwd
+
+    @property
+    def started(self) -> bool:
+        return self.engine.started
+
+    async def start(self) -> None:
+        await self.engine.start()
+
+    async def aclose(self) -> None:
+        await self.engine.aclose()
+
+    def tools(self) -> builtins.list[dict[str, Any]]:
+        return [t.describe(self.config) for t in self._registry.tools]
+
+    async def call_tool_full(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        context: ToolContext | None = None,
+    ) -> ToolOutcome:
+        if not self.engine.closed and not self.engine.started:
+            await self.engine.start()
+        return await call_tool_full(self.engine, self._registry, name, arguments, context)
+
+    async def request(self, name: str, request: object, node: str | None) -> dict[str, Any]:
+        if node is not None:
+            raise ConchError("invalid_argument", "node: only a fleet places work on a node")
+        run, shape = LOCAL[name]
+        return shape(self, await run(self.engine, request))
+
+    async def list_resources(self, *, seed_only: bool = False) -> builtins.list[dict[str, Any]]:
+        return resources.resource_list(self.engine, self._registry, seed_only=seed_only)
+
+    async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
+        return resources.read_resource(self.engine, self._registry, uri, seed_only=seed_only)
+
+
+# -- the runtime ---------------------------------------------------------------------------------
 
 
 def _op(
-    name: str,
-    make: Callable[P, R],
-    run: Callable[[Engine, R], Awaitable[Any]],
-    shape: Callable[[Runtime, Any], dict[str, Any]],
-    doc: str | None = None,
+    name: str, make: Callable[P, R], doc: str | None = None, *, placing: bool = False
 ) -> Callable[Concatenate[Runtime, P], Awaitable[dict[str, Any]]]:
     """A typed method of the embedded API: its arguments are the request's (``make``), its
-    result the engine's (``run``) in the configured detail (``shape``)."""
+    result the tool's, in the configured detail. ``placing``: on a fleet it also takes
+    ``node=`` (where to run; not in the static signature)."""
 
     async def call(self: Runtime, *args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
-        return shape(self, await run(self._engine, make(*args, **kwargs)))
+        node = cast("str | None", kwargs.pop("node", None)) if placing else None
+        return await self._backend.request(name, make(*args, **kwargs), node)
 
     call.__name__, call.__qualname__ = name, f"Runtime.{name}"
-    call.__doc__ = doc or run.__doc__ or make.__doc__
+    call.__doc__ = doc or make.__doc__
     return call
 
 
 class Runtime(HostBase):
-    """Conch's engine with its tool catalogue, usable in-process.
+    """Conch's tools and typed methods, usable in-process, over the engine of this machine or,
+    with ``Config(fleet="ray")``, over every node of a cluster (docs/spec.md §9b).
 
     The typed methods take the tools' own arguments and return what ``call_tool`` returns
-    (the result in the configured detail). With ``Config(fleet="ray")`` the object made is the
-    fleet's runtime instead (the same surface over every node of a cluster: SPEC §9b), found
-    through the ``conch.fleets`` entry points so that this layer never imports the one above."""
+    (the result in the configured detail); on a fleet ``exec``, ``shell_open`` and ``search``
+    also take ``node=``. ``backend``: one already made (a test's, an embedder's)."""
 
-    def __new__(cls, config: Config | None = None, **kwargs: Any) -> Runtime:
-        if cls is Runtime and config is not None and config.fleet != "off":
-            fleet: Runtime = _fleet_class(config.fleet)(config, **kwargs)
-            return fleet
-        return super().__new__(cls)
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        owns_process: bool = False,
+        backend: Backend | None = None,
+    ) -> None:
+        if backend is None:
+            if config is not None and config.fleet != "off":
+                backend = cast(Backend, _fleet_class(config.fleet)(config))
+            else:
+                backend = LocalBackend(config, owns_process=owns_process)
+        self._backend: Backend = backend
+        self.config = backend.config
 
-    def __init__(self, config: Config | None = None, *, owns_process: bool = False) -> None:
-        self._engine = Engine(config, owns_process=owns_process)
-        self.config = self._engine.config
-        self.registry = ToolRegistry(self.config.profiles)
-        self._view = EngineView(self._engine, self.registry)
-        self._watch = LocalWatch(self._engine)
+    @property
+    def backend(self) -> Backend:
+        """What this runtime holds: a :class:`LocalBackend` or a fleet's backend."""
+        return self._backend
 
     @property
     def engine(self) -> Engine:
         """The engine this runtime holds (``conch.core``'s API: request objects in, full
-        results out), for code that wants the level below the tools."""
-        return self._engine
+        results out), for code that wants the level below the tools; a fleet has none."""
+        if not isinstance(self._backend, LocalBackend):
+            raise ConchError("invalid_argument", "a fleet's runtime holds no engine here")
+        return self._backend.engine
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self._engine.start()
+        await self._backend.start()
 
     async def aclose(self) -> None:
         """Stop every job and shell, reap everything; idempotent and safe to call concurrently."""
-        await self._engine.aclose()
+        await self._backend.aclose()
 
     @property
     def closed(self) -> bool:
-        return self._engine.closed
+        return self._backend.closed
 
     @property
     def started(self) -> bool:
-        return self._engine.started
+        return self._backend.started
 
     @property
     def default_cwd(self) -> str:
-        return self._engine.default_cwd
+        return self._backend.default_cwd
 
-    # -- the typed methods (SPEC §8): each takes its request's fields (core/requests.py) ------
+    # -- the typed methods (docs/spec.md §8): each takes its request's fields (core/requests.py) ---
 
-    exec = _op("exec", ExecRequest, lambda e, r: e.exec(r, _WARM), _snapshot, Engine.exec.__doc__)
-    read = _op("read", ReadRequest, Engine.read, _followup)
-    write = _op("write", WriteRequest, Engine.write, _followup)
-    signal = _op("signal", SignalRequest, Engine.signal, _followup)
-    shell_open = _op("shell_open", ShellOpenRequest, Engine.shell_open, _shell_summary)
-    search = _op("search", SearchRequest, Engine.search, _search)
+    exec = _op("exec", ExecRequest, Engine.exec.__doc__, placing=True)
+    read = _op("read", ReadRequest, Engine.read.__doc__)
+    write = _op("write", WriteRequest, Engine.write.__doc__)
+    signal = _op("signal", SignalRequest, Engine.signal.__doc__)
+    shell_open = _op("shell_open", ShellOpenRequest, Engine.shell_open.__doc__, placing=True)
+    search = _op("search", SearchRequest, Engine.search.__doc__, placing=True)
 
     async def list(self, state: str = "all") -> dict[str, Any]:
-        result = await self._engine.list(state)
-        return _shaped(self, result, lambda r: lean.listing(r, self.default_cwd))
+        return await self._backend.request("list", {"state": state}, None)
 
     async def shell_close(self, shell_id: str) -> dict[str, Any]:
-        return _shaped(self, await self._engine.shell_close(shell_id), lean.shell_close)
+        return await self._backend.request("shell_close", {"shell_id": shell_id}, None)
+
+    async def info(self) -> RuntimeInfo:
+        return cast(RuntimeInfo, await self._backend.request("info", {}, None))
 
     async def changes(
         self,
@@ -171,55 +333,54 @@ class Runtime(HostBase):
         of them from ``cursor``); with ``undo=True`` takes it back and returns the undo's own
         change set (undo that to redo). Raises ``ConchError("conflict")`` naming the paths
         changed again since, unless they are in ``force``."""
-        result = await self._engine.changes(
-            job_id, undo=undo, force=tuple(force), cursor=cursor, max_bytes=max_bytes
-        )
-        return _changes(self, lean.changes_full(result))
-
-    async def info(self) -> RuntimeInfo:
-        return {
-            **await self._engine.info(),
-            "profiles": builtins.list(self.config.profiles),
-            "transports": builtins.list(TRANSPORTS),
-        }
+        args: dict[str, Any] = {"job_id": job_id}
+        if undo:
+            args["undo"] = True
+        if force:
+            args["force"] = list(force)
+        if cursor is not None:
+            args["cursor"] = cursor
+        if max_bytes is not None:
+            args["max_bytes"] = max_bytes
+        return await self._backend.request("changes", args, None)
 
     # -- the catalogue -------------------------------------------------------------------------
 
+    @property
+    def registry(self) -> ToolRegistry:
+        return self._backend.registry
+
     def tools(self) -> builtins.list[dict[str, Any]]:
         """Every tool of the active profiles as MCP ``tools/list`` shows it."""
-        return [t.describe(self.config) for t in self.registry.tools]
+        return self._backend.tools()
 
     async def _call_tool(
         self, name: str, arguments: Mapping[str, Any] | None, context: ToolContext | None
     ) -> ToolOutcome:
-        if not self.closed and not self.started:
-            await self.start()
-        return await call_tool_full(self._engine, self.registry, name, arguments, context)
+        return await self._backend.call_tool_full(name, arguments, context)
 
     async def list_resources(self, *, seed_only: bool = False) -> builtins.list[dict[str, Any]]:
         """The resources front ends publish (``seed_only``: what a seed profile served alone
         publishes)."""
-        return resources.resource_list(self._engine, self.registry, seed_only=seed_only)
+        return await self._backend.list_resources(seed_only=seed_only)
 
     async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
         """(mime type, text) of a resource; ``not_found`` for an unknown one."""
-        return resources.read_resource(self._engine, self.registry, uri, seed_only=seed_only)
+        return await self._backend.read_resource(uri, seed_only=seed_only)
 
     @property
-    def view(self) -> EngineView:
+    def view(self) -> HostView:
         """What front ends watch (the host protocol's view, conch/tools/host.py)."""
-        return self._view
+        return self._backend.view
 
     @property
-    def watch(self) -> LocalWatch:
+    def watch(self) -> Watch:
         """What the dashboard shows and takes from a person (conch/tools/watch.py)."""
-        return self._watch
+        return self._backend.watch
 
 
 def _fleet_class(kind: str) -> Any:
     from importlib.metadata import entry_points
-
-    from conch.errors import ConfigError
 
     found = [ep for ep in entry_points(group=FLEETS_GROUP) if ep.name == kind]
     if not found:
@@ -227,10 +388,13 @@ def _fleet_class(kind: str) -> Any:
     return found[0].load()
 
 
-__all__: Sequence[str] = ("Runtime", "RuntimeInfo")
+__all__: Sequence[str] = ("Backend", "LocalBackend", "Runtime", "RuntimeInfo")
 
 
 if TYPE_CHECKING:  # mypy checks that this runtime is a host (conch/tools/host.py)
 
     def _is_a_host(rt: Runtime) -> Host:
         return rt
+
+    def _is_a_backend(be: LocalBackend) -> Backend:
+        return be

@@ -1,4 +1,4 @@
-"""SPEC §1: the core works from a base-only install (no mcp, no pydantic)."""
+"""docs/spec.md §1: the core works from a base-only install (no mcp, no pydantic)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The environment a job gets (core/env.py, SPEC §2 "Environment"): Conch's own secrets are
+"""The environment a job gets (core/env.py, docs/spec.md §2 "Environment"): Conch's own secrets are
 never inherited."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SPEC §3: one-shot execution modes."""
+"""docs/spec.md §3: one-shot execution modes."""
 
 from __future__ import annotations
 

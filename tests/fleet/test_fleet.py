@@ -29,22 +29,27 @@ from fleet_cluster import (
 )
 from mcp import Client, StdioServerParameters
 
-from conch import ConchError, Config
-from conch.fleet import FleetRuntime
+from conch import ConchError, Config, Runtime
+from conch.fleet import FleetBackend
 from conch.fleet.channel import pack, unpack
 from conch.tools.context import ToolContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
 
-def fleet(cluster: LocalCluster, tmp_path: Any, **settings: Any) -> FleetRuntime:
+def fleet(cluster: LocalCluster, tmp_path: Any, **settings: Any) -> Runtime:
     cfg = Config(
         fleet="ray",
         ray_address=cluster.address,
         data_dir=str(tmp_path / "data"),
         **settings,
     )
-    return FleetRuntime(cfg)
+    return Runtime(cfg)
+
+
+def backend(rt: Runtime) -> FleetBackend:
+    assert isinstance(rt.backend, FleetBackend)
+    return rt.backend
 
 
 def by_label(info: dict[str, Any], key: str, value: str) -> str:
@@ -121,7 +126,7 @@ async def test_conch_runtime_with_fleet_ray_is_the_fleet(
 
     cfg = Config(fleet="ray", ray_address=cluster.address, data_dir=str(tmp_path / "data"))
     async with conch.Runtime(cfg) as rt:
-        assert isinstance(rt, FleetRuntime)
+        assert isinstance(rt, conch.Runtime) and isinstance(rt.backend, FleetBackend)
         names = {t["name"]: t for t in rt.tools()}
         assert "node" in names["exec"]["inputSchema"]["properties"]
         r = await rt.call_tool("exec", {"command": "echo $CONCH_NODE_ID", "node": "zone=a"})
@@ -140,7 +145,7 @@ async def test_a_seed_profile_is_routed_by_its_own_ids(
         assert started.get("success") is not False, started
         job_id = started["job_id"]
         tag = job_id.rpartition(".")[2]
-        node = next(n for n in rt.table.nodes.values() if n.tag == tag)
+        node = next(n for n in backend(rt).table.nodes.values() if n.tag == tag)
         if "next_params" in started:
             assert started["next_params"]["job_id"] == job_id  # nested ids carry the node too
         done: dict[str, Any] = {}
@@ -274,13 +279,12 @@ async def test_an_executor_in_a_worker_of_rays_runs_at_the_nodes_niceness_and_it
     SIGKILLs the worker's direct children when it ends)."""
     if not may_renice():
         pytest.fail("wants CAP_SYS_NICE (the suite runs as root); test_fleet_worker: without")
-    rt = FleetRuntime(
-        Config(fleet="ray", ray_address=cluster.address, data_dir=str(tmp_path / "d"))
-    )
+    rt = Runtime(Config(fleet="ray", ray_address=cluster.address, data_dir=str(tmp_path / "d")))
     async with rt:
-        assert rt._any_worker  # no executor had to get a worker of its own
-        node = next(n for n in rt.table.usable() if n.labels.get("zone") == "a")
-        actor = rt._actor(node, True)  # one more, of that kind, beside the node's own
+        fleet = backend(rt)
+        assert fleet._any_worker  # no executor had to get a worker of its own
+        node = next(n for n in fleet.table.usable() if n.labels.get("zone") == "a")
+        actor = fleet._actor(node, True)  # one more, of that kind, beside the node's own
         try:
             started = await actor.start.remote(True)
             assert started["ready"] and started["nice"] == os.nice(0)
@@ -304,7 +308,7 @@ async def test_an_executor_in_a_worker_of_rays_runs_at_the_nodes_niceness_and_it
         finally:
             # Ray ends the worker and kills its direct children (the job's shell): the guard
             # kills what they started, then exits
-            rt._ray.kill(actor, no_restart=True)
+            fleet._ray.kill(actor, no_restart=True)
         with anyio.fail_after(20):
             while any(map(_running, jobs)) or _running(guard.pid):
                 await anyio.sleep(0.1)

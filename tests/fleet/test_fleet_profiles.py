@@ -14,15 +14,15 @@ import pytest
 from fleet_cluster import LocalCluster
 
 from conch import Config, ConfigError
-from conch.fleet import FleetRuntime
+from conch.fleet import FleetBackend
 from conch.runtime import Runtime
 
 pytestmark = [pytest.mark.anyio]
 SESSION = re.compile(r"Process running with session ID ([0-9]+)\n")
 
 
-def both(cluster: LocalCluster, tmp_path: Any, profile: str) -> tuple[FleetRuntime, Runtime]:
-    fleet = FleetRuntime(
+def both(cluster: LocalCluster, tmp_path: Any, profile: str) -> tuple[Runtime, Runtime]:
+    fleet = Runtime(
         Config(
             fleet="ray",
             ray_address=cluster.address,
@@ -34,8 +34,9 @@ def both(cluster: LocalCluster, tmp_path: Any, profile: str) -> tuple[FleetRunti
     return fleet, local
 
 
-def tags(fleet: FleetRuntime) -> set[str]:
-    return {n.tag for n in fleet.table.nodes.values()}
+def tags(fleet: Runtime) -> set[str]:
+    assert isinstance(fleet.backend, FleetBackend)
+    return {n.tag for n in fleet.backend.table.nodes.values()}
 
 
 async def test_ai_device_bash_get_follows_a_background_job_to_its_node(
@@ -126,7 +127,7 @@ async def test_bash_mcp_results_match_local(cluster: LocalCluster, tmp_path: Any
 
 async def test_claude_code_is_refused_on_a_fleet_by_name(tmp_path: Any) -> None:
     with pytest.raises(ConfigError, match="the claude-code profile is not served on a fleet"):
-        FleetRuntime(Config(fleet="ray", profiles=["claude-code"]))
+        Runtime(Config(fleet="ray", profiles=["claude-code"]))
     served = subprocess.run(
         [sys.executable, "-m", "conch", "serve", "--fleet", "ray", "--profiles", "claude-code"],
         capture_output=True,

@@ -23,17 +23,16 @@ UNPRIVILEGED = textwrap.dedent(
     """
     import asyncio, json, os, sys
     import fleet_cluster  # loopback and no usage reports, as the other fleet tests
-    from conch import Config
-    from conch.fleet import FleetRuntime
+    from conch import Config, Runtime
 
     async def main():
-        rt = FleetRuntime(Config(fleet="ray", ray_address="local", data_dir=sys.argv[1]))
+        rt = Runtime(Config(fleet="ray", ray_address="local", data_dir=sys.argv[1]))
         async with rt:
-            (node,) = rt.table.usable()
+            (node,) = rt.backend.table.usable()
             nice = await rt.exec(command="nice")
             guard = await rt.exec(command="true")
             out = {
-                "any_worker": rt._any_worker,
+                "any_worker": rt.backend._any_worker,
                 "job_nice": nice["output"].strip(),
                 "executor_nices": sorted(
                     os.getpriority(os.PRIO_PROCESS, int(t))

@@ -1,5 +1,5 @@
-"""SPEC §9 attacks on the HTTP service: forged Host/Origin, missing or wrong tokens, oversized
-bodies, caller-context projection, non-loopback binds and secrets in logs."""
+"""docs/spec.md §9 attacks on the HTTP service: forged Host/Origin, missing or wrong tokens,
+oversized bodies, caller-context projection, non-loopback binds and secrets in logs."""
 
 from __future__ import annotations
 

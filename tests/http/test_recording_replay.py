@@ -1,4 +1,4 @@
-"""A terminal job's recording played by a real player (SPEC §8): `conch cast JOB > x.cast`,
+"""A terminal job's recording played by a real player (docs/spec.md §8): `conch cast JOB > x.cast`,
 then asciinema (the Debian package: tests/support/system-tools.txt) plays it on a terminal of
 the same size, and that terminal ends on the screen the dashboard showed for the job."""
 

@@ -1,5 +1,5 @@
-"""PTY jobs as a person sees them in the dashboard (SPEC §8): a real `conch serve --http`, real
-programs on real terminals, a real headless Chromium. Full-screen programs and a REPL render as
+"""PTY jobs as a person sees them in the dashboard (docs/spec.md §8): a real `conch serve --http`,
+real programs on real terminals, a real headless Chromium. Full-screen programs and a REPL render as
 screens; a person types into a job and hands it back; what they type at a password prompt shows
 nowhere. Screenshots go to artifacts/screenshots/ (gitignored) for a person to look at."""
 

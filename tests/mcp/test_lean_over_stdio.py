@@ -1,4 +1,4 @@
-"""What a model sees over MCP stdio (SPEC §6 "Lean results"): bytes beyond the command's own
+"""What a model sees over MCP stdio (docs/spec.md §6 "Lean results"): bytes beyond the command's own
 output in the structured view (compact JSON of structuredContent, what Claude Code and VS Code
 show) and in the text view, for small calls; `--result-detail full` restores every field."""
 

@@ -59,7 +59,7 @@ async def test_exec_returns_structured_content_and_a_readable_text_block(serve_a
         r = await c.call_tool("exec", {"command": "echo hello; exit 3"})
     assert r.is_error is False
     s = r.structured_content
-    # the lean shape (SPEC §6): nothing at its default
+    # the lean shape (docs/spec.md §6): nothing at its default
     assert s == {"job_id": s["job_id"], "state": "exited", "exit_code": 3, "output": "hello\n"}
     text = r.content[0].text
     assert text.startswith(f"[{s['job_id']} exited 3 · ")

@@ -1,4 +1,4 @@
-"""The sandbox backends the containment tests attack (SPEC §9a, issue 22).
+"""The sandbox backends the containment tests attack (docs/spec.md §9a, issue 22).
 
 ``landlock`` runs at the cgroup level of this host; ``landlock-nocgroup`` without a cgroup. On
 glibc 2.36 (this host and CI) a cgroup-level Landlock job is started by the fork server

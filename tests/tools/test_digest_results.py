@@ -1,4 +1,4 @@
-"""Digests in exec and read results (SPEC §5 "faithful on red"), through the embedded API:
+"""Digests in exec and read results (docs/spec.md §5 "faithful on red"), through the embedded API:
 real compilers and test runners, lean and text views, the schema, the costs."""
 
 from __future__ import annotations

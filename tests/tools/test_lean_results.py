@@ -1,4 +1,4 @@
-"""SPEC §6 "Lean results" through the embedded API: fields at their default left out, the
+"""docs/spec.md §6 "Lean results" through the embedded API: fields at their default left out, the
 output schemas state every default, `result_detail: full` restores every field."""
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ def test_result_detail_is_one_setting_three_ways():
 
 
 async def test_the_typed_methods_return_what_call_tool_returns(rt, tmp_path):
-    """SPEC §6: the embedded API returns the same dictionaries (lean by default)."""
+    """docs/spec.md §6: the embedded API returns the same dictionaries (lean by default)."""
     r = await rt.exec(command="echo hi")
     assert r == {"job_id": r["job_id"], "state": "exited", "exit_code": 0, "output": "hi\n"}
     a = await rt.exec(argv=["echo", "hi"])

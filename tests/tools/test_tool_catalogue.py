@@ -1,4 +1,4 @@
-"""SPEC §6 through the embedded API: tools(), call_tool() and the error envelope."""
+"""docs/spec.md §6 through the embedded API: tools(), call_tool() and the error envelope."""
 
 from __future__ import annotations
 

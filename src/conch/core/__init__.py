@@ -3,7 +3,7 @@ use of it, and nothing else (an import-linter contract holds them to it).
 
 - the :class:`Engine` and its request objects, each operation's arguments in the tool's own
   field names, plus the :class:`CallContext` a host adds;
-- the result types (TypedDicts in SPEC §6's names) and the read-only :class:`JobView`;
+- the result types (TypedDicts in docs/spec.md §6's names) and the read-only :class:`JobView`;
 - the few pure helpers profiles shape their results with (UTF-8 boundaries, normalization);
 - errors.
 

@@ -1,4 +1,4 @@
-"""The environment a job's processes get (SPEC §2 "Environment")."""
+"""The environment a job's processes get (docs/spec.md §2 "Environment")."""
 
 from __future__ import annotations
 

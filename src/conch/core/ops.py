@@ -1,5 +1,5 @@
-"""What ``read``, ``write`` and ``signal`` do to a job (SPEC §6), once the engine has found it
-and checked the request: waits, input, signals and the window of output each result shows."""
+"""What ``read``, ``write`` and ``signal`` do to a job (docs/spec.md §6), once the engine has found
+it and checked the request: waits, input, signals and the window of output each result shows."""
 
 from __future__ import annotations
 

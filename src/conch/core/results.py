@@ -1,5 +1,5 @@
-"""The results that cross layers, with the spec's field names (SPEC §6): what the engine returns
-and the tool layer, the front ends and embedders read."""
+"""The results that cross layers, with the spec's field names (docs/spec.md §6): what the engine
+returns and the tool layer, the front ends and embedders read."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class JobSummary(JobIdentity):
 
 
 class HumanInput(TypedDict):
-    """A person typed into the job's terminal from the dashboard (SPEC §8): when they last
+    """A person typed into the job's terminal from the dashboard (docs/spec.md §8): when they last
     typed, and how many bytes since the agent's last result for the job; never what."""
 
     at: str
@@ -164,7 +164,7 @@ class InfoResult(TypedDict):
     shells: list[ShellAvailable]
     rg: RgSummary
     containment: str
-    cgroup: dict[str, Any]  # the cgroup level: layout, limits available (SPEC §9a)
+    cgroup: dict[str, Any]  # the cgroup level: layout, limits available (docs/spec.md §9a)
     sandbox: dict[str, Any]  # the server's sandbox and network settings, the backend
     limits: Limits
     running_jobs: int

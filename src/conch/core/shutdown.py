@@ -1,4 +1,4 @@
-"""Shutdown (SPEC §2: at most 3 s whatever the jobs do), one owner per thing and in order.
+"""Shutdown (docs/spec.md §2: at most 3 s whatever the jobs do), one owner per thing and in order.
 
 The shells first (each kills its own tree and ends its command's job), then every pipe and PTY
 driver in one sweep over their trees, then one sweep over the instance's tag for whatever

@@ -49,7 +49,7 @@ class SpawnContext:
     on_change: Callable[[Job | None], None]
     instance: str = ""  # set when the engine starts (hygiene.instance_id())
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
-    containment: Containment | None = None  # set when the engine starts (SPEC §9a)
+    containment: Containment | None = None  # set when the engine starts (docs/spec.md §9a)
     # whether any spawn of this runtime was sandboxed (until then no process of it can be
     # inside a fence: the HTTP guard has nothing to look for), and whether one was without a
     # fence the kernel marks (Landlock where seccomp does not load): then the guard cannot
@@ -113,7 +113,7 @@ class SpawnContext:
         return fenced or self.containment.level == "cgroup"
 
     async def fence(self, name: str, **fence_args: Any) -> SpawnFence:
-        """The cgroup and sandbox of the job or shell ``name`` (SPEC §9a)."""
+        """The cgroup and sandbox of the job or shell ``name`` (docs/spec.md §9a)."""
         assert self.containment is not None
         out = await self.containment.fence(name, **fence_args)
         if out.sandbox is not None:

@@ -1,9 +1,10 @@
-"""Conch on many machines (SPEC §9b): the same tools on every node of a Ray cluster.
+"""Conch on many machines (docs/spec.md §9b): the same tools on every node of a Ray cluster.
 
-``FleetRuntime`` (conch.fleet.runtime) routes tool calls to one node executor per node
-(conch.fleet.executor). ``conch.Runtime(Config(fleet="ray"))`` makes one (entry point
-``conch.fleets: ray``), so every front end serves a fleet unchanged. Importing this package
-does not import Ray; starting a fleet does.
+``conch.Runtime(Config(fleet="ray"))`` is a ``conch.Runtime`` whose backend is a
+``FleetBackend`` (conch.fleet.runtime, found through the entry point ``conch.fleets: ray``): it
+routes tool calls (conch.fleet.route) to one node executor per node (conch.fleet.executor), so
+every front end serves a fleet unchanged. Importing this package does not import Ray; starting a
+fleet does.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from conch.fleet.runtime import FleetRuntime
+    from conch.fleet.runtime import FleetBackend
 
-__all__ = ["FleetRuntime"]
+__all__ = ["FleetBackend"]
 
 
 def __getattr__(name: str) -> object:
-    if name == "FleetRuntime":
-        from conch.fleet.runtime import FleetRuntime
+    if name == "FleetBackend":
+        from conch.fleet.runtime import FleetBackend
 
-        return FleetRuntime
+        return FleetBackend
     raise AttributeError(name)

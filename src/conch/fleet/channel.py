@@ -1,5 +1,5 @@
 """A node's call channel: the fleet's tool calls to one node executor cross Ray in batches,
-both ways (SPEC §9b).
+both ways (docs/spec.md §9b).
 
 :class:`Channel` is the fleet's end. The calls made in one turn of the event loop leave
 together as one Ray call (``NodeExecutor.call``), and that call comes back as soon as any reply

@@ -1,10 +1,11 @@
-"""The fleet runtime: Conch's tools over every node of a Ray cluster (SPEC §9b).
+"""The fleet backend: Conch's tools over every node of a Ray cluster (docs/spec.md §9b).
 
 One node executor actor per alive node (pinned with node affinity, ``soft=False``) embeds a
-Conch runtime there; this object has the surface the front ends use (``tools()``,
-``call_tool()``, ``info``, ``start``/``aclose``, change listeners) and routes each call: work is
-placed by ``node`` (default: the least loaded alive node), calls on a job or shell go to the node
-its id names, ``list`` and ``info`` ask every node. A node that died answers ``node_lost``, one
+Conch runtime there. ``conch.Runtime(Config(fleet="ray"))`` holds a :class:`FleetBackend` as
+its backend (found through the ``conch.fleets`` entry point), as it holds the engine otherwise;
+the backend routes each call (conch/fleet/route.py decides where): work is placed by ``node``
+(default: the least loaded alive node), calls on a job or shell go to the node its id names,
+``list`` and ``info`` ask every node. A node that died answers ``node_lost``, one
 that does not answer in time ``node_unreachable``; nothing is re-run. Ray is imported only here,
 when the fleet starts.
 """
@@ -14,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import itertools
 import logging
 import os
 import re
 import signal
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from conch.config import Config
@@ -27,16 +29,16 @@ from conch.core import Once, is_loopback
 from conch.errors import ConchError, ConfigError, RuntimeClosedError
 from conch.fleet.channel import Channel, Request, unanswered, unpack
 from conch.fleet.executor import KILL_CHILDREN_ENV, NICENESS_ENV, NodeExecutor
-from conch.fleet.handles import REFUSED, Handles, give_out, taken_by
-from conch.fleet.ids import ID_KEYS, qualify, qualify_result, split
+from conch.fleet.handles import REFUSED, Handles, give_out
+from conch.fleet.ids import qualify, qualify_result, split
 from conch.fleet.mirror import Mirrors
 from conch.fleet.nodes import Node, NodeTable
+from conch.fleet.route import route
 from conch.fleet.tools import FleetRegistry, takes_node
 from conch.fleet.view import FleetView
 from conch.fleet.watch import FleetWatch
 from conch.tools.call import ToolOutcome
 from conch.tools.context import ToolContext
-from conch.tools.host import Host, HostBase
 from conch.tools.resources import JOBS_RESOURCE, JOBS_URI, job_uri, parse_job_uri
 from conch.tools.tool import ErrorResult, Tool
 
@@ -45,8 +47,6 @@ WATCH_S = 0.5  # how often the cluster is looked at (new nodes, lost ones)
 _START_TIMEOUT_S = 120.0
 _CLOSE_TIMEOUT_S = 15.0
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
-# tools that list what a runtime holds: the fleet asks every node and merges the lists
-LISTING = frozenset({"list", "bash.jobs", "shell_list"})
 #: how long a node's ``changes`` waits for something to report before it answers empty, and
 #: the pause after a batch (at most ~100 batches a second from a busy node)
 CHANGES_WAIT_S = 30.0
@@ -55,14 +55,14 @@ CHANGES_PAUSE_S = 0.005
 REPLY_WAIT_S = 30.0
 
 
-class FleetRuntime(HostBase):
-    """``async with FleetRuntime(Config(fleet="ray", ray_address=...)) as rt: ...``
+class FleetBackend:
+    """The backend of ``conch.Runtime(Config(fleet="ray", ray_address=...))``.
 
-    Implements the host protocol (conch/tools/host.py) as the local runtime does; its jobs and
-    shells live on their nodes, so what it holds itself is none (``list`` shows them)."""
+    What a runtime holds to serve the host protocol (conch/tools/host.py) as the engine does
+    (conch/runtime.py, ``Backend``); its jobs and shells live on their nodes, so what it holds
+    itself is none (``list`` shows them)."""
 
-    def __init__(self, config: Config | None = None, **_: Any) -> None:
-        # (conch.Runtime hands its keywords on, e.g. owns_process: a fleet owns no process)
+    def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config(fleet="ray")
         for name in self.config.profiles:
             if name in REFUSED:
@@ -375,9 +375,14 @@ class FleetRuntime(HostBase):
         """Every tool as ``tools/list`` shows it (``node`` where work is placed)."""
         return [t.describe() for t in self.registry.tools]
 
-    async def _call_tool(
-        self, name: str, arguments: Mapping[str, Any] | None, context: ToolContext | None
+    async def call_tool_full(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        context: ToolContext | None = None,
     ) -> ToolOutcome:
+        """A tool call routed to its node(s): its result, whether it is an error, its
+        ``_meta``."""
         ctx = context or ToolContext()
         tool = self.registry.get(name)
         if tool is None:
@@ -399,78 +404,30 @@ class FleetRuntime(HostBase):
             await self.start()
 
     async def _route(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
-        spec = args.pop("node", None) if takes_node(tool) else None
-        if spec is not None and (not isinstance(spec, str) or not spec.strip()):
-            raise ConchError("invalid_argument", "node must be a node id or label")
         if tool.name == "list" and args.get("info") is True:
             del args["info"]
             # the fleet's own info (its nodes), not the first node's
-            listed = await self._list(tool, args, ctx)
+            listed = await self._route(tool, args, ctx)
             info = self.registry.get("info")
             if listed.is_error or info is None:
                 return listed
             about = await self._info(info, {}, ctx)
             return ToolOutcome({**listed.result, "info": about.result}, False)
-        if tool.name in LISTING:
-            return await self._list(tool, args, ctx)
-        if tool.name == "info":
-            return await self._info(tool, args, ctx)
-        named_handle = taken_by(tool.name, args)
-        if named_handle is not None:
-            kind, handle = named_handle
-            where = self.handles.resolve(kind, handle)
-            holder = self.table.by_tag(where[0]) if where is not None else None
-            if where is not None and holder is not None:
-                was = args[kind.arg]
-                args[kind.arg] = str(where[1]) if isinstance(was, str) else where[1]
-                return await self._call(holder, tool, args, ctx)
-            # a handle no node gave out: any node answers it in the profile's own words
-        target: Node | None = None
-        unqualified = False
-        named = [(key, args[key]) for key in ID_KEYS & args.keys()]
-        many = args.get("job_ids")  # a read of several jobs: all on one node
-        if isinstance(many, list):
-            named += [("job_ids", v) for v in many]
-            locals_: list[Any] = []
-        for key, value in named:
-            if not isinstance(value, str):  # refused by the node's validation
-                if key == "job_ids":
-                    locals_.append(value)
-                continue
-            local, tag = split(value, self.table.tags)
-            if tag is None:
-                unqualified = True
-                if key == "job_ids":
-                    locals_.append(value)
-                continue
-            node = self.table.by_tag(tag)
-            if target is not None and node is not target:
-                what = "job_ids name jobs" if key == "job_ids" else f"{key} lives"
-                raise ConchError(
-                    "invalid_argument",
-                    f"{what} on another node than the rest: read each node's jobs apart",
-                )
-            target = node
-            if key == "job_ids":
-                locals_.append(local)
-            else:
-                args[key] = local
-        if isinstance(many, list):
-            args["job_ids"] = locals_
-        if target is not None:
-            if spec is not None and target not in self.table.match(spec):
-                raise ConchError(
-                    "invalid_argument", f"node {spec!r} is not the node {target.node_id} of the id"
-                )
-            return await self._call(target, tool, args, ctx)
-        if unqualified:
-            return await self._call_anywhere(tool, args, ctx)
-        node = self.table.choose(spec)
-        node.pending += 1
+        way = route(tool.name, args, self.table, self.handles, placing=takes_node(tool))
+        if way.how == "each":
+            return await self._list(tool, way.args, ctx)
+        if way.how == "info":
+            return await self._info(tool, way.args, ctx)
+        if way.how == "anywhere":
+            return await self._call_anywhere(tool, way.args, ctx)
+        assert way.node is not None
+        if way.how == "node":
+            return await self._call(way.node, tool, way.args, ctx)
+        way.node.pending += 1  # placed: counted while it runs, for the next choice
         try:
-            return await self._call(node, tool, args, ctx)
+            return await self._call(way.node, tool, way.args, ctx)
         finally:
-            node.pending -= 1
+            way.node.pending -= 1
 
     async def _call(
         self, node: Node, tool: Tool, args: dict[str, Any], ctx: ToolContext
@@ -696,6 +653,10 @@ class FleetRuntime(HostBase):
         return self._closed
 
     @property
+    def started(self) -> bool:
+        return self._started
+
+    @property
     def default_cwd(self) -> str:
         return self.config.resolved_default_cwd
 
@@ -721,10 +682,16 @@ class FleetRuntime(HostBase):
         await self._open()
         return await self._ask(node, "watch", (op, args), self.config.fleet_timeout_ms / 1000)
 
-    # -- the Python API ------------------------------------------------------------------------
+    # -- the typed API (conch.Runtime's methods) ----------------------------------------------
 
-    async def _api(self, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        out = await self.call_tool_full(name, {k: v for k, v in args.items() if v is not None})
+    async def request(self, name: str, request: object, node: str | None) -> dict[str, Any]:
+        """``conch.Runtime``'s typed method ``name``: its request (a request object or the
+        arguments) as the tool's arguments, placed on ``node`` where the tool takes one; a
+        tool's error raised as :class:`ConchError`."""
+        args = arguments_of(request)
+        if node is not None:
+            args["node"] = node
+        out = await self.call_tool_full(name, args)
         error = out.result.get("error") if out.is_error else None
         if isinstance(error, Mapping):
             raise ConchError(
@@ -734,48 +701,22 @@ class FleetRuntime(HostBase):
             )
         return out.result
 
-    async def exec(self, **args: Any) -> dict[str, Any]:
-        return await self._api("exec", args)
 
-    async def read(self, job_id: str | None = None, **args: Any) -> dict[str, Any]:
-        """``job_id``, or ``job_ids=[...]`` (jobs of one node) and the rest of read's arguments."""
-        return await self._api("read", {**({"job_id": job_id} if job_id else {}), **args})
-
-    async def write(self, job_id: str, **args: Any) -> dict[str, Any]:
-        return await self._api("write", {"job_id": job_id, **args})
-
-    async def signal(
-        self, job_id: str, signal: str = "terminate", *, wait_ms: int = 2000
-    ) -> dict[str, Any]:
-        return await self._api("signal", {"job_id": job_id, "signal": signal, "wait_ms": wait_ms})
-
-    async def list(self, state: str = "all") -> dict[str, Any]:
-        return await self._api("list", {"state": state})
-
-    async def shell_open(self, **args: Any) -> dict[str, Any]:
-        return await self._api("shell_open", args)
-
-    async def shell_close(self, shell_id: str) -> dict[str, Any]:
-        return await self._api("shell_close", {"shell_id": shell_id})
-
-    async def search(self, **args: Any) -> dict[str, Any]:
-        return await self._api("search", args)
-
-    async def changes(
-        self,
-        job_id: str,
-        undo: bool = False,
-        force: Sequence[str] = (),
-        *,
-        cursor: str | None = None,
-        max_bytes: int | None = None,
-    ) -> dict[str, Any]:
-        """A job's changes (and undo) on the job's node: routed by its id, as ``read`` is."""
-        args = {"job_id": job_id, "undo": undo or None, "force": list(force) or None}
-        return await self._api("changes", {**args, "cursor": cursor, "max_bytes": max_bytes})
-
-    async def info(self) -> dict[str, Any]:
-        return await self._api("info", {})
+def arguments_of(request: object) -> dict[str, Any]:
+    """A request object's fields as a tool's arguments: those its caller set (not at their
+    default), sequences as lists."""
+    if isinstance(request, Mapping):
+        return dict(request)
+    assert dataclasses.is_dataclass(request) and not isinstance(request, type)
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(request):
+        value = getattr(request, f.name)
+        if f.default is not dataclasses.MISSING and value == f.default:
+            continue
+        if f.default_factory is not dataclasses.MISSING and value == f.default_factory():
+            continue
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 _LOCAL_ID = re.compile(r"\b([js]_[0-9a-f]{10})\b")
@@ -837,7 +778,8 @@ def _stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-if TYPE_CHECKING:  # mypy checks that this runtime is a host (conch/tools/host.py)
+if TYPE_CHECKING:  # mypy checks that this is a runtime's backend (conch/runtime.py)
+    from conch.runtime import Backend
 
-    def _is_a_host(rt: FleetRuntime) -> Host:
-        return rt
+    def _is_a_backend(fleet: FleetBackend) -> Backend:
+        return fleet

@@ -1,4 +1,4 @@
-"""The HTTP front end (SPEC §8): Streamable HTTP MCP, legacy SSE, the invoke API, health,
+"""The HTTP front end (docs/spec.md §8): Streamable HTTP MCP, legacy SSE, the invoke API, health,
 manifest and the dashboard."""
 
 # the invoke API's answer to "is this result an error?" (read by `conch invoke`)

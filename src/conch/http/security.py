@@ -1,4 +1,4 @@
-"""The guard in front of every HTTP route (SPEC §9): Host and Origin against DNS rebinding,
+"""The guard in front of every HTTP route (docs/spec.md §9): Host and Origin against DNS rebinding,
 who the peer is (its local user on loopback; a sandboxed job), the bearer token or a dashboard
 session, and the request-body cap. Pure ASGI; nothing here logs header values."""
 

@@ -13,7 +13,7 @@ log = logging.getLogger("conch.http")
 
 
 def check_bind(cfg: Config) -> None:
-    """Refuse a non-loopback bind without a token (SPEC §9)."""
+    """Refuse a non-loopback bind without a token (docs/spec.md §9)."""
     if not is_loopback(cfg.host) and not cfg.auth_token:
         raise ConfigError(
             f"auth_token: binding to the non-loopback host {cfg.host!r} requires --auth-token "

@@ -1,5 +1,5 @@
-"""Signing in to a token-protected dashboard (SPEC §8): the token is typed once into a form, and
-the browser gets a cookie that opens the dashboard's own routes only.
+"""Signing in to a token-protected dashboard (docs/spec.md §8): the token is typed once into a form,
+and the browser gets a cookie that opens the dashboard's own routes only.
 
 The cookie is a random session id kept by this server (:class:`Sessions`), not a value derived
 from the token: it means nothing to another server or to this one after a restart, it is bound

@@ -1,4 +1,4 @@
-"""Secrets without the model (``--secret-prompt elicit``, SPEC §8).
+"""Secrets without the model (``--secret-prompt elicit``, docs/spec.md §8).
 
 While a tool call waits on a PTY or shell job (``exec``, ``read``, ``write``) and the job
 reports ``awaiting_secret`` (terminal echo off: a password prompt), and the client supports

@@ -85,7 +85,7 @@ def instructions(cfg: Config, rt: Host) -> str:
 
 
 def _fence_note(cfg: Config) -> str:
-    """The containment a model must know about (SPEC §9a), when the server sets any."""
+    """The containment a model must know about (docs/spec.md §9a), when the server sets any."""
     parts = []
     if cfg.sandbox == "workspace-write":
         parts.append(
@@ -241,7 +241,8 @@ class ConchMCP:
         self.listen_handler = TaskListenHandler(
             ListenHandler(self.notifier.bus), self.notifier.bus, self.tasks
         )
-        # A seed profile served alone speaks as the original (SPEC §7); else Conch's identity.
+        # A seed profile served alone speaks as the original (docs/spec.md §7); else Conch's
+        # identity.
         self.seed = seed_module(self.config.profiles)
         identity = server_identity(self.config.profiles)
         if identity is not None:

@@ -1,9 +1,9 @@
 """The host protocol: what the front ends (MCP, HTTP, CLI) are typed against.
 
-``conch.Runtime`` (an engine on this machine) and the fleet's runtime (SPEC §9b, the engines of
-a cluster) both implement it; a front end never knows which it has. A host is the catalogue
-(tools, resources, calls) plus a :class:`HostView`: a read-only view of what runs, so that no
-front end holds a live job or a driver; and a ``watch`` (conch/tools/watch.py): what the
+``conch.Runtime`` implements it, whether its backend is the engine of this machine or a fleet's
+(docs/spec.md §9b, the engines of a cluster); a front end never knows which it has. A host is the
+catalogue (tools, resources, calls) plus a :class:`HostView`: a read-only view of what runs, so that
+no front end holds a live job or a driver; and a ``watch`` (conch/tools/watch.py): what the
 dashboard shows a person and takes from them, which a fleet asks of each job's node.
 """
 
@@ -116,7 +116,7 @@ class Host(Protocol):
     def signal(
         self, job_id: str, signal: str = "terminate", *, wait_ms: int = 2000
     ) -> Awaitable[dict[str, Any]]:
-        """SPEC §8's ``signal`` (the dashboard's stop button, a task's cancel)."""
+        """docs/spec.md §8's ``signal`` (the dashboard's stop button, a task's cancel)."""
         ...
 
     async def changes(
@@ -137,8 +137,8 @@ class Host(Protocol):
 
 
 class HostBase:
-    """What both runtimes share: ``async with`` and ``call_tool`` on top of their own
-    ``start``/``aclose`` and ``call_tool_full``."""
+    """A host's ``async with`` and ``call_tool`` on top of its own ``start``/``aclose`` and
+    ``call_tool_full``."""
 
     async def start(self) -> None:
         raise NotImplementedError

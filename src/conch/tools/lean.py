@@ -1,4 +1,5 @@
-"""Lean results (SPEC §6): the default profile's results without the fields at their default.
+"""Lean results (docs/spec.md §6): the default profile's results without the fields at their
+default.
 
 Hosts such as Claude Code and VS Code give the model ``JSON.stringify(structuredContent)``; a
 field at its documented default (null, false, 0, an empty list, a value another field already

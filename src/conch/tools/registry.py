@@ -1,6 +1,6 @@
 """The tool registry of a runtime: the active profiles' tools by name (built once), their
 resources, and the per-runtime state they keep. When two profiles share a tool name, the one
-listed first wins (SPEC §7)."""
+listed first wins (docs/spec.md §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The text block a model reads: a one-line header, then the output (SPEC §6)."""
+"""The text block a model reads: a one-line header, then the output (docs/spec.md §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Input and output JSON schemas of the default (`conch`) tools (SPEC §6)."""
+"""Input and output JSON schemas of the default (`conch`) tools (docs/spec.md §6)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ PURPOSE = {
 }
 YIELD = {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS}
 TERMINAL_SIZE = {"type": "integer", "minimum": TERMINAL_MIN_SIZE, "maximum": TERMINAL_MAX_SIZE}
-# containment (SPEC §9a): the same four arguments on exec and shell_open
+# containment (docs/spec.md §9a): the same four arguments on exec and shell_open
 FENCE = {
     "sandbox": {
         "enum": ["off", "workspace-write", "read-only"],

@@ -1,4 +1,4 @@
-"""Input and output JSON schemas of the `search` tool (SPEC §6): ripgrep's matches, files or
+"""Input and output JSON schemas of the `search` tool (docs/spec.md §6): ripgrep's matches, files or
 counts, with byte offsets and base64 for what is not UTF-8."""
 
 from __future__ import annotations

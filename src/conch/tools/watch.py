@@ -1,5 +1,5 @@
-"""What a person beside the agent sees and does (the dashboard's data, SPEC §8), as one async
-surface every host gives: ``Host.watch``.
+"""What a person beside the agent sees and does (the dashboard's data, docs/spec.md §8), as one
+async surface every host gives: ``Host.watch``.
 
 :class:`LocalWatch` builds it from one engine: the job list with what each job runs (its
 label, shown here and nowhere else) and what makes it stand out, a log window as styled

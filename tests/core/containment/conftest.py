@@ -1,4 +1,4 @@
-"""Containment and sandbox tests (SPEC §9a) run at the levels this host has.
+"""Containment and sandbox tests (docs/spec.md §9a) run at the levels this host has.
 
 This machine and CI are a hybrid host: a writable cgroup v2 tree without controllers at
 /sys/fs/cgroup/unified tracks and kills jobs (``cgroup.kill``), the v1 memory and pids

@@ -1,4 +1,4 @@
-"""SPEC §9a, the cgroup level, attacked on this host.
+"""docs/spec.md §9a, the cgroup level, attacked on this host.
 
 Level exercised: ``cgroup`` (hybrid host: v2 tree at /sys/fs/cgroup/unified tracks and kills
 with cgroup.kill; v1 memory/pids controllers apply memory_max/pids_max). The last tests run

@@ -1,4 +1,4 @@
-"""Issue 22: the Landlock backend and what holds under both backends (SPEC §9a).
+"""Issue 22: the Landlock backend and what holds under both backends (docs/spec.md §9a).
 
 Level exercised: ``cgroup`` (this host; see conftest). The attack cases of test_sandbox.py
 run against both backends there; this module adds what issue 22 asks: the seccomp filter (a

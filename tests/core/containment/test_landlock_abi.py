@@ -59,7 +59,7 @@ def _cfg(base: str, cap: int, partial: str, **settings: object) -> conch.Config:
 
 
 def _expected_guarantees(abi: int) -> list[str]:
-    """What Landlock ABI ``abi`` plus the seccomp filter give (docs/containment.md)."""
+    """What Landlock ABI ``abi`` plus the seccomp filter give (docs/design/sandbox.md)."""
     out = ["fs_write", "fs_hide_data_dir", "net_tcp", "net_all", "unix_sockets"]
     return [*out, "signals"] if abi >= 6 else out
 

@@ -1,4 +1,4 @@
-"""Jobs spawned straight into their cgroup (SPEC §9a), where glibc can: ``posix_spawn`` with
+"""Jobs spawned straight into their cgroup (docs/spec.md §9a), where glibc can: ``posix_spawn`` with
 ``posix_spawnattr_setcgroup_np`` (glibc 2.39+) is ``clone3(CLONE_INTO_CGROUP)``, so a pipe job
 is inside its cgroup v2 directory from its first instruction, with no ``sh`` entering it first.
 

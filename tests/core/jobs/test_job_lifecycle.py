@@ -1,4 +1,4 @@
-"""SPEC §2: the job model, yield vs deadline, completion, process hygiene."""
+"""docs/spec.md §2: the job model, yield vs deadline, completion, process hygiene."""
 
 from __future__ import annotations
 

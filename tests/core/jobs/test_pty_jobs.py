@@ -1,4 +1,4 @@
-"""One-shot jobs on a pseudo-terminal: `exec {pty: true}` (SPEC §3, §4 "Awaiting input")."""
+"""One-shot jobs on a pseudo-terminal: `exec {pty: true}` (docs/spec.md §3, §4 "Awaiting input")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""SPEC §6 / issue 21: the waits of `read` that cost no model turns: `quiet`, `input`, a list of
-conditions, several jobs at once, and an unchanged job's result under 100 bytes."""
+"""docs/spec.md §6 / issue 21: the waits of `read` that cost no model turns: `quiet`, `input`, a
+list of conditions, several jobs at once, and an unchanged job's result under 100 bytes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A screen first looked at long after the program began (SPEC §8, core/jobs/screens.py): the
-look feeds at most SCREEN_CATCHUP_BYTES of the log, so it restarts from a point within them. A
+"""A screen first looked at long after the program began (docs/spec.md §8, core/jobs/screens.py):
+the look feeds at most SCREEN_CATCHUP_BYTES of the log, so it restarts from a point within them. A
 program that redraws in place (top: one clear, then each frame a cursor home and its lines)
 must still show its whole last frame, header first. Real program, real terminal."""
 

@@ -1,4 +1,4 @@
-"""SPEC §5: logs, normalization in results, budgets, cursors."""
+"""docs/spec.md §5: logs, normalization in results, budgets, cursors."""
 
 from __future__ import annotations
 

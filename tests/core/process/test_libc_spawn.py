@@ -1,8 +1,8 @@
 """core/process/libc_spawn.py: the pipe child spawned by glibc's posix_spawn through ctypes
-gets what popen.spawn promises (SPEC §2: its own session, no descriptor but its stdio, default
-signal dispositions and an empty mask whatever the server inherited, exactly its environment,
-its working directory), and fails as Popen would. Real spawns of this Python, which reports
-what it finds of itself."""
+gets what popen.spawn promises (docs/spec.md §2: its own session, no descriptor but its stdio,
+default signal dispositions and an empty mask whatever the server inherited, exactly its
+environment, its working directory), and fails as Popen would. Real spawns of this Python, which
+reports what it finds of itself."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""SPEC §2: the orphans of a SIGKILLed server are killed at the next start, and nothing else is
-(core/process/hygiene.py: instance tags, the sweep, the reaper)."""
+"""docs/spec.md §2: the orphans of a SIGKILLed server are killed at the next start, and nothing else
+is (core/process/hygiene.py: instance tags, the sweep, the reaper)."""
 
 from __future__ import annotations
 

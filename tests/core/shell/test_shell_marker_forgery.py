@@ -1,5 +1,5 @@
 """A persistent shell's end marker cannot be forged by what its commands print nor by the
-processes they start (SPEC §9), on bash and zsh, unsandboxed and in sandboxed shells on both
+processes they start (docs/spec.md §9), on bash and zsh, unsandboxed and in sandboxed shells on both
 backends (``landlock`` at the cgroup level: the fork server starts the shell; without a
 cgroup: the server's restricted thread; tests/support/sandbox_backends.py).
 

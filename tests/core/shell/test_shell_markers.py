@@ -1,5 +1,5 @@
 """The end-of-command protocol's pure parts: the trigger line's echo filter, fed at every byte
-split, and which channel message ends a command (SPEC §1, §4)."""
+split, and which channel message ends a command (docs/spec.md §1, §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Persistent shells (SPEC §4), through the tool layer, on real bash and zsh."""
+"""Persistent shells (docs/spec.md §4), through the tool layer, on real bash and zsh."""
 
 from __future__ import annotations
 
@@ -432,7 +432,7 @@ async def test_list_shows_when_a_shell_opened_and_its_latest_command(rt: conch.R
 async def test_a_stopped_command_line_adds_no_line_break_of_the_shell(
     rt: conch.Runtime, kind: str, how: str
 ) -> None:
-    """SPEC §4: output is exactly what the command printed. Interactive bash prints a line
+    """docs/spec.md §4: output is exactly what the command printed. Interactive bash prints a line
     break of its own as Ctrl-C ends a command line; it is terminal noise, not output."""
     sid = await open_shell(rt, kind)
     for prefix, want in (("", ""), ("printf 'a\\nb'; ", "a\nb"), ("echo a; ", "a\n")):

@@ -1,4 +1,4 @@
-"""The shell state machine: its moves, and close winning a race (SPEC §4)."""
+"""The shell state machine: its moves, and close winning a race (docs/spec.md §4)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Profile `ai-device-bash` (SPEC §7, seed-contracts §1): the seed's tools, result and codes on
-the Conch runtime, without the seed's bugs."""
+"""Profile `ai-device-bash` (docs/spec.md §7, seed-contracts §1): the seed's tools, result and codes
+on the Conch runtime, without the seed's bugs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Profile `bash-mcp` (SPEC §7, seed-contracts §3): the bash.* methods with the seed's results,
-codes and isError convention; the seed's bridge tests ported."""
+"""Profile `bash-mcp` (docs/spec.md §7, seed-contracts §3): the bash.* methods with the seed's
+results, codes and isError convention; the seed's bridge tests ported."""
 
 from __future__ import annotations
 
@@ -300,7 +300,7 @@ async def test_child_environment_drops_jest_worker_id_and_the_bash_startup_varia
         assert "JEST_WORKER_ID=unset" in lines, r
         assert "KEPT_BY_BASH_MCP=yes" in lines
         assert "BASH_ENV=unset" in lines and "ENV=unset" in lines
-    # the other profiles keep it (SPEC §2 drops only the bash startup variables)
+    # the other profiles keep it (docs/spec.md §2 drops only the bash startup variables)
     async with conch.Runtime(conch.Config(data_dir=rt.config.data_dir)) as plain:
         s = await plain.exec(command='echo "${JEST_WORKER_ID-unset}"')
     assert s["output"] == "3\n"

@@ -1,5 +1,5 @@
-"""Profile `tfbash` (SPEC §7, seed-contracts §2): the seven shell_* tools, their snapshot union,
-error envelope and metadata on the runtime's persistent shells, without the seed's bugs."""
+"""Profile `tfbash` (docs/spec.md §7, seed-contracts §2): the seven shell_* tools, their snapshot
+union, error envelope and metadata on the runtime's persistent shells, without the seed's bugs."""
 
 from __future__ import annotations
 

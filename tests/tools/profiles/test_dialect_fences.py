@@ -1,5 +1,5 @@
-"""The dialects' own escape hatches never loosen Conch's fence (SPEC §9a: per-call values may only
-tighten): Codex's `sandbox_permissions: require_escalated` and Claude Code's
+"""The dialects' own escape hatches never loosen Conch's fence (docs/spec.md §9a: per-call values
+may only tighten): Codex's `sandbox_permissions: require_escalated` and Claude Code's
 `dangerouslyDisableSandbox: true` run inside the configured sandbox like any other call."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A seed profile served alone announces the original's MCP identity (SPEC §7); Conch's own
+"""A seed profile served alone announces the original's MCP identity (docs/spec.md §7); Conch's own
 profile, or a mix, keeps Conch's."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which sandbox backend a runtime uses, and what it guarantees (SPEC §9a).
+"""Which sandbox backend a runtime uses, and what it guarantees (docs/spec.md §9a).
 
 ``sandbox_backend``: ``bwrap`` (bubblewrap: namespaces), ``landlock`` (Landlock + seccomp:
 no namespaces, no root, works in unprivileged containers) or ``auto``: bwrap when it can set

@@ -1,4 +1,4 @@
-"""The cgroup containment level (SPEC §9a): one cgroup per job and per shell, limits, kill.
+"""The cgroup containment level (docs/spec.md §9a): one cgroup per job and per shell, limits, kill.
 
 Two layouts are supported:
 

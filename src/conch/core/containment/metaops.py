@@ -1,4 +1,5 @@
-"""Metadata changes of a Landlock job at ``workspace-write``, made by Conch for it (SPEC §9a).
+"""Metadata changes of a Landlock job at ``workspace-write``, made by Conch for it (docs/spec.md
+§9a).
 
 Landlock handles no metadata change (mode, times): a job could ``chmod 666`` or ``touch -d`` a
 file its user owns anywhere. Its filter hands ``chmod``/``fchmod``/``fchmodat``/``fchmodat2``

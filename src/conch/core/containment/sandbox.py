@@ -1,4 +1,4 @@
-"""The sandbox (SPEC §9a): how a job's argv is wrapped so it runs fenced in.
+"""The sandbox (docs/spec.md §9a): how a job's argv is wrapped so it runs fenced in.
 
 Levels: ``off`` < ``workspace-write`` < ``read-only``; network: ``on`` < ``off``. A per-call
 value may only tighten the server's (``effective``).

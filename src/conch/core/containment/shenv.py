@@ -5,8 +5,8 @@ execs the program (containment.py), the warm sh of ``argv`` jobs (warm.py). dash
 environment and re-exports it, except that it resets ``IFS``, ``OPTIND`` and ``PPID`` (and
 refuses to start on an ``OPTIND`` that is not a number), drops variables whose names are not
 identifiers, and sets ``PWD`` when the one given does not name its working directory. The
-program must get the environment a direct spawn would give it (SPEC §2), so these functions say
-whether dash keeps an environment, and how to give the program what it would lose.
+program must get the environment a direct spawn would give it (docs/spec.md §2), so these functions
+say whether dash keeps an environment, and how to give the program what it would lose.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``sandbox_sockets``: the host Unix sockets a ``network: off`` job may still connect to
-(SPEC §9a), decided by Conch for each ``connect`` (seccomp_unotify(2)), under either Linux
+(docs/spec.md §9a), decided by Conch for each ``connect`` (seccomp_unotify(2)), under either Linux
 backend (how the listener reaches Conch: ``Channel`` for bwrap; under landlock the spawning
 thread loads the filter, so the listener is in Conch's own descriptor table).
 

@@ -1,1 +1,1 @@
-"""The job model: one state machine for every kind of execution (SPEC §2)."""
+"""The job model: one state machine for every kind of execution (docs/spec.md §2)."""

@@ -192,7 +192,7 @@ class Job:
         self.label = label  # what this call runs (not the call that made it)
 
     def input_state(self) -> tuple[bool, bool]:
-        """(awaiting_input, awaiting_secret): what its terminal says now (SPEC §2)."""
+        """(awaiting_input, awaiting_secret): what its terminal says now (docs/spec.md §2)."""
         if self.driver is None or self.terminal:
             return False, False
         return self.driver.input_state()

@@ -2,7 +2,7 @@
 
 The front end that receives a call puts it in the call's context (``CallContext.label``,
 core/requests.py); the job the call starts keeps it (``Job.label``). Nothing else reads it:
-snapshots, summaries, ``list``, ``info``, resources and logs never show it (SPEC §9).
+snapshots, summaries, ``list``, ``info``, resources and logs never show it (docs/spec.md §9).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The screens of terminal jobs (pty, shell), emulated only while someone looks (SPEC §8).
+"""The screens of terminal jobs (pty, shell), emulated only while someone looks (docs/spec.md §8).
 
 Nothing runs on a job's output path but the recording's marks (core/output/cast.py): the
 emulator (core/output/screen.py) costs microseconds a byte, far more than reading a busy job's

@@ -1,4 +1,4 @@
-"""The job snapshot: the one result shape of exec, read, write and signal (SPEC §6)."""
+"""The job snapshot: the one result shape of exec, read, write and signal (docs/spec.md §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A person typing into a terminal job from the dashboard (SPEC §8): the job is *attended*.
+"""A person typing into a terminal job from the dashboard (docs/spec.md §8): the job is *attended*.
 
 While attended, the agent's own ``write`` answers ``busy`` (retryable): a person and a model
 typing into one terminal at once would interleave keystrokes. The job stays attended until the

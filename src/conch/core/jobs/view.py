@@ -1,4 +1,4 @@
-"""What the layers above the core see of a job: a read-only view (SPEC §1).
+"""What the layers above the core see of a job: a read-only view (docs/spec.md §1).
 
 Tools, front ends and the fleet read a job's identity, state and log through :class:`JobView`
 and change it only through the engine's requests (write, signal): they never hold its driver.

@@ -1,5 +1,5 @@
-"""What a ``read`` waits for (SPEC §6): new output, the end, a quiet spell, a prompt, a regex,
-or the first of several of these, on one job or on the first of several jobs.
+"""What a ``read`` waits for (docs/spec.md §6): new output, the end, a quiet spell, a prompt, a
+regex, or the first of several of these, on one job or on the first of several jobs.
 
 A :class:`Watch` is one job's condition, counted from where the read starts; :func:`first`
 waits until any watch holds. Every condition also holds once the job can change no more (it

@@ -1,4 +1,4 @@
-"""A terminal job's recording as asciicast v2 (SPEC §8), made from its log.
+"""A terminal job's recording as asciicast v2 (docs/spec.md §8), made from its log.
 
 The log already holds every byte the program printed, within the log's cap and nothing typed
 (a terminal echoes what it echoes; echo-off input is never output). So the recording is only

@@ -53,7 +53,7 @@ class JobLog:
         self._seg_s: tuple[array[int], array[int]] = (array("q"), array("q"))
         self._seg_c: tuple[array[int], array[int]] = (array("q"), array("q"))
         # output that arrived but could not be written (a full disk, the file gone): counted,
-        # never silently dropped, and the job's pipe is still drained (SPEC §5 style marker)
+        # never silently dropped, and the job's pipe is still drained (docs/spec.md §5 style marker)
         self.lost_bytes = 0
         self.lost_reason = ""
         self.unreadable = ""  # why the finished log's file cannot be opened (it was removed)
@@ -128,8 +128,8 @@ class JobLog:
     def read(self, start: int, end: int, stream: int | None = None) -> bytes:
         """Bytes [start, end) of the combined log, or of one stream.
 
-        A finished log holds no descriptor (SPEC §2: the server's descriptors stay flat however
-        many jobs are retained): each read opens the file, preads and closes it again.
+        A finished log holds no descriptor (docs/spec.md §2: the server's descriptors stay flat
+        however many jobs are retained): each read opens the file, preads and closes it again.
         """
         if end <= start or self._gone:
             return b""

@@ -1,4 +1,4 @@
-"""A terminal screen: PTY output bytes in, the screen a person would see out (SPEC §8).
+"""A terminal screen: PTY output bytes in, the screen a person would see out (docs/spec.md §8).
 
 The emulation is pyte's (a maintained VT emulator), with what Conch needs of it on top:
 

@@ -1,1 +1,1 @@
-"""Process spawning, tagging and tree hygiene (SPEC §2 "Process hygiene")."""
+"""Process spawning, tagging and tree hygiene (docs/spec.md §2 "Process hygiene")."""

@@ -1,4 +1,4 @@
-"""File search with ripgrep (SPEC §6 ``search``): :class:`Searcher` and :func:`find_rg`."""
+"""File search with ripgrep (docs/spec.md §6 ``search``): :class:`Searcher` and :func:`find_rg`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Structured file search over ripgrep (SPEC §6 ``search``).
+"""Structured file search over ripgrep (docs/spec.md §6 ``search``).
 
 ripgrep runs as ``rg --json --no-config ... -e PATTERN -- PATH`` (``--files-with-matches``/
 ``--count`` with ``--null`` for the ``files``/``count`` modes), never through a shell, with
@@ -135,7 +135,8 @@ class Searcher:
     # -- search --------------------------------------------------------------------------
 
     async def search(self, request: SearchRequest) -> SearchResult:
-        """Search ``path`` (default: the default cwd) for ``pattern``; see SPEC §6 ``search``."""
+        """Search ``path`` (default: the default cwd) for ``pattern``; see docs/spec.md §6
+        ``search``."""
         req = request.checked()
         path = req.path
         rg = await self._rg()

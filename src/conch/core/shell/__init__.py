@@ -1,1 +1,1 @@
-"""Persistent shells and terminal (PTY) jobs (SPEC §3 `pty`, §4)."""
+"""Persistent shells and terminal (PTY) jobs (docs/spec.md §3 `pty`, §4)."""

@@ -60,7 +60,7 @@ class CommandFile:
         return f"__conch_n={nonce};. {shlex.quote(self.path)}\n".encode()
 
     def blank(self) -> None:
-        """Overwrite the command's env values (SPEC §4 env) as soon as they are used."""
+        """Overwrite the command's env values (docs/spec.md §4 env) as soon as they are used."""
         if self._values_on_disk:
             self._values_on_disk = False
             with contextlib.suppress(OSError):

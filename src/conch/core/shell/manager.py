@@ -47,7 +47,7 @@ def _version_output(path: str) -> tuple[str, str]:
 
 
 class ShellManager:
-    """Persistent shells (SPEC §4) of one runtime."""
+    """Persistent shells (docs/spec.md §4) of one runtime."""
 
     def __init__(self, ctx: SpawnContext) -> None:
         self.ctx = ctx
@@ -117,7 +117,7 @@ class ShellManager:
     # -- open / close ------------------------------------------------------------------------
 
     async def open(self, req: ShellOpenRequest) -> ShellOpened:
-        """Open a shell (SPEC §4)."""
+        """Open a shell (docs/spec.md §4)."""
         if self._closed:
             raise ConchError("closed", "the runtime is closing")
         env = req.checked()

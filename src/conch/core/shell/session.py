@@ -33,7 +33,7 @@ Why no command can end itself or a later command of its shell with a marker of i
   command — also while the shell itself runs a builtin, where no foreground child would give
   a forger away.
 
-What it does not hold against (said in docs/containment.md too):
+What it does not hold against (said in docs/security.md too):
 
 * Code that runs in the shell process itself: the command's own text and the scripts it sources
   (``. venv/bin/activate``) are the shell. They can write to the shell's copy of descriptor 8
@@ -149,7 +149,7 @@ class Shell:
         self._reaped: asyncio.Event = asyncio.Event()
         self._cleanup: asyncio.Task[Any] | None = None
         # after Ctrl-C: what the terminal showed since, held while it may be bash's own line
-        # break for the interrupted command line (terminal noise, SPEC §4), else None
+        # break for the interrupted command line (terminal noise, docs/spec.md §4), else None
         self._since_int: bytearray | None = None
 
     # -- state -------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from types import ModuleType
 
 # The seed profiles' modules. Each may define ``SERVER_NAME``, ``SERVER_VERSION`` and
-# ``INSTRUCTIONS`` (the original's MCP identity, SPEC §7: "a profile served alone says what the
-# original says"); ``INSTRUCTIONS`` may name ``{dialect}``, ``{platform}``, ``{shell_version}``,
+# ``INSTRUCTIONS`` (the original's MCP identity, docs/spec.md §7: "a profile served alone says what
+# the original says"); ``INSTRUCTIONS`` may name ``{dialect}``, ``{platform}``, ``{shell_version}``,
 # ``{default_cwd}`` and ``{workspace_root}``, which the MCP server fills in. Served alone, a
 # seed profile also has only its own resources (its PROFILE.resources),
 # and its module may define: ``UNKNOWN_RESOURCE = (code, message)`` (the JSON-RPC error for an

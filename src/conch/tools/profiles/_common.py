@@ -60,7 +60,7 @@ class Profile:
     # the calls in one line, ``tool{argument,...}``, that open the server's instructions: a
     # host that defers an MCP server's tools (Codex) shows the model only the first 250
     # characters of them, and with this line a model can call a tool without first loading
-    # its schema (a turn); see docs/hosts.md
+    # its schema (a turn); see docs/mcp.md "Deferred tools"
     call_sheet: str = ""
 
 

@@ -1,6 +1,6 @@
-"""Profile ``claude-code`` (SPEC §7, dialect profiles): Claude Code's ``Bash`` / ``TaskOutput`` /
-``TaskStop`` on real processes through the runtime, and over a real MCP stdio session. What the
-real Claude Code shows for its own tools is checked against the profile by
+"""Profile ``claude-code`` (docs/spec.md §7, dialect profiles): Claude Code's ``Bash`` /
+``TaskOutput`` / ``TaskStop`` on real processes through the runtime, and over a real MCP stdio
+session. What the real Claude Code shows for its own tools is checked against the profile by
 tests/hosts/claude/test_claude_dialect.py; these tests pin the profile's own behaviour."""
 
 from __future__ import annotations

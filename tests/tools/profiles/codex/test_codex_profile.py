@@ -1,5 +1,5 @@
-"""Profile ``codex`` (SPEC §7, dialect profiles): Codex's ``exec_command`` / ``write_stdin`` on
-real processes through the runtime, and over a real MCP stdio session."""
+"""Profile ``codex`` (docs/spec.md §7, dialect profiles): Codex's ``exec_command`` / ``write_stdin``
+on real processes through the runtime, and over a real MCP stdio session."""
 
 from __future__ import annotations
 

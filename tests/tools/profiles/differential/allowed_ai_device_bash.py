@@ -29,7 +29,7 @@ ALLOWED: list[Allowed] = [
         r"timeout_negative",
         r"content\[0\]\.json\.(success|code|message|exit_code)",
         'seed-contracts §4, ai-device bugs: "a negative timeout is not validated" (the profile '
-        "keeps the contract and drops the bug, SPEC §7: it answers INVALID_TIMEOUT)",
+        "keeps the contract and drops the bug, docs/spec.md §7: it answers INVALID_TIMEOUT)",
     ),
     # `(sleep 1; echo late) & echo early`: the seed waits for the grandchild to close stdout
     # and shows both lines; Conch answers when the leader exits (the late line still goes to
@@ -37,7 +37,8 @@ ALLOWED: list[Allowed] = [
     Allowed(
         r"grandchild_holds_stdout",
         r"content\[0\]\.json\.(output|returned_output_bytes|total_bytes)",
-        'SPEC §2 "Completion": "A one-shot job is finished when its leader process exits. The '
+        'docs/spec.md §2 "Completion": "A one-shot job is finished when its leader process exits. '
+        "The "
         "call returns within 100 ms of that even if descendants still hold stdout/stderr (seed "
         '1 blocks here — must not)."',
         lambda original, ours: original in ("early\nlate\n", 11) and ours in ("early\n", 6),
@@ -48,7 +49,8 @@ ALLOWED: list[Allowed] = [
         Allowed(
             r"agent_env",
             rf"content\[0\]\.json\.{field}",
-            'SPEC §2 "Environment": children inherit the server environment "plus agent-friendly '
+            'docs/spec.md §2 "Environment": children inherit the server environment "plus '
+            "agent-friendly "
             "defaults that the config can turn off (`PAGER=cat`, `GIT_PAGER=cat`, "
             '`GIT_TERMINAL_PROMPT=0`, `TERM=dumb` for pipes)"',
             check,
@@ -64,9 +66,9 @@ ALLOWED: list[Allowed] = [
     Allowed(
         r"kill_term_trap",
         r"content\[0\]\.json\.(output|returned_output_bytes|total_bytes)",
-        'SPEC §2 "Process hygiene": "Killing a job kills its whole tree, escaped descendants '
-        'included, with TERM → grace → KILL"; and "Yield, not block": the deadline terminates '
-        'the tree "(TERM, kill_grace_ms default 2000, then KILL)"',
+        'docs/spec.md §2 "Process hygiene": "Killing a job kills its whole tree, escaped '
+        'descendants included, with TERM → grace → KILL"; and "Yield, not block": the deadline '
+        'terminates the tree "(TERM, kill_grace_ms default 2000, then KILL)"',
         lambda original, ours: (
             (original == "x\n" and str(ours).endswith("term\n"))
             or (original == 2 and isinstance(ours, int) and ours > 2)
@@ -78,7 +80,8 @@ ALLOWED: list[Allowed] = [
     Allowed(
         r"ok|runtime_error",
         r"content\[0\]\.json\.output",
-        'SPEC §3 "Pipes keep **stdout and stderr apart and in arrival order**: reads default '
+        'docs/spec.md §3 "Pipes keep **stdout and stderr apart and in arrival order**: reads '
+        "default "
         "to the combined stream\" (the arrival order across two pipes, not the writer's)",
         lambda original, ours: (
             isinstance(original, str)

@@ -124,8 +124,8 @@ def any_cursor(original: Any, ours: Any) -> bool:
 _OUTPUT = r"(structuredContent|content\[0\]\.json)\.output"
 _CURSORS = r"(structuredContent|content\[0\]\.json)\.(next_cursor|buffer_start_cursor)"
 _NOISE = (
-    "SPEC §4: shell output is 'exactly what the command printed: no echoed command, no prompt, "
-    "no private marker, no bracketed-paste or other terminal noise, `\\n` line ends'; "
+    "docs/spec.md §4: shell output is 'exactly what the command printed: no echoed command, no "
+    "prompt, no private marker, no bracketed-paste or other terminal noise, `\\n` line ends'; "
     "seed-contracts §4 lists 'the private prompt and bracketed-paste noise leak into output' "
     "as a tfbash bug to avoid"
 )
@@ -143,8 +143,8 @@ ALLOWED: list[Allowed] = [
         r"syntax",
         _OUTPUT,
         "seed-contracts §2.5: 'A syntax error gives exited, 2, with `bash: syntax error…` in the "
-        "output' — bash's own diagnostic; SPEC §4 runs the command without typing it into the "
-        "terminal ('no echoed command'), so bash words it for a script line (`bash: line 1: "
+        "output' — bash's own diagnostic; docs/spec.md §4 runs the command without typing it into "
+        "the terminal ('no echoed command'), so bash words it for a script line (`bash: line 1: "
         "…` and the offending line); status and exit code are compared exactly",
         same_syntax_error,
     ),
@@ -152,8 +152,9 @@ ALLOWED: list[Allowed] = [
     Allowed(
         r"list_[tki]|single_i",
         _OUTPUT,
-        "SPEC §2: if the job has not ended by yield_ms, exec 'returns `state: running` with the "
-        "output so far' (the original holds a running command's output back until it ends)",
+        "docs/spec.md §2: if the job has not ended by yield_ms, exec 'returns `state: running` "
+        "with the output so far' (the original holds a running command's output back until it "
+        "ends)",
         streams_sooner,
     ),
     Allowed(r"list_[tki]|single_i", _CURSORS, _FOLLOWS, any_cursor),
@@ -168,8 +169,8 @@ ALLOWED: list[Allowed] = [
     Allowed(
         r"signalled_(term|kill)",
         _OUTPUT,
-        "SPEC §4: signal terminate|kill 'stops the job and the rest of its command line' (the "
-        "command line is ended as Ctrl-C ends it) and 'job-control notices … never appear'; "
+        "docs/spec.md §4: signal terminate|kill 'stops the job and the rest of its command line' "
+        "(the command line is ended as Ctrl-C ends it) and 'job-control notices … never appear'; "
         "seed-contracts §2.5 lists bash's `Terminated`/`Killed` notices in the output",
         signal_notice,
     ),
@@ -177,10 +178,10 @@ ALLOWED: list[Allowed] = [
     Allowed(
         r"timeout_int_ignored",
         r"(structuredContent|content\[0\]\.json)\.(shell_rebuilt|cwd)",
-        "SPEC §4: 'A deadline does the same (interrupt, then kill the foreground group); if the "
-        "shell cannot be brought back it is restarted and the result says so' — Conch brings "
-        "it back, where the original rebuilds it when Ctrl-C is ignored (seed-contracts §2.3 "
-        "Timeout, step 4)",
+        "docs/spec.md §4: 'A deadline does the same (interrupt, then kill the foreground group); "
+        "if the shell cannot be brought back it is restarted and the result says so' — Conch "
+        "brings it back, where the original rebuilds it when Ctrl-C is ignored (seed-contracts "
+        "§2.3 Timeout, step 4)",
         lambda original, ours: (
             (original is True and ours is False) or (isinstance(original, str) and ours == "/")
         ),
@@ -188,8 +189,8 @@ ALLOWED: list[Allowed] = [
     Allowed(
         r"after_int_ignored",
         _OUTPUT,
-        "follows from timeout_int_ignored: the shell kept its state (SPEC §4 'leaves the shell "
-        "usable with cwd/env intact'), the original's rebuilt shell lost `Y`",
+        "follows from timeout_int_ignored: the shell kept its state (docs/spec.md §4 'leaves the "
+        "shell usable with cwd/env intact'), the original's rebuilt shell lost `Y`",
         lambda original, ours: (
             isinstance(original, str)
             and seed_text(original).startswith("y=\n")
@@ -199,13 +200,13 @@ ALLOWED: list[Allowed] = [
     Allowed(
         r"after_int_ignored",
         _CURSORS + r"|(structuredContent|content\[0\]\.json)\.cwd",
-        _FOLLOWS + "; the kept shell is still in its cwd (SPEC §4 'cwd/env intact')",
+        _FOLLOWS + "; the kept shell is still in its cwd (docs/spec.md §4 'cwd/env intact')",
         lambda original, ours: ours == "/" or isinstance(ours, int),
     ),
     Allowed(
         r"background",
         _OUTPUT,
-        "SPEC §4: 'job-control notices (`[1]+ Done …`) never appear'; seed-contracts §2.5: "
+        "docs/spec.md §4: 'job-control notices (`[1]+ Done …`) never appear'; seed-contracts §2.5: "
         "'Job-control notices (`[1] 13676`, `[1]- Terminated …`) appear in the output'",
         lambda original, ours: (
             isinstance(original, str) and ours == _NOTICE.sub("", seed_text(original))
@@ -215,8 +216,8 @@ ALLOWED: list[Allowed] = [
     Allowed(
         r"after_background",
         _OUTPUT,
-        "SPEC §4: 'Background processes the command started with `&` keep running like in a "
-        "terminal. What they print later … appears in the output of the job running at that "
+        "docs/spec.md §4: 'Background processes the command started with `&` keep running like in "
+        "a terminal. What they print later … appears in the output of the job running at that "
         "moment'; the original kills them when the command ends (seed-contracts §2.5: "
         "'`LATE` never appears')",
         lambda original, ours: ours == "LATE\n" + seed_text(original),
@@ -225,7 +226,7 @@ ALLOWED: list[Allowed] = [
     Allowed(
         r"died",
         _OUTPUT,
-        "SPEC §4: output is 'exactly what the command printed: … no … terminal noise' "
+        "docs/spec.md §4: output is 'exactly what the command printed: … no … terminal noise' "
         "(interactive bash's `exit` notice is the terminal's, not the command's)",
         exit_notice,
     ),
@@ -243,21 +244,21 @@ ALLOWED: list[Allowed] = [
         r"(structuredContent|content\[0\]\.json)\.(status|exit_code|eof|duration_ms|cwd|"
         r"shell_status|shell_rebuilt|output|next_cursor|buffer_start_cursor)",
         "seed-contracts §4 tfbash bug: 'interrupt of a command list leaves the Execution "
-        "running until timeout_ms'; SPEC §4: signal interrupt 'stops the job and the rest of "
-        "its command line … ends the job within 2 s'",
+        "running until timeout_ms'; docs/spec.md §4: signal interrupt 'stops the job and the rest "
+        "of its command line … ends the job within 2 s'",
     ),
     Allowed(
         r"list_(terminated|killed)",
         r"(structuredContent|content\[0\]\.json)\.(exit_code|output|next_cursor|"
         r"buffer_start_cursor)",
         "seed-contracts §4 tfbash bug: 'terminate/kill hit only the current pipeline, so the "
-        "rest of the list still runs' (the original's list goes on and exits 0); SPEC §4: "
+        "rest of the list still runs' (the original's list goes on and exits 0); docs/spec.md §4: "
         "signal stops the job 'and the rest of its command line'",
     ),
     Allowed(
         r"close_.*",
         r"(structuredContent|content\[0\]\.json)\.cleanup_complete",
-        "SPEC §4: shell_close 'ends the shell and every process in it … within "
+        "docs/spec.md §4: shell_close 'ends the shell and every process in it … within "
         "close_timeout_ms (default 2000; seed 2 takes 3–5 s here); reports cleanup_complete' — "
         "on a loaded machine the original's close (of a busy or a dead shell) can run out of "
         "time and say false where Conch's completes",

@@ -1,5 +1,5 @@
-"""`conch serve --profile ai-device-bash` against the published ai-device-bash 0.2.0 (SPEC §7):
-the same call sequences through the official MCP client over stdio, volatile values
+"""`conch serve --profile ai-device-bash` against the published ai-device-bash 0.2.0 (docs/spec.md
+§7): the same call sequences through the official MCP client over stdio, volatile values
 normalized, every remaining difference on `allowed_ai_device_bash.ALLOWED` or a failure."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ _SCRIPT_PATH = re.compile(r"/[^\s:]*?(?:/artifacts/[0-9a-f]{32}/script\.sh|/tmp/
 
 def _check_output_file(label: str, r: dict[str, Any]) -> None:
     """Both sides: a finished call's output_path is a file holding its total_bytes (more, on
-    Conch's side, when descendants of a finished command wrote on: SPEC §2 "Completion")."""
+    Conch's side, when descendants of a finished command wrote on: docs/spec.md §2 "Completion")."""
     path = r.get("output_path")
     if path is None or r.get("code") in ("BACKGROUND", "RUNNING"):
         return
@@ -289,7 +289,7 @@ async def test_bash_results_checks_and_previews_match(servers, diff_cwd):
             bash("kill_fast", command="echo k", timeout=5, timeout_behavior="kill"),
             bash("longest_command", command=": " + "x" * (131071 - 2)),
             bash("command_too_long", command=": " + "x" * (131072 - 2)),
-            # where SPEC §2 decides otherwise (see the allow-list)
+            # where docs/spec.md §2 decides otherwise (see the allow-list)
             bash("agent_env", command=_ENV_PROBE),
             bash("grandchild_holds_stdout", command="(sleep 1; echo late) & echo early"),
             bash(
@@ -476,7 +476,7 @@ async def test_request_meta_shell_env_and_caller_context_match(servers):
 
 def test_the_allow_list_cites_a_seed_bug_or_a_spec_sentence():
     for entry in ALLOWED:
-        assert re.search(r"seed-contracts §\d|SPEC §\d", entry.reason), entry
+        assert re.search(r"seed-contracts §\d|docs/spec.md §\d", entry.reason), entry
 
 
 def test_tools_list_carries_the_summary_key_annotation_on_the_wire(servers):

@@ -33,13 +33,16 @@ def test_compare_lists_every_difference_not_allowed_by_path():
         "structuredContent.c",
     ]
     with pytest.raises(AssertionError) as e:
-        compare(orig, ours, [Allowed("x", r"structuredContent\.a", "SPEC §7 (test)")])
+        compare(orig, ours, [Allowed("x", r"structuredContent\.a", "docs/spec.md §7 (test)")])
     assert "2 difference(s)" in str(e.value) and "structuredContent.a" not in str(e.value)
 
 
 def test_an_allowed_entry_with_a_check_allows_only_what_the_check_accepts():
     entry = Allowed(
-        "*", r"(.*\.)?output", "SPEC §4: `\\n` line ends", lambda a, b: a.replace("\r\n", "\n") == b
+        "*",
+        r"(.*\.)?output",
+        "docs/spec.md §4: `\\n` line ends",
+        lambda a, b: a.replace("\r\n", "\n") == b,
     )
     compare([{"call": "e", "output": "a\r\n"}], [{"call": "e", "output": "a\n"}], [entry])
     with pytest.raises(AssertionError):

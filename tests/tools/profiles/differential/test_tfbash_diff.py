@@ -1,4 +1,4 @@
-"""`conch serve --profile tfbash` is a drop-in for tfbash-mcp 0.2.0 (SPEC §7).
+"""`conch serve --profile tfbash` is a drop-in for tfbash-mcp 0.2.0 (docs/spec.md §7).
 
 Each test runs one call sequence through the official MCP client over stdio against the
 published original (installed into .venv-originals/tfbash-mcp on Python 3.12) and against Conch,
@@ -407,7 +407,7 @@ async def test_invalid_arguments_get_the_originals_errors(tfbash_venv, diff_cwd,
 
 def test_the_allow_list_cites_a_seed_bug_or_the_spec_for_every_entry():
     for entry in ALLOWED:
-        assert "seed-contracts" in entry.reason or "SPEC §" in entry.reason, entry
+        assert "seed-contracts" in entry.reason or "docs/spec.md §" in entry.reason, entry
 
 
 def test_the_original_is_the_published_0_2_0(tfbash_venv):

@@ -1,6 +1,6 @@
 """Profile ``ai-device-bash``: seed 1's ``bash`` / ``run`` / ``script`` / ``get`` on the runtime.
 
-A drop-in for ai-device-bash 0.2.0 (SPEC §7): the same tools/list entries (descriptions, the
+A drop-in for ai-device-bash 0.2.0 (docs/spec.md §7): the same tools/list entries (descriptions, the
 schemas FastMCP generates, the ``summary_key`` annotation), arguments parsed the way its
 FastMCP/pydantic layer parses them (lax mode: ``"5"`` and ``true`` are numbers; a bad argument
 is pydantic's own error text with ``isError: true``), its 12-key result as the one compact JSON
@@ -12,15 +12,15 @@ resources or prompts (the MCP server and ``conch.mcp.seed_wire`` read the consta
 ``conch.tools.profiles``). Proven against the
 published package by ``tests/tools/profiles/differential/test_ai_device_bash_diff.py``.
 
-Where SPEC §2 decides otherwise: a call returns when the leader exits (the seed waits for
+Where docs/spec.md §2 decides otherwise: a call returns when the leader exits (the seed waits for
 descendants holding stdout), the kill-mode deadline sends TERM before KILL, the child
 environment has Conch's agent defaults (``TERM=dumb``, ``PAGER=cat``, ...).
 
 Bugs dropped (seed-contracts §4): ``duration_ms`` is frozen when the job ends; a negative
 ``timeout`` is ``INVALID_TIMEOUT``; a kill-mode timeout returns as soon as the tree is dead,
 whatever escaped daemons hold; nothing is printed on stdout. ``background_pid`` is not an OS pid
-(SPEC §9): it is a random handle, above any pid the OS can hand out, that ``get`` maps back to
-the Conch job.
+(docs/spec.md §9): it is a random handle, above any pid the OS can hand out, that ``get`` maps back
+to the Conch job.
 
 The package, one concern a module: ``tools.json`` (the seed's tools/list entries, as data),
 ``validate`` (FastMCP's pydantic parsing and the seed's own checks), ``handlers`` (``bash``,

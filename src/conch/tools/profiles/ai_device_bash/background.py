@@ -1,7 +1,7 @@
 """Background jobs and ``get``: a call whose wait ends before its job does answers
-``BACKGROUND`` with a ``background_pid``, which is not an OS pid (SPEC §9) but a random handle,
-above any pid the OS can hand out, that this runtime's table maps back to the Conch job and the
-tool mode that started it; ``get`` polls the job through it."""
+``BACKGROUND`` with a ``background_pid``, which is not an OS pid (docs/spec.md §9) but a random
+handle, above any pid the OS can hand out, that this runtime's table maps back to the Conch job and
+the tool mode that started it; ``get`` polls the job through it."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from conch.tools.profiles.bash_mcp.results import (
 MAX_TIMEOUT_MS = 300000
 
 # the seed's child environment is process.env minus BASH_ENV, ENV, SHELLOPTS, BASHOPTS (Conch
-# drops those for every job, SPEC §2) and JEST_WORKER_ID (seed-contracts §3)
+# drops those for every job, docs/spec.md §2) and JEST_WORKER_ID (seed-contracts §3)
 INHERIT_NOT = ("JEST_WORKER_ID",)
 _CANCEL_EXTRA_MS = 1000
 

@@ -1,5 +1,5 @@
 """Profile ``claude-code``: Claude Code 2.1.197's own shell tools, ``Bash``, ``TaskOutput`` and
-``TaskStop``, on Conch's engine (SPEC §7, dialect profiles; docs/profile-claude-code.md).
+``TaskStop``, on Conch's engine (docs/spec.md §7, dialect profiles; docs/profile-claude-code.md).
 
 The same names, parameters, types, defaults and ``required`` lists as the tools Claude Code
 sends the model (``tools.json``; the descriptions are Conch's own words), and the original's

@@ -1,5 +1,5 @@
 """Profile ``codex``: Codex CLI 0.171.0's own shell tools, ``exec_command`` and
-``write_stdin``, on Conch's engine (SPEC §7, dialect profiles).
+``write_stdin``, on Conch's engine (docs/spec.md §7, dialect profiles).
 
 The same names, parameters, types, required lists and ``additionalProperties: false`` as the
 tools Codex sends the model (reference/hosts.md, "Built-in shell tool schemas"), described in

@@ -1,5 +1,5 @@
 """Profile ``tfbash``: tfbash-mcp 0.2.0's seven ``shell_*`` tools on the runtime's persistent
-shells — a drop-in (SPEC §7), proven against the published original by
+shells — a drop-in (docs/spec.md §7), proven against the published original by
 ``tests/tools/profiles/differential/test_tfbash_diff.py``.
 
 Mapping: ``shell_id`` is the Conch shell id, ``exec_id`` the Conch job id of the command run in
@@ -11,7 +11,7 @@ original's PTY does not echo what ``shell_write`` sends). Results, the error env
 validation messages, the tool descriptors, the overview resource and the server's identity are
 the original's; ``isError`` is set only when the operation was rejected.
 
-Bugs dropped (SPEC §4, seed-contracts §4): an interrupt ends the whole command list and its
+Bugs dropped (docs/spec.md §4, seed-contracts §4): an interrupt ends the whole command list and its
 execution at once; terminate/kill stop the whole command line; output has no prompt, marker
 or bracketed-paste noise; close takes well under a second.
 
@@ -60,7 +60,7 @@ __all__ = [
     "tools",
 ]
 
-# The original's MCP identity, announced when this profile is served alone (SPEC §7).
+# The original's MCP identity, announced when this profile is served alone (docs/spec.md §7).
 SERVER_NAME = "tfbash-mcp"
 SERVER_VERSION = "0.2.0"
 INSTRUCTIONS = (
