@@ -1,4 +1,4 @@
-"""The one error type Conch raises for tool-level failures, with the codes of SPEC §6."""
+"""The one error type Conch raises for tool-level failures, with the codes of docs/spec.md §6."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ ERROR_CODES: dict[str, bool] = {
     "sandbox_unavailable": False,
     # an undo refused: paths changed since it (named), or the job still runs
     "conflict": False,
-    # fleet (SPEC §9b): the job's node died; the node did not answer in time (state unknown)
+    # fleet (docs/spec.md §9b): the job's node died; the node did not answer in time (state unknown)
     "node_lost": False,
     "node_unreachable": True,
     "internal": False,

@@ -455,7 +455,7 @@ class Engine:
     async def exec(
         self, request: rq.ExecRequest, context: rq.CallContext = _NO_CONTEXT
     ) -> rs.JobSnapshot:
-        """Run a command, argv or script (or a command in a shell) as a job; see SPEC §3."""
+        """Run a command, argv or script (or a command in a shell) as a job; see docs/spec.md §3."""
         await self._open()
         req = request.checked(self.config, context.shell_env)
         active = self._track_begin(request)
@@ -531,7 +531,7 @@ class Engine:
                 await self._captured(job.job_id)
         except asyncio.CancelledError:
             # the caller gave up on the exec (e.g. MCP cancellation): the job goes with it,
-            # unless that was the host's own timeout (SPEC §2: a later read finds it)
+            # unless that was the host's own timeout (docs/spec.md §2: a later read finds it)
             if not job.terminal and job.driver is not None:
                 await asyncio.shield(self.spawn.spawn_task(ops.cancelled(job, context, self.spawn)))
             raise
@@ -554,7 +554,7 @@ class Engine:
         budget = request.max_bytes or self.config.default_max_output_bytes
         return await ops.write(job, request.checked(), budget)
 
-    # -- terminals: screens, recordings, a person typing (SPEC §8) ------------------------------
+    # -- terminals: screens, recordings, a person typing (docs/spec.md §8) -------------------------
 
     def screen(self, job_id: str) -> ScreenSnapshot:
         """A terminal job's screen now (emulated from its log: core/jobs/screens.py)."""
@@ -603,7 +603,7 @@ class Engine:
         ops.hand_back(self._job(job_id))
 
     async def run_human(self, shell_id: str, command: str) -> str:
-        """A command a person types into an idle shell from the dashboard (SPEC §8): the
+        """A command a person types into an idle shell from the dashboard (docs/spec.md §8): the
         shell's next command, run as any is (``shell_busy`` while one runs), attended from its
         start so the agent's ``write`` to it answers ``busy``. The agent's next result for it,
         or else its next command in the shell, carries ``human_input`` (its byte count, never

@@ -1,5 +1,5 @@
-"""The one semantic check of every request (SPEC §6), for callers with a JSON schema in front
-(the tools) and without one (the embedded API) alike. Pure: no I/O, no job state; limits come
+"""The one semantic check of every request (docs/spec.md §6), for callers with a JSON schema in
+front (the tools) and without one (the embedded API) alike. Pure: no I/O, no job state; limits come
 from conch/config.py. What depends on a job (its streams, its cursor) the engine checks."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def check_name(name: str | None) -> str | None:
 
 
 class _Fenced:
-    """A request that names containment values (SPEC §9a)."""
+    """A request that names containment values (docs/spec.md §9a)."""
 
     @property
     def fence(self) -> dict[str, Any]:
@@ -83,7 +83,7 @@ class _Fenced:
 
 @dataclass(frozen=True, kw_only=True)
 class ExecRequest(_Fenced):
-    """An ``exec`` as its caller gives it, in the tool's own field names (SPEC §3, §6): the
+    """An ``exec`` as its caller gives it, in the tool's own field names (docs/spec.md §3, §6): the
     embedded API and every tool build it (``ExecRequest(**args)``), ``checked`` resolves it."""
 
     command: str | None = None
@@ -107,7 +107,7 @@ class ExecRequest(_Fenced):
     # what the job changes under the workspace (core/changes): None = as the server's
     # `changes` setting says, False = not tracked for this call
     changes: bool | None = None
-    # containment (SPEC §9a): checked against the server's settings by the engine
+    # containment (docs/spec.md §9a): checked against the server's settings by the engine
     sandbox: str | None = None
     network: str | None = None
     memory_max: int | None = None
@@ -202,7 +202,7 @@ def _check_exec(cfg: Config, req: ExecRequest, shell_env: Mapping[str, str] | No
 
 @dataclass(frozen=True)
 class ReadRequest:
-    """A ``read`` (SPEC §6): a window of a job's output, after an optional wait. ``job_ids``
+    """A ``read`` (docs/spec.md §6): a window of a job's output, after an optional wait. ``job_ids``
     instead of ``job_id``: wait on several jobs, the window is of the first that meets
     ``until``."""
 
@@ -289,7 +289,7 @@ class CheckedRead:
 @dataclass(frozen=True)
 class WriteRequest:
     """A ``write``: text and/or named keys to a job's stdin or terminal, or EOF; ``resize``
-    (``{"rows", "cols"}``) first sets a terminal job's size (SPEC §8)."""
+    (``{"rows", "cols"}``) first sets a terminal job's size (docs/spec.md §8)."""
 
     job_id: str
     _: KW_ONLY
@@ -351,7 +351,7 @@ class SignalRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class ShellOpenRequest(_Fenced):
-    """A ``shell_open`` (SPEC §4). ``echo=False``: its terminal does not echo what ``write``
+    """A ``shell_open`` (docs/spec.md §4). ``echo=False``: its terminal does not echo what ``write``
     sends; ``size``: the terminal's (rows, columns), default 50 × 200."""
 
     cwd: str | None = None
@@ -392,7 +392,7 @@ def list_request(state: str) -> str:
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """A ``search`` (ripgrep, SPEC §6), checked by ``checked`` (types too: the embedded API
+    """A ``search`` (ripgrep, docs/spec.md §6), checked by ``checked`` (types too: the embedded API
     has no schema in front)."""
 
     pattern: str

@@ -1,6 +1,6 @@
 """Faithful on red, short beside it: the inline window of a failed job that carries a digest.
 
-A finished job whose output did not fit its window gets a digest (SPEC §5): the lines that
+A finished job whose output did not fit its window gets a digest (docs/spec.md §5): the lines that
 say what went wrong, from the whole log, with cursors. Beside it, a head-and-tail window of
 16 KB mostly repeats noise (the warnings, the passing tests) that the digest already counts in
 ``omitted``: it made a red result cost 9-21 KB where the digest alone is 0.5-5 KB. So when a

@@ -305,8 +305,8 @@ DESCRIPTIONS = {
 }
 
 
-# name, title, input schema, output schema, handler, lean form, what it is (SPEC §6): r = read
-# only, d = destructive, i = idempotent, p = sends progress while it waits, s = `purpose` is
+# name, title, input schema, output schema, handler, lean form, what it is (docs/spec.md §6): r =
+# read only, d = destructive, i = idempotent, p = sends progress while it waits, s = `purpose` is
 # its _meta summary
 _SNAP, _LEAN = S.SNAPSHOT_OUTPUT, _lean_snapshot
 _Table = tuple[tuple[str, str, dict[str, Any], dict[str, Any], Any, Any, str], ...]

@@ -142,7 +142,7 @@ def proc_tasks_visible() -> bool:
 
 
 class RestrictedSpawner:
-    """Starts landlock jobs (SPEC §9a) with no Python in the child (all but those the fork
+    """Starts landlock jobs (docs/spec.md §9a) with no Python in the child (all but those the fork
     server starts in their cgroup: ``ForkServer``). For each job a fresh thread of this
     process restricts itself and spawns the job with glibc's ``posix_spawn``, which gives the
     child the thread's restrictions; the thread then ends.
