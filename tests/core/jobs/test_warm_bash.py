@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
 
 import pytest
 from warmth import ready_pid
@@ -18,15 +17,6 @@ pytestmark = pytest.mark.anyio
 
 async def warm_pid(rt: conch.Runtime) -> int:
     return await ready_pid(rt, "bash")
-
-
-@pytest.fixture
-async def rt(tmp_path) -> AsyncIterator[conch.Runtime]:
-    cfg = conch.Config(
-        result_detail="full", data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path)
-    )
-    async with conch.Runtime(cfg) as runtime:
-        yield runtime
 
 
 async def test_a_plain_command_runs_in_the_warm_bash_like_a_fresh_spawn(rt, tmp_path):
