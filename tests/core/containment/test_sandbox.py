@@ -358,7 +358,7 @@ def _descendants(pid: int) -> set[int]:
 
 
 def _cgroup_pids(rt: conch.Runtime, job_id: str) -> set[int]:
-    driver = rt._engine.starter.drivers[job_id]  # (the job's own cgroup)
+    driver = rt.engine.starter.drivers[job_id]  # (the job's own cgroup)
     assert driver.cgroup is not None
     return set(driver.cgroup.pids())
 
@@ -407,7 +407,7 @@ async def test_a_signal_sent_while_bwrap_sets_up_reaches_the_program(tmp_path, w
     async with conch.Runtime(cfg) as rt:
         for _ in range(40):
             r = await rt.exec(argv=["sleep", "30"], yield_ms=0, pty=pty)
-            d = rt._engine.starter.drivers[r["job_id"]]
+            d = rt.engine.starter.drivers[r["job_id"]]
             deadline = time.monotonic() + 1
             in_setup = False
             while time.monotonic() < deadline and not in_setup:

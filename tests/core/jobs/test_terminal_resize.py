@@ -116,7 +116,7 @@ async def test_a_screen_looked_at_late_applies_each_resize_where_it_came(
     assert watched[0]["cols"] == 200 and watched[1]["cols"] == 100
     assert watched[1]["lines"][:2] == ["A" * 100, "A" * 100]  # the echo, then cat's copy
     assert watched[1]["lines"][2:6] == ["B" * 100, "B" * 50, "B" * 100, "B" * 50]
-    rt._engine.screens.drop(jid)  # as if nobody had looked: rebuilt from log and recording
+    rt.engine.screens.drop(jid)  # as if nobody had looked: rebuilt from log and recording
     late = rt.engine.screen(jid)
     assert late["lines"] == watched[1]["lines"]
     assert (late["rows"], late["cols"]) == (10, 100)

@@ -250,14 +250,10 @@ async def test_warm_processes_run_in_their_jobs_own_cgroup(rt):
     assert r["pid"] == pid and r["job_id"] in r["output"], r["output"]
     await rt.call_tool("exec", {"command": "true"})  # starts the warm bash
     for _ in range(200):
-        if rt.engine.starter.warm is not None and rt.engine.starter.warm._ready is not None:
+        if rt.engine.starter.warm is not None and rt.engine.starter.warm.ready_job is not None:
             break
         await asyncio.sleep(0.01)
-    bash_pid = (
-        rt.engine.starter.warm._ready.driver.pid
-        if rt.engine.starter.warm and rt.engine.starter.warm._ready
-        else None
-    )
+    bash_pid = rt.engine.starter.warm.ready_pid if rt.engine.starter.warm else None
     c = await rt.exec(command="cat /proc/self/cgroup; echo $$")
     assert c["output"].split()[-1] == str(bash_pid)
     assert c["job_id"] in c["output"]
