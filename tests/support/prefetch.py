@@ -1,6 +1,7 @@
 """Fetch what the suite's tests would otherwise fetch on first use, all at once, while the
 suite starts: the real hosts (Codex CLI, Claude Code: about 660 MB of npm packages), the MCP
-conformance suite with its node, and the newer glibc. bin/test starts it in the background on a
+conformance suite with its node, the newer glibc and the published originals of the
+differential tests (a venv each). bin/test starts it in the background on a
 whole-suite run. Each fetch is the tests' own function, under the tests' own lock: a test that
 needs a package meanwhile waits for it, then finds it installed. A fetch that fails here is only
 logged; the test that needs it tries again and reports the failure as it always has.
@@ -21,11 +22,13 @@ from types import ModuleType
 from typing import Any
 
 TESTS = Path(__file__).resolve().parents[1]
+DIFFERENTIAL = TESTS / "tools" / "profiles" / "differential"
 for d in (
     TESTS / "support",
     TESTS / "hosts",
     TESTS / "hosts" / "claude",
     TESTS / "hosts" / "codex",
+    DIFFERENTIAL,
 ):
     sys.path.insert(0, str(d))
 
@@ -64,11 +67,22 @@ def glibc() -> Any:
     return newer_glibc.glibc_dir()
 
 
+def original(module: str) -> Callable[[], Any]:
+    def fetch() -> Any:
+        from harness import original_venv
+
+        return original_venv(*load(module, DIFFERENTIAL / f"{module}.py").ORIGINAL)
+
+    return fetch
+
+
 FETCHES: dict[str, Callable[[], Any]] = {
     "codex": codex,
     "claude": claude,
     "conformance": conformance,
     "glibc": glibc,
+    "tfbash-mcp": original("test_tfbash_diff"),
+    "ai-device-bash": original("test_ai_device_bash_diff"),
 }
 
 

@@ -34,11 +34,12 @@ pytestmark = [
 ]
 
 URI = "window://io.github.a2c-smcp.tfbash/shell-overview"
+ORIGINAL = ("tfbash-mcp", "3.12", "tfbash-mcp==0.2.0")  # original_venv's name, Python, pin
 
 
 @pytest.fixture(scope="session")
 def tfbash_venv() -> Path:
-    return original_venv("tfbash-mcp", "3.12", "tfbash-mcp==0.2.0")
+    return original_venv(*ORIGINAL)
 
 
 def servers(
