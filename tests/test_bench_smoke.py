@@ -26,8 +26,9 @@ EXPECTED = {
     "model_view.py",
 }
 
-# smaller still where quick mode is mostly servers starting (4 s each on a loaded box)
-SMOKE = {"bench_mcp.py": ["--smoke"]}
+# smaller still where a script has --smoke (quick mode is for figures people read; bench_mcp's
+# is mostly servers starting, 4 s each on a loaded box)
+SMOKE = {name: ["--smoke"] for name in ("bench_mcp.py", "bench_sandbox.py", "bench_core.py")}
 
 
 def test_run_all_runs_every_benchmark():
