@@ -22,6 +22,8 @@ import conch.config
 from conch.core import CallContext, ExecRequest
 
 QUICK = "--quick" in sys.argv
+SMOKE = "--smoke" in sys.argv  # every step at the smallest size (the suite's check it runs)
+CALLS = 10 if SMOKE else 50 if QUICK else 300
 
 
 def median_ms(samples: list[float]) -> float:
@@ -191,16 +193,16 @@ async def main() -> None:
                 rt.engine.spawn.containment is not None
                 and rt.engine.spawn.containment.level == "cgroup"
             )
-            await bench_exec_true(rt, 50 if QUICK else 300)
-            await bench_gigabyte(rt, (256 if QUICK else 1024) * 2**20)
-            await bench_concurrent_sleeps(rt, 200)
-        await bench_floor(50 if QUICK else 300)
+            await bench_exec_true(rt, CALLS)
+            await bench_gigabyte(rt, (32 if SMOKE else 256 if QUICK else 1024) * 2**20)
+            await bench_concurrent_sleeps(rt, 20 if SMOKE else 200)
+        await bench_floor(CALLS)
         if at_cgroup:
             # the same spawn without a cgroup per job, for comparison (setting cgroup=off)
             off = dataclasses.replace(cfg, cgroup="off", data_dir=os.path.join(d, "data-off"))
             async with conch.Runtime(off) as rt:
                 print(level_line(rt))
-                await bench_exec_true(rt, 50 if QUICK else 300, only_argv=True)
+                await bench_exec_true(rt, CALLS, only_argv=True)
 
 
 if __name__ == "__main__":

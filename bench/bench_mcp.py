@@ -20,6 +20,9 @@ The machine may be shared: every comparison prints the median of per-round media
 alternates the two sides call by call) and the spread of the per-round ratios.
 
     uv run python bench/bench_mcp.py [--quick] [--result-detail lean|full] [--conch-python CMD]
+
+``--smoke``: every step once at the smallest size, no figure worth reading (the suite's check
+that the benchmark runs: a server's start is most of this benchmark's time on a loaded box).
 """
 
 from __future__ import annotations
@@ -161,6 +164,7 @@ async def side_by_side(ours: Call, theirs: Call, rounds: int, per_round: int) ->
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="every step once, smallest sizes")
     ap.add_argument("--result-detail", default="lean", choices=("lean", "full"))
     ap.add_argument("--conch-python", default="", help="command line of the server's Python")
     opts = ap.parse_args()
@@ -169,7 +173,7 @@ async def main() -> None:
     global DETAIL
     DETAIL = opts.result_detail
     n_start, rounds, per_round, n_big, n_conc = (
-        (3, 3, 15, 5, 80) if opts.quick else (7, 5, 60, 15, 400)
+        (1, 1, 3, 1, 16) if opts.smoke else (3, 3, 15, 5, 80) if opts.quick else (7, 5, 60, 15, 400)
     )
     data = tempfile.mkdtemp(prefix="conch-bench-")
     conch = conch_args(data)
@@ -181,8 +185,9 @@ async def main() -> None:
 
     # 1. startup, interleaved
     s_conch, s_bare = [], []
-    await startup(conch)
-    await startup(BARE)  # warm the page cache and .pyc files
+    if not opts.smoke:
+        await startup(conch)
+        await startup(BARE)  # warm the page cache and .pyc files
     for _ in range(n_start):
         s_conch.append(await startup(conch))
         s_bare.append(await startup(BARE))

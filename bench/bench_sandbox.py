@@ -6,6 +6,8 @@ both see the same machine load; medians and differences printed.
 
     uv run python bench/bench_sandbox.py [--quick]
 
+``--smoke``: every variant once at the smallest size (the suite's check that it runs).
+
 Targets: bwrap-sandboxed `exec true` <= +5 ms over unsandboxed, Landlock-sandboxed <= +3 ms
 (issue 22); the cgroup level adds the pre-exec
 placement (a fork instead of vfork, one write per cgroup) and a mkdir/rmdir per job.
@@ -33,7 +35,9 @@ import time
 import conch
 
 QUICK = "--quick" in sys.argv
-N = 15 if QUICK else 150
+SMOKE = "--smoke" in sys.argv
+N = 2 if SMOKE else 15 if QUICK else 150
+WARM_UP = 1 if SMOKE else 5
 
 BW, LL = {"sandbox_backend": "bwrap"}, {"sandbox_backend": "landlock"}
 VARIANTS = [
@@ -118,7 +122,7 @@ async def main() -> None:
         listening.bind(os.path.join(data, "allowed.sock"))
         listening.listen(1)
         async with conch.Runtime(base_cfg) as base:
-            for _ in range(5):
+            for _ in range(WARM_UP):
                 await timed(base, {})
             for label, settings, args in VARIANTS:
                 given: dict[str, object] = dict(settings)
@@ -130,11 +134,11 @@ async def main() -> None:
                     level = info["containment"]
                     if sandboxed(settings, args):
                         assert info["sandbox"]["backend"] == settings["sandbox_backend"], info
-                    for _ in range(5):
+                    for _ in range(WARM_UP):
                         await timed(rt, args)
                     for rhythm, gap in (("dense", 0.0), ("sparse", 0.05)):
                         ours, ref = [], []
-                        for _ in range(N if gap == 0 else max(10, N // 3)):
+                        for _ in range(N if gap == 0 else max(2 if SMOKE else 10, N // 3)):
                             await asyncio.sleep(gap)
                             ours.append(await timed(rt, args))
                             await asyncio.sleep(gap)

@@ -3,10 +3,13 @@ fixtures more than one directory uses (the helpers themselves live in tests/supp
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -15,22 +18,63 @@ from frontend_servers import HttpServer, kill_group, start_http
 
 import conch
 
+# pytest's own process keeps the bytecode of what it imports (its rewritten test modules
+# included) even under PYTHONDONTWRITEBYTECODE: else each worker of each run rewrote and
+# compiled every test module again (collection: 6.8 s of CPU against 2.5). The processes the
+# tests start keep the variable.
+sys.dont_write_bytecode = False
+
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
 
 
+# the runtimes of the in-process tests: one factory, and `rt` built with it
+
+
+RuntimeFactory = Callable[..., Awaitable[conch.Runtime]]
+
+
 @pytest.fixture
-async def rt(request, tmp_path) -> AsyncIterator[conch.Runtime]:
-    """A runtime on a private data dir, default cwd tmp_path. Results in full detail (these
-    tests read pid, log_path, duration_ms), unless the module sets ``RESULT_DETAIL`` (None:
-    the detail a Config gives by default)."""
-    detail = getattr(request.module, "RESULT_DETAIL", "full")
-    settings = {} if detail is None else {"result_detail": detail}
-    cfg = conch.Config(data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path), **settings)
-    async with conch.Runtime(cfg) as runtime:
-        yield runtime
+async def make_runtime(tmp_path: Path) -> AsyncIterator[RuntimeFactory]:
+    """``await make_runtime(**settings)``: a started runtime, closed after the test. Its Config
+    has a private data dir, default cwd tmp_path and results in full detail (tests read pid,
+    log_path, duration_ms); ``settings`` override any of these (``result_detail="lean"``: as a
+    model gets them). A second runtime of the same test gets a data dir of its own. Closing
+    them leaves no process behind at once: not a child more than when the factory was made."""
+    before = {p.pid for p in _leftovers()}
+    async with contextlib.AsyncExitStack() as stack:
+        made = 0
+
+        async def make(**settings: Any) -> conch.Runtime:
+            nonlocal made
+            made += 1
+            data = tmp_path / ("data" if made == 1 else f"data-{made}")
+            defaults = {
+                "data_dir": str(data),
+                "default_cwd": str(tmp_path),
+                "result_detail": "full",
+            }
+            cfg = conch.Config(**{**defaults, **settings})
+            return await stack.enter_async_context(conch.Runtime(cfg))
+
+        yield make
+    left = [_describe(p) for p in _leftovers() if p.pid not in before]
+    assert not left, f"processes left after the runtimes closed: {left}"
+
+
+@pytest.fixture
+def rt_settings() -> dict[str, Any]:
+    """The Config settings of ``rt`` beyond the factory's defaults. A module whose runtime
+    differs overrides this fixture (it may use other fixtures: tmp_path, a backend, ...)."""
+    return {}
+
+
+@pytest.fixture
+async def rt(make_runtime: RuntimeFactory, rt_settings: dict[str, Any]) -> conch.Runtime:
+    """A runtime from ``make_runtime`` with the module's ``rt_settings``."""
+    return await make_runtime(**rt_settings)
 
 
 # -- the front ends' (tests/mcp, tests/http, tests/cli): real `conch serve` subprocesses
@@ -56,6 +100,18 @@ def _leftovers() -> list[psutil.Process]:
     return list(psutil.Process().children(recursive=True))
 
 
+def _describe(p: psutil.Process) -> str:
+    try:
+        status = p.status()
+        try:
+            cmd = " ".join(p.cmdline())[:120]
+        except psutil.Error:  # a zombie has no command line left
+            cmd = p.name()
+    except psutil.NoSuchProcess:
+        return f"{p.pid} (gone)"
+    return f"{p.pid} {status} {cmd}"
+
+
 @pytest.fixture(autouse=True)
 def no_process_left_behind():
     """Every test cleans up what it starts: after it, this process has no children left."""
@@ -68,16 +124,9 @@ def no_process_left_behind():
     if left:
         desc = []
         for p in left:
-            try:
-                status = p.status()
-                try:
-                    cmd = " ".join(p.cmdline())[:120]
-                except psutil.Error:  # a zombie has no command line left
-                    cmd = p.name()
-                desc.append(f"{p.pid} {status} {cmd}")
+            desc.append(_describe(p))
+            with contextlib.suppress(psutil.NoSuchProcess):
                 p.kill()
-            except psutil.NoSuchProcess:
-                pass
         time.sleep(0.1)
         for p in left:  # reap, so one leak does not fail every later test
             try:

@@ -26,6 +26,10 @@ EXPECTED = {
     "model_view.py",
 }
 
+# smaller still where a script has --smoke (quick mode is for figures people read; bench_mcp's
+# is mostly servers starting, 4 s each on a loaded box)
+SMOKE = {name: ["--smoke"] for name in ("bench_mcp.py", "bench_sandbox.py", "bench_core.py")}
+
 
 def test_run_all_runs_every_benchmark():
     assert {s.name for s in scripts()} == EXPECTED
@@ -34,7 +38,7 @@ def test_run_all_runs_every_benchmark():
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_benchmark_runs_in_quick_mode(name: str):
     out = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / name), "--quick"],
+        [sys.executable, str(ROOT / "bench" / name), "--quick", *SMOKE.get(name, [])],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -2,7 +2,8 @@
 how to install it, the run's last lines list them, and under CI=true each such skip fails.
 
 Run for real: pytest in a subprocess over a few tests of each tool, on a PATH that hides the
-tools (a directory of links to everything else on PATH), then on the full PATH."""
+tools (a directory of links to everything else on PATH). Those tests pass on the full PATH in
+the suite's own run."""
 
 from __future__ import annotations
 
@@ -73,10 +74,8 @@ def test_missing_tools_skip_with_reasons_and_fail_under_ci(tmp_path: Path) -> No
     assert ci.returncode == 1, ci.stdout[-3000:]
     assert re.search(r"\b1 passed, 11 errors\b", ci.stdout), ci.stdout[-3000:]
     assert "CI=true makes a missing prerequisite a failure" in ci.stdout
-
-    installed = pytest_run(os.environ["PATH"], ci=True)
-    assert installed.returncode == 0, installed.stdout[-3000:]
-    assert re.search(r"\b12 passed in\b", installed.stdout), installed.stdout[-3000:]
+    # (that the same selection passes on the full PATH under CI=true is what the suite itself
+    # shows, .ci/run being that run: it runs each of these tests with the tools installed)
 
 
 def test_bin_test_names_what_it_cannot_install(tmp_path: Path) -> None:

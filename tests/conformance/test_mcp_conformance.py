@@ -110,6 +110,12 @@ def install_command() -> list[str]:
 @pytest.fixture(scope="module")
 def suite() -> None:
     """Install the pinned suite and node into .cache/conformance unless they are there."""
+    install()
+
+
+def install() -> None:
+    """The pinned suite and node into .cache/conformance, unless they are there (bin/test's
+    prefetch calls it too)."""
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / ".install.lock", "w") as lock:  # concurrent runs install once
         fcntl.flock(lock, fcntl.LOCK_EX)

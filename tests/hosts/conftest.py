@@ -63,51 +63,51 @@ def _installed_version(prefix: Path, package: str) -> str | None:
         return None
 
 
+def npm_install_pinned(cache_name: str, package: str, version: str, binary_glob: str) -> Path:
+    """The file matching ``binary_glob`` under ``.cache/hosts/<cache_name>`` after ``npm install
+    package@version`` there, which runs only if that version is not installed yet (a lock keeps
+    parallel test workers, and bin/test's prefetch, from installing at once)."""
+    prefix = CACHE / cache_name
+    prefix.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{cache_name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = sorted(prefix.glob(binary_glob))
+        if not (found and _installed_version(prefix, package) == version):
+            if shutil.which("npm") is None:
+                system_tools.require("npm")
+            spec = f"{package}@{version}"
+            try:
+                r = subprocess.run(
+                    [
+                        *("npm", "install", "--prefix", str(prefix)),
+                        *("--no-audit", "--no-fund", "--loglevel=error", spec),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
+                failure = (r.stderr or r.stdout).strip()[-600:] if r.returncode else ""
+            except subprocess.TimeoutExpired:
+                failure = "timed out after 600 s"
+            if failure:
+                system_tools.unavailable(
+                    f"{spec} (npm install into {prefix} failed: {failure})",
+                    f"check that npm can reach its registry, then rerun; or run: npm install"
+                    f" --prefix {prefix} --no-audit --no-fund {spec}",
+                )
+            found = sorted(prefix.glob(binary_glob))
+        if not found:
+            system_tools.unavailable(
+                f"{package}@{version} installed into {prefix} but no {binary_glob}",
+                "this platform may have no native build of it",
+            )
+        return found[0]
+
+
 @pytest.fixture(scope="session")
 def npm_install() -> Callable[[str, str, str, str], Path]:
-    """``install(cache_name, package, version, binary_glob)``: the file matching
-    ``binary_glob`` under ``.cache/hosts/<cache_name>`` after ``npm install package@version``
-    there, which runs only if that version is not installed yet (a lock keeps parallel test
-    workers from installing at once)."""
-
-    def install(cache_name: str, package: str, version: str, binary_glob: str) -> Path:
-        prefix = CACHE / cache_name
-        prefix.mkdir(parents=True, exist_ok=True)
-        with open(CACHE / f"{cache_name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            found = sorted(prefix.glob(binary_glob))
-            if not (found and _installed_version(prefix, package) == version):
-                if shutil.which("npm") is None:
-                    system_tools.require("npm")
-                spec = f"{package}@{version}"
-                try:
-                    r = subprocess.run(
-                        [
-                            *("npm", "install", "--prefix", str(prefix)),
-                            *("--no-audit", "--no-fund", "--loglevel=error", spec),
-                        ],
-                        capture_output=True,
-                        text=True,
-                        timeout=600,
-                    )
-                    failure = (r.stderr or r.stdout).strip()[-600:] if r.returncode else ""
-                except subprocess.TimeoutExpired:
-                    failure = "timed out after 600 s"
-                if failure:
-                    system_tools.unavailable(
-                        f"{spec} (npm install into {prefix} failed: {failure})",
-                        f"check that npm can reach its registry, then rerun; or run: npm install"
-                        f" --prefix {prefix} --no-audit --no-fund {spec}",
-                    )
-                found = sorted(prefix.glob(binary_glob))
-            if not found:
-                system_tools.unavailable(
-                    f"{package}@{version} installed into {prefix} but no {binary_glob}",
-                    "this platform may have no native build of it",
-                )
-            return found[0]
-
-    return install
+    """``install(cache_name, package, version, binary_glob)``: ``npm_install_pinned``."""
+    return npm_install_pinned
 
 
 # --- loopback only ---------------------------------------------------------------------------

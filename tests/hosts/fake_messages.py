@@ -86,7 +86,7 @@ class FakeMessages:
         self.inputs: dict[int, dict[str, Any]] = {}  # the input each tool call was sent with
         # steps whose input could not be made (the run then ends with a text naming the error)
         self.errors: list[str] = []
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -102,7 +102,7 @@ class FakeMessages:
 
     def turns(self) -> list[Any]:
         """The bodies of the model turns (``POST /v1/messages``), in order."""
-        with self._lock:
+        with self.lock:
             return [r.body for r in self.requests if r.path.split("?")[0] == "/v1/messages"]
 
     def tool_result(self, step: int) -> Block | None:
@@ -134,7 +134,7 @@ class FakeMessages:
             try:
                 step = ToolUse(step.name, step.input(self.tool_results()[:index]))
             except Exception as e:  # a script bug or an unexpected result: end the run
-                with self._lock:
+                with self.lock:
                     self.errors.append(f"step {index}: {e!r}")
                 step = Say(f"fake model: no input for step {index}: {e!r}")
         model = body.get("model", "fake")
@@ -158,7 +158,7 @@ class FakeMessages:
         ]
         if isinstance(step, ToolUse):
             assert isinstance(step.input, dict)
-            with self._lock:
+            with self.lock:
                 self.inputs[index] = step.input
             block = {"type": "tool_use", "id": tool_use_id(index), "name": step.name, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(step.input)}
@@ -198,7 +198,7 @@ class FakeMessages:
                     self.wfile.write(data)
 
             def _log(self, body: Any) -> None:
-                with fake._lock:
+                with fake.lock:
                     fake.requests.append(Request(self.command, self.path, body))
 
             def do_HEAD(self) -> None:

@@ -76,7 +76,7 @@ class FakeResponses:
         self.requests: list[dict[str, Any]] = []  # every body, in arrival order
         self.paths: list[str] = []  # method and path of every request, answered or not
         self.errors: list[str] = []  # steps whose arguments could not be made
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self._next = 0
         self._ids = itertools.count(1)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -132,8 +132,8 @@ class FakeResponses:
 
     # --- what the model says ------------------------------------------------------------
 
-    def _take_step(self) -> tuple[int, Step]:
-        with self._lock:
+    def take_step(self) -> tuple[int, Step]:
+        with self.lock:
             i = self._next
             self._next += 1
         if i < len(self.script):
@@ -176,7 +176,7 @@ class FakeResponses:
             "content": [{"type": "output_text", "text": step.text, "annotations": []}],
         }
 
-    def _events(self, i: int, step: Step) -> list[dict[str, Any]]:
+    def events(self, i: int, step: Step) -> list[dict[str, Any]]:
         resp_id = f"resp_{i + 1}"
         item = self._item(i, step)
         events: list[dict[str, Any]] = [
@@ -245,10 +245,10 @@ class FakeResponses:
                     self._reply(404, b'{"error":{"message":"not here"}}')
                     return
                 body = json.loads(raw)
-                with fake._lock:
+                with fake.lock:
                     fake.requests.append(body)
-                i, step = fake._take_step()
-                stream = b"".join(_sse(e) for e in fake._events(i, step))
+                i, step = fake.take_step()
+                stream = b"".join(_sse(e) for e in fake.events(i, step))
                 self._reply(200, stream, "text/event-stream")
 
         return Handler

@@ -23,13 +23,13 @@ async def test_a_tools_call_does_not_list_the_tools_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     listed: list[int] = []
-    list_tools = ConchMCP._list_tools
+    list_tools = ConchMCP.list_tools
 
     async def counted(self: ConchMCP, ctx: Any, params: Any) -> Any:
         listed.append(1)
         return await list_tools(self, ctx, params)
 
-    monkeypatch.setattr(ConchMCP, "_list_tools", counted)
+    monkeypatch.setattr(ConchMCP, "list_tools", counted)
     web = ConchHTTP(Config(data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path)))
     transport = httpx2.ASGITransport(app=web.app())
     async with (

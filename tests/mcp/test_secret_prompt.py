@@ -227,34 +227,43 @@ async def test_without_url_elicitation_the_result_names_a_page_for_the_person(tm
 
 # two processes read the terminal with echo off; the one that gets the line is silent for 2.5 s,
 # so meanwhile the terminal still waits for a secret (the other reader) though it was answered
-TWO_READERS = (
-    f'{sys.executable} -c "\n'
-    "import os, sys, termios, time\n"
-    "fd = sys.stdin.fileno()\n"
-    "old = termios.tcgetattr(fd); new = termios.tcgetattr(fd); new[3] &= ~termios.ECHO\n"
-    "termios.tcsetattr(fd, termios.TCSANOW, new)\n"
-    "print('Password: ', end='', flush=True)\n"
-    "child = os.fork()\n"
-    "line = sys.stdin.readline()\n"
-    "time.sleep(2.5)\n"
-    "os.kill(child or os.getppid(), 9)\n"
-    "termios.tcsetattr(fd, termios.TCSANOW, old)\n"
-    f"print('GOT-MATCH' if line.strip() == '{SECRET}' else 'GOT-OTHER', flush=True)\n"
-    '"'
-)
+def two_readers(gate: Path) -> str:
+    """Two readers of one terminal with echo off; the one that gets the line keeps echo off
+    until ``gate`` exists (the test has looked meanwhile), prints, then ends the other. (It
+    printed after ending the other: when the child got the line, it ended the job's leader
+    first and its print was lost.)"""
+    return (
+        f'{sys.executable} -c "\n'
+        "import os, sys, termios, time\n"
+        "fd = sys.stdin.fileno()\n"
+        "old = termios.tcgetattr(fd); new = termios.tcgetattr(fd); new[3] &= ~termios.ECHO\n"
+        "termios.tcsetattr(fd, termios.TCSANOW, new)\n"
+        "print('Password: ', end='', flush=True)\n"
+        "child = os.fork()\n"
+        "line = sys.stdin.readline()\n"
+        f"while not os.path.exists('{gate}'): time.sleep(0.01)\n"
+        "termios.tcsetattr(fd, termios.TCSANOW, old)\n"
+        f"print('GOT-MATCH' if line.strip() == '{SECRET}' else 'GOT-OTHER', flush=True)\n"
+        "os.kill(child or os.getppid(), 9)\n"
+        '"'
+    )
 
 
 async def test_no_new_page_while_the_value_just_typed_is_being_read(tmp_path: Path):
     """A page serves one value, and a prompt asked again gets a new one; but right after a page
     typed its value the terminal can still wait with echo off (the program has not printed yet).
     That prompt was answered: no page is offered for it until the job prints."""
+    gate = tmp_path / "gate"  # (a fixed 2.5 s for the test's look was too short under load)
     async with stdio_client(tmp_path, "auto", None, "--secret-prompt", "elicit") as c:
-        r = await c.call_tool("exec", {"command": TWO_READERS, "pty": True, "yield_ms": 1500})
+        r = await c.call_tool("exec", {"command": two_readers(gate), "pty": True, "yield_ms": 0})
+        job_id = r.structured_content["job_id"]
+        r = await c.call_tool("read", {"job_id": job_id, "wait_ms": 30000, "until": "input"})
         snap = r.structured_content
         assert snap["state"] == "running" and snap["awaiting_secret"] is True, snap
         status, _ = await submit(snap["secret_page"])
         assert status == 200
         now = await c.call_tool("read", {"job_id": snap["job_id"], "wait_ms": 0})
+        gate.touch()
         assert now.structured_content["awaiting_secret"] is True, now.structured_content
         assert "secret_page" not in now.structured_content, now.structured_content
         assert "/secret/" not in now.content[0].text

@@ -4,7 +4,6 @@ not a conftest)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import conch
 
@@ -18,9 +17,9 @@ async def ready_pid(rt: conch.Runtime, kind: str) -> int:
     else:
         await rt.exec(argv=["true"])
     for _ in range(200):
-        warm: Any = rt.engine.starter.warm if kind == "bash" else rt.engine.starter.warm_sh
-        ready = warm._ready if warm is not None else None
-        if ready is not None and ready.driver.pid:
-            return int(ready.driver.pid)
+        warm = rt.engine.starter.warm if kind == "bash" else rt.engine.starter.warm_sh
+        pid = warm.ready_pid if warm is not None else None
+        if pid:
+            return pid
         await asyncio.sleep(0.01)
     raise AssertionError(f"no warm {kind} became ready")

@@ -17,8 +17,11 @@ from conch.tools.call import call_tool_full, text_block
 
 pytestmark = pytest.mark.anyio
 
-#: lean results, as the default profile gives them
-RESULT_DETAIL = None
+
+@pytest.fixture
+def rt_settings() -> dict[str, str]:
+    """Results at Config's default detail (lean), as a model gets them."""
+    return {"result_detail": "lean"}
 
 
 def snapshot_schema(rt: conch.Runtime) -> dict[str, Any]:

@@ -264,7 +264,7 @@ class ConchMCP:
             name,
             **ident,
             get_tool_input_schema=self._input_schemas.get,
-            on_list_tools=self._list_tools,
+            on_list_tools=self.list_tools,
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
             # a seed profile served alone has only its own resources; RESOURCE_TEMPLATES = None
@@ -322,9 +322,10 @@ class ConchMCP:
     def tools(self) -> list[Any]:
         return list(self._tools)
 
-    async def _list_tools(
+    async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        """The answer to ``tools/list`` (built once, at start)."""
         return self._tool_list
 
     def _trusted(self, ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -7,7 +7,7 @@ controllers apply the limits. Each test module's docstring says which level it e
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 
@@ -44,8 +44,6 @@ def config(tmp_path, workspace, sandbox_settings) -> Callable[..., conch.Config]
 
 
 @pytest.fixture
-async def rt(tmp_path, workspace) -> AsyncIterator[conch.Runtime]:
-    async with conch.Runtime(
-        conch.Config(result_detail="full", data_dir=str(tmp_path / "data"), default_cwd=workspace)
-    ) as runtime:
-        yield runtime
+def rt_settings(workspace) -> dict[str, object]:
+    """The ``rt`` of tests/conftest.py runs in the workspace."""
+    return {"default_cwd": workspace}

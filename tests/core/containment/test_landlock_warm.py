@@ -259,11 +259,11 @@ async def test_a_warm_process_is_replaced_while_a_long_job_it_ran_still_runs(bas
         assert r["state"] == "running", r
         starter = rt.engine.starter
         for _ in range(300):  # (no call meanwhile: the timer alone starts it)
-            ready = starter.warm_sh._ready  # type: ignore[union-attr]
-            if ready is not None and ready.driver.pid:
+            ready = starter.warm_sh.ready_pid  # type: ignore[union-attr]
+            if ready:
                 break
             await asyncio.sleep(0.01)
-        assert ready is not None and ready.driver.pid not in (None, warm_pid)
+        assert ready not in (None, warm_pid)
         await rt.call_tool("signal", {"job_id": r["job_id"], "signal": "kill"})
 
 

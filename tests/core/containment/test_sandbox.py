@@ -66,9 +66,8 @@ def sandbox_settings(backend) -> dict[str, object]:
 
 
 @pytest.fixture
-async def rt(config):
-    async with conch.Runtime(config()) as runtime:
-        yield runtime
+def rt_settings(workspace, sandbox_settings) -> dict[str, object]:
+    return {"default_cwd": workspace, **sandbox_settings}
 
 
 @pytest.fixture

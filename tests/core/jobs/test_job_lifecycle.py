@@ -268,7 +268,10 @@ async def test_shutdown_of_term_ignoring_shells_pipes_and_ptys_stays_bounded(tmp
 
 
 async def test_a_job_ending_while_shells_close_keeps_its_own_end(tmp_path):
-    rt = conch.Runtime(conch.Config(result_detail="full", data_dir=str(tmp_path / "d")))
+    # the job has the shell's grace, less 0.2 s, to see its gate and exit: the default 2 s was
+    # too short for it on the loaded box of the whole suite (the close killed it first)
+    cfg = conch.Config(result_detail="full", data_dir=str(tmp_path / "d"), kill_grace_ms=5000)
+    rt = conch.Runtime(cfg)
     await rt.start()
     gate = tmp_path / "gate"
     closing = None
@@ -282,9 +285,13 @@ async def test_a_job_ending_while_shells_close_keeps_its_own_end(tmp_path):
         r = await rt.exec(command=f"echo up; {wait}; exit 5", ready={"pattern": "up"})
         assert r["state"] == "running"
         closing = asyncio.ensure_future(rt.aclose())
-        await asyncio.sleep(0.2)  # inside the shell's 2 s grace
+        await asyncio.sleep(0.2)  # inside the shell's grace
         assert not closing.done()
         gate.touch()
+        job = next(j for j in rt.engine.jobs if j.job_id == r["job_id"])
+        while not job.terminal and not closing.done():  # it ends while the shell still closes
+            await asyncio.sleep(0.01)
+        assert not closing.done(), "the close ended before the job saw its gate"
         await closing
     finally:
         gate.touch()

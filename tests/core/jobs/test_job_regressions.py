@@ -22,8 +22,10 @@ import conch
 pytestmark = pytest.mark.anyio
 
 
-#: the `rt` of tests/conftest.py gives results at Config's default detail (lean) here
-RESULT_DETAIL = None
+@pytest.fixture
+def rt_settings() -> dict[str, str]:
+    """Results at Config's default detail (lean), as a model gets them."""
+    return {"result_detail": "lean"}
 
 
 GETPASS = "python3 -c \"import getpass; print('got:' + getpass.getpass('Password: '))\""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import psutil
@@ -17,18 +16,9 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def rt(tmp_path: Any) -> AsyncIterator[conch.Runtime]:
+def rt_settings() -> dict[str, Any]:
     # these tests read every snapshot field: full detail (lean results: test_lean_results.py)
-    async with conch.Runtime(
-        conch.Config(result_detail="full", data_dir=str(tmp_path / "data"))
-    ) as runtime:
-        yield runtime
-    assert psutil.Process().children(recursive=True) == []
+    return {"default_cwd": ""}
 
 
 async def pty(rt: conch.Runtime, **args: Any) -> dict[str, Any]:

@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 
 pytestmark = pytest.mark.anyio
-RESULT_DETAIL = None  # lean results, as a model gets them
+
+
+@pytest.fixture
+def rt_settings() -> dict[str, str]:
+    """Results at Config's default detail (lean), as a model gets them."""
+    return {"result_detail": "lean"}
 
 
 def compact(r: dict[str, Any]) -> int:

@@ -6,13 +6,10 @@ must still show its whole last frame, header first. Real program, real terminal.
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
 from typing import Any
 
-import psutil
 import pytest
 
-import conch
 from conch.config import SCREEN_CATCHUP_BYTES
 
 pytestmark = pytest.mark.anyio
@@ -36,15 +33,8 @@ time.sleep(30)
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def rt(tmp_path: Any) -> AsyncIterator[conch.Runtime]:
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "data"))) as runtime:
-        yield runtime
-    assert psutil.Process().children(recursive=True) == []
+def rt_settings() -> dict[str, Any]:
+    return {"result_detail": "lean", "default_cwd": ""}
 
 
 async def test_a_late_look_shows_the_last_frame_of_an_in_place_redraw(rt) -> None:

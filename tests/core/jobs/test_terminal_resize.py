@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
 from typing import Any
 
-import psutil
 import pytest
 
 import conch
@@ -31,15 +29,8 @@ while True:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def rt(tmp_path: Any) -> AsyncIterator[conch.Runtime]:
-    async with conch.Runtime(conch.Config(data_dir=str(tmp_path / "data"))) as runtime:
-        yield runtime
-    assert psutil.Process().children(recursive=True) == []
+def rt_settings() -> dict[str, Any]:
+    return {"result_detail": "lean", "default_cwd": ""}
 
 
 async def call(rt: conch.Runtime, tool: str, **args: Any) -> dict[str, Any]:

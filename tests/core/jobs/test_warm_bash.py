@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
 
 import pytest
 from warmth import ready_pid
@@ -18,15 +17,6 @@ pytestmark = pytest.mark.anyio
 
 async def warm_pid(rt: conch.Runtime) -> int:
     return await ready_pid(rt, "bash")
-
-
-@pytest.fixture
-async def rt(tmp_path) -> AsyncIterator[conch.Runtime]:
-    cfg = conch.Config(
-        result_detail="full", data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path)
-    )
-    async with conch.Runtime(cfg) as runtime:
-        yield runtime
 
 
 async def test_a_plain_command_runs_in_the_warm_bash_like_a_fresh_spawn(rt, tmp_path):
@@ -71,8 +61,10 @@ async def test_closing_the_runtime_ends_the_warm_bash(tmp_path):
         conch.Config(result_detail="full", data_dir=str(tmp_path / "d"))
     ) as rt:
         pid = await warm_pid(rt)
-        assert rt.engine.starter.warm is not None and rt.engine.starter.warm._ready is not None
-        log_path = rt.engine.starter.warm._ready.job.log.path
+        assert rt.engine.starter.warm is not None
+        ready = rt.engine.starter.warm.ready_job
+        assert ready is not None
+        log_path = ready.log.path
         assert os.path.exists(log_path)
     assert not procfs.is_alive(pid)
     assert not os.path.exists(log_path)  # it never became a job: its log goes with it
@@ -132,11 +124,10 @@ async def _why_it_ended(rt: conch.Runtime, pid: int) -> str:
     """What a warm bash that ended as soon as it was ready left: its state, status and log
     (the loop that enters the cgroup exits 125 when a write to cgroup.procs fails)."""
     warm = rt.engine.starter.warm
-    ready = warm._ready if warm is not None else None
+    job = warm.ready_job if warm is not None else None
     await asyncio.sleep(0.5)
-    if ready is None:
+    if job is None:
         return f"warm bash {pid} ended and was taken or replaced"
-    job = ready.job
     with open(job.log.path, "rb") as f:
         log = f.read()[-2000:]
     return f"warm bash {pid} ended: state {job.state}, exit {job.exit_code}, log {log!r}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -50,18 +49,14 @@ async def warm_sh_pid(rt: conch.Runtime) -> int:
 
 
 @pytest.fixture
-async def rt(tmp_path, monkeypatch) -> AsyncIterator[conch.Runtime]:
+def rt_settings(tmp_path, monkeypatch) -> dict[str, str]:
     # as when a host starts the server in its project: PWD names the default cwd
     monkeypatch.setenv("PWD", str(tmp_path))
     # the warm sh exists where a sh must enter each job's cgroup; on glibc 2.39+ the spawn
     # places the child itself (test_spawn_into_cgroup.py): these tests keep to the sh's path
     libc_spawn.available()
     monkeypatch.setattr(libc_spawn, "_into_cgroup", False)
-    cfg = conch.Config(
-        data_dir=str(tmp_path / "data"), default_cwd=str(tmp_path), result_detail="full"
-    )
-    async with conch.Runtime(cfg) as runtime:
-        yield runtime
+    return {}
 
 
 async def test_the_warm_sh_serves_the_cgroup_level_only(rt, tmp_path):
@@ -255,14 +250,10 @@ async def test_warm_processes_run_in_their_jobs_own_cgroup(rt):
     assert r["pid"] == pid and r["job_id"] in r["output"], r["output"]
     await rt.call_tool("exec", {"command": "true"})  # starts the warm bash
     for _ in range(200):
-        if rt.engine.starter.warm is not None and rt.engine.starter.warm._ready is not None:
+        if rt.engine.starter.warm is not None and rt.engine.starter.warm.ready_job is not None:
             break
         await asyncio.sleep(0.01)
-    bash_pid = (
-        rt.engine.starter.warm._ready.driver.pid
-        if rt.engine.starter.warm and rt.engine.starter.warm._ready
-        else None
-    )
+    bash_pid = rt.engine.starter.warm.ready_pid if rt.engine.starter.warm else None
     c = await rt.exec(command="cat /proc/self/cgroup; echo $$")
     assert c["output"].split()[-1] == str(bash_pid)
     assert c["job_id"] in c["output"]

@@ -62,11 +62,10 @@ def test_chunks_close_together_share_one_event(monkeypatch):
 
 
 def test_marks_stay_bounded_for_a_job_that_never_stops():
-    rec = Recording(24, 80)
-    rec._coalesce = 0.0  # every mark is its own (as if each came 10 ms apart)
+    rec = Recording(24, 80, coalesce_s=0.0)  # every mark its own (as if 10 ms apart)
     for i in range(MAX_MARKS + 1000):
         rec.mark(i)
-    assert rec._coalesce > 0 and len(rec._times) <= MAX_MARKS + 1
+    assert rec.coalesce_s > 0 and rec.marks <= MAX_MARKS + 1
 
 
 def test_a_resize_is_an_r_event():

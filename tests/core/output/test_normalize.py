@@ -341,7 +341,7 @@ def test_unterminated_string_holds_back_bounded_state() -> None:
     out = []
     for k in range(0, len(data), 7):
         out.append(normalizer.feed(data[k : k + 7]))
-        assert len(normalizer._held) <= MAX_SEQUENCE_BODY + 3
+        assert normalizer.held <= MAX_SEQUENCE_BODY + 3
     assert "".join(out) + normalizer.flush() == normalize(data)
     assert normalize(data) == "a" + "z" * (2 * MAX_SEQUENCE_BODY) + "\n"
 

@@ -20,8 +20,10 @@ from conch.core.output.utf8 import utf8_len
 pytestmark = pytest.mark.anyio
 
 
-#: the `rt` of tests/conftest.py gives results at Config's default detail (lean) here
-RESULT_DETAIL = None
+@pytest.fixture
+def rt_settings() -> dict[str, str]:
+    """Results at Config's default detail (lean), as a model gets them."""
+    return {"result_detail": "lean"}
 
 
 async def call(rt: conch.Runtime, tool: str, **args: Any) -> dict[str, Any]:

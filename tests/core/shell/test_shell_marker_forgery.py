@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -92,20 +91,12 @@ def fence(request: Any) -> str:
 
 
 @pytest.fixture
-async def rt(tmp_path: Any, fence: str) -> AsyncIterator[conch.Runtime]:
+def rt_settings(tmp_path: Any, fence: str) -> dict[str, Any]:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "forger.py").write_text(FORGER)
     settings = backend_settings(fence) if fence != "off" else {}
-    async with conch.Runtime(
-        conch.Config(
-            result_detail="full",
-            data_dir=str(tmp_path / "data"),
-            default_cwd=str(ws),
-            **settings,  # type: ignore[arg-type]
-        )
-    ) as runtime:
-        yield runtime
+    return {"default_cwd": str(ws), **settings}
 
 
 async def open_shell(rt: conch.Runtime, kind: str, fence: str) -> str:

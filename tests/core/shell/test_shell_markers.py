@@ -71,7 +71,7 @@ def test_large_output_streams_without_holding_much() -> None:
     total = 0
     for _ in range(1000):
         total += len(f.feed(b"x" * 1000 + ECHO[:3]))
-        assert len(f._held) < len(ECHO)
+        assert f.held < len(ECHO)
     assert total + len(f.flush()) == 1000 * 1003
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import psutil
@@ -19,18 +18,9 @@ KINDS = ["bash", ZSH]
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def rt(tmp_path: Any) -> AsyncIterator[conch.Runtime]:
+def rt_settings() -> dict[str, Any]:
     # these tests read every snapshot field: full detail (lean results: test_lean_results.py)
-    async with conch.Runtime(
-        conch.Config(result_detail="full", data_dir=str(tmp_path / "data"))
-    ) as runtime:
-        yield runtime
-    assert psutil.Process().children(recursive=True) == []
+    return {"default_cwd": ""}
 
 
 async def open_shell(rt: conch.Runtime, kind: str = "bash", **kw: Any) -> str:

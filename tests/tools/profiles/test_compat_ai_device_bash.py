@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import psutil
@@ -36,15 +35,8 @@ KEYS = {
 
 
 @pytest.fixture
-async def rt(tmp_path: Any) -> AsyncIterator[conch.Runtime]:
-    cfg = conch.Config(
-        data_dir=str(tmp_path / "data"),
-        default_cwd=str(tmp_path),
-        profiles=["ai-device-bash"],
-        kill_grace_ms=500,
-    )
-    async with conch.Runtime(cfg) as runtime:
-        yield runtime
+def rt_settings() -> dict[str, Any]:
+    return {"profiles": ["ai-device-bash"], "kill_grace_ms": 500, "result_detail": "lean"}
 
 
 async def call(rt: conch.Runtime, name: str, args: dict[str, Any], **ctx: Any) -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import psutil
@@ -18,18 +17,19 @@ from conch.tools.call import ToolOutcome, call_tool_full
 pytestmark = pytest.mark.anyio
 
 
-def make_config(tmp_path: Any, **kw: Any) -> conch.Config:
+def settings(tmp_path: Any, **kw: Any) -> dict[str, Any]:
     work = tmp_path / "work"
     (work / "child").mkdir(parents=True, exist_ok=True)
-    return conch.Config(
-        data_dir=str(tmp_path / "data"), default_cwd=str(work), profiles=["bash-mcp"], **kw
-    )
+    return {"default_cwd": str(work), "profiles": ["bash-mcp"], "result_detail": "lean", **kw}
+
+
+def make_config(tmp_path: Any, **kw: Any) -> conch.Config:
+    return conch.Config(data_dir=str(tmp_path / "data"), **settings(tmp_path, **kw))
 
 
 @pytest.fixture
-async def rt(tmp_path: Any) -> AsyncIterator[conch.Runtime]:
-    async with conch.Runtime(make_config(tmp_path, kill_grace_ms=300)) as runtime:
-        yield runtime
+def rt_settings(tmp_path: Any) -> dict[str, Any]:
+    return settings(tmp_path, kill_grace_ms=300)
 
 
 async def invoke(rt: conch.Runtime, method: str, params: dict[str, Any]) -> ToolOutcome:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -41,10 +40,8 @@ TERMINAL = ALWAYS | {"duration_ms", "cwd", "shell_status", "shell_rebuilt"}
 
 
 @pytest.fixture
-async def rt(tmp_path: Any) -> AsyncIterator[conch.Runtime]:
-    cfg = conch.Config(data_dir=str(tmp_path / "data"), profiles=["tfbash"], max_shells=2)
-    async with conch.Runtime(cfg) as runtime:
-        yield runtime
+def rt_settings() -> dict[str, Any]:
+    return {"profiles": ["tfbash"], "max_shells": 2, "default_cwd": "", "result_detail": "lean"}
 
 
 async def ok(rt: conch.Runtime, name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -117,6 +117,17 @@ class Warm:
         self._closed = False
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def ready_job(self) -> Job | None:
+        """The job of the process waiting for a command (None while none is ready): what a
+        caller may inspect, never feed (``take`` does)."""
+        return self._ready.job if self._ready is not None else None
+
+    @property
+    def ready_pid(self) -> int | None:
+        """The pid of the process waiting for a command, once it has one."""
+        return self._ready.driver.pid if self._ready is not None else None
+
     def take(
         self,
         data: bytes,

@@ -40,14 +40,14 @@ class _Log(Protocol):
 class Recording:
     """When each part of a terminal job's log arrived, and the terminal's size."""
 
-    def __init__(self, rows: int, cols: int) -> None:
+    def __init__(self, rows: int, cols: int, coalesce_s: float = COALESCE_S) -> None:
         self.size = (rows, cols)
         self.first_size = (rows, cols)
         self.started = time.time()
         self._t0 = time.monotonic()
         self._times = array("d")
         self._ends = array("q")  # the log's size when the mark was made
-        self._coalesce = COALESCE_S
+        self._coalesce = coalesce_s
         self.resizes: list[tuple[float, int, int, int]] = []  # (t, offset, rows, cols)
         self._split = False  # a resize came since the last mark: the next one starts afresh
 
@@ -100,6 +100,16 @@ class Recording:
                 break
             end = size
         return end
+
+    @property
+    def marks(self) -> int:
+        """How many marks the recording holds (at most ``MAX_MARKS`` + 1: it thins them)."""
+        return len(self._times)
+
+    @property
+    def coalesce_s(self) -> float:
+        """Output closer than this to the last mark joins it (doubled at each thinning)."""
+        return self._coalesce
 
     @property
     def duration(self) -> float:

@@ -227,6 +227,11 @@ class Normalizer:
         self._held = ""
         self._line = _Line()
 
+    @property
+    def held(self) -> int:
+        """How many characters of an unfinished sequence are held back for the next feed."""
+        return len(self._held)
+
     def feed(self, data: BytesLike) -> str:
         """Consume ``data``; return the text that is final (whole lines, ending in ``\\n``)."""
         text = self._decoder.decode(bytes(data))

@@ -39,6 +39,11 @@ class EchoFilter:
         self._echo: bytes | None = None
         self._held = b""  # a tail that may be the start of the echo
 
+    @property
+    def held(self) -> int:
+        """How many bytes are held back as a possible start of the echo."""
+        return len(self._held)
+
     def expect(self, echo: bytes | None) -> None:
         """A trigger line was sent: drop its echo (None: echo is off, nothing to drop)."""
         assert not self._held, "flush() before the next trigger line"

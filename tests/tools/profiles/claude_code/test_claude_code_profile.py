@@ -9,7 +9,6 @@ import asyncio
 import os
 import re
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -56,17 +55,15 @@ BACKGROUND = re.compile(
 
 
 @pytest.fixture
-async def rt(tmp_path: Path) -> AsyncIterator[conch.Runtime]:
+def rt_settings(tmp_path: Path) -> dict[str, Any]:
     work = tmp_path / "work"
     (work / "sub").mkdir(parents=True)
-    cfg = conch.Config(
-        data_dir=str(tmp_path / "data"),
-        default_cwd=str(work),
-        profiles=["claude-code", "conch"],
-        kill_grace_ms=300,
-    )
-    async with conch.Runtime(cfg) as runtime:
-        yield runtime
+    return {
+        "default_cwd": str(work),
+        "profiles": ["claude-code", "conch"],
+        "kill_grace_ms": 300,
+        "result_detail": "lean",
+    }
 
 
 async def call(

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -52,14 +51,10 @@ HEADER = re.compile(
 
 
 @pytest.fixture
-async def rt(tmp_path: Path) -> AsyncIterator[conch.Runtime]:
+def rt_settings(tmp_path: Path) -> dict[str, Any]:
     work = tmp_path / "work"
     work.mkdir()
-    cfg = conch.Config(
-        data_dir=str(tmp_path / "data"), default_cwd=str(work), profiles=["codex", "conch"]
-    )
-    async with conch.Runtime(cfg) as runtime:
-        yield runtime
+    return {"default_cwd": str(work), "profiles": ["codex", "conch"], "result_detail": "lean"}
 
 
 async def call(

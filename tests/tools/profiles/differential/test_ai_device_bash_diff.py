@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
 
 REQUIREMENT = "ai-device-bash[mcp]==0.2.0"
 ORIGINAL_PYTHON = "3.13"  # the package requires Python >= 3.13
+ORIGINAL = ("ai-device-bash", ORIGINAL_PYTHON, REQUIREMENT)  # original_venv's arguments
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def original_env_dir() -> Path:
     """The original's venv, with the `.env` it reads (it reads no environment variables: only
     `<site-packages>/../.env`): no server log file in the working directory, output and
     artifact directories of its own."""
-    venv = original_venv("ai-device-bash", ORIGINAL_PYTHON, REQUIREMENT)
+    venv = original_venv(*ORIGINAL)
     (lib,) = glob.glob(str(venv / "lib" / "python3.*"))
     dotenv = Path(lib) / ".env"
     want = (

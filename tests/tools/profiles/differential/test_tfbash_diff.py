@@ -34,11 +34,12 @@ pytestmark = [
 ]
 
 URI = "window://io.github.a2c-smcp.tfbash/shell-overview"
+ORIGINAL = ("tfbash-mcp", "3.12", "tfbash-mcp==0.2.0")  # original_venv's name, Python, pin
 
 
 @pytest.fixture(scope="session")
 def tfbash_venv() -> Path:
-    return original_venv("tfbash-mcp", "3.12", "tfbash-mcp==0.2.0")
+    return original_venv(*ORIGINAL)
 
 
 def servers(
@@ -244,13 +245,15 @@ async def test_timeouts_and_shell_death_match(tfbash_venv, diff_cwd, diff_env):
         # (a yield past the original's timeout + its 5 s recovery grace: it answers after both)
         exec_call("timeout", "cd /tmp; export Y=7; sleep 5", timeout_ms=700, yield_ms=15000),
         exec_call("survived", "echo $Y; pwd"),
-        exec_call("busy", "sleep 1", yield_ms=0),
+        # (the busy shell and the late background line leave each side some seconds for the
+        # calls between: with 1 s and 0.3 s a loaded box could let one side's job end first)
+        exec_call("busy", "sleep 4", yield_ms=0),
         exec_call("exec_busy", "echo no"),
         Call("shell_list", {}, key="list_busy"),
         read_call("wait_nothing", "busy", 0, wait_ms=200),
         until_eof("busy_end", "busy"),
-        exec_call("background", "(sleep 0.3; echo LATE) & echo fg-done"),
-        exec_call("after_background", "sleep 0.8; echo next"),
+        exec_call("background", "(sleep 1.5; echo LATE) & echo fg-done"),
+        exec_call("after_background", "sleep 3; echo next"),
         exec_call("busy_close", "sleep 30", shell="other", yield_ms=0),
         close_call("other", key="close_busy"),
         read_call("read_closed", "busy_close", 0, shell="other"),
