@@ -26,6 +26,8 @@ SELECTION = [
     "tests/http/test_recording_replay.py::test_asciinema_plays_a_recording_to_the_screen_the_dashboard_showed",
     "tests/core/containment/test_sandbox_reach.py::test_a_job_keeps_its_own_terminal_and_only_bwrap_makes_new_ones[landlock]",
     "tests/mcp/test_secret_prompt.py::test_a_known_password_program_is_the_systems_own",
+    "tests/core/output/test_digest_real_tools.py::test_make_with_gcc_names_both_errors_among_the_warnings",
+    "tests/core/output/test_digest_real_tools.py::test_cargo_build_type_errors_with_their_locations_and_counts",
 ]
 HIDDEN = sorted(tools())  # every command of system-tools.txt
 
@@ -63,8 +65,8 @@ def test_missing_tools_skip_with_reasons_and_fail_under_ci(tmp_path: Path) -> No
     # (the shell test runs on bash as well: that one passes)
     # (the sandbox test runs on three backends, tests/support/sandbox_backends.py: three skips;
     # the replay test in two ways: two; the own-terminal test on Landlock: one; the known
-    # password program: one)
-    assert re.search(r"\b1 passed, 11 skipped\b", out), out[-3000:]
+    # password program: one; the digest of a real gcc and make, of cargo: two)
+    assert re.search(r"\b1 passed, 13 skipped\b", out), out[-3000:]
     assert "install with: sudo apt-get install chromium chromium-driver" in out
     (last,) = [ln for ln in out.splitlines() if ln.startswith("skipped for missing prereq")]
     for tool in tools().values():  # each named in the one closing line, with its package
@@ -72,7 +74,7 @@ def test_missing_tools_skip_with_reasons_and_fail_under_ci(tmp_path: Path) -> No
 
     ci = pytest_run(hidden, ci=True)
     assert ci.returncode == 1, ci.stdout[-3000:]
-    assert re.search(r"\b1 passed, 11 errors\b", ci.stdout), ci.stdout[-3000:]
+    assert re.search(r"\b1 passed, 13 errors\b", ci.stdout), ci.stdout[-3000:]
     assert "CI=true makes a missing prerequisite a failure" in ci.stdout
     # (that the same selection passes on the full PATH under CI=true is what the suite itself
     # shows, .ci/run being that run: it runs each of these tests with the tools installed)

@@ -37,13 +37,15 @@ def small_disk(tmp_path):
 
 
 async def test_a_full_disk_loses_output_visibly_and_the_job_runs_on(small_disk, tmp_path):
+    # (the workspace apart from the small disk: the change tracker would keep the filler too)
+    (tmp_path / "ws").mkdir()
     cfg = conch.Config(
-        result_detail="full", data_dir=str(small_disk / "data"), default_cwd=str(tmp_path)
+        result_detail="full", data_dir=str(small_disk / "data"), default_cwd=str(tmp_path / "ws")
     )
     async with conch.Runtime(cfg) as rt:
         await rt.exec(command="true")  # the data dir and its spare logs exist
         filler = small_disk / "filler"
-        with open(filler, "wb") as f:  # fill the disk, then leave ~64 KiB
+        with open(filler, "wb", buffering=0) as f:  # fill the disk, then leave ~64 KiB
             try:
                 while True:
                     f.write(b"x" * 65536)
