@@ -98,7 +98,12 @@ async def first_call(args: list[str], tool: str, arguments: dict[str, Any]) -> f
         env["CONCH_RESULT_DETAIL"] = DETAIL
     command = CONCH_PY[0] if "conch" in args else sys.executable
     proc = await asyncio.create_subprocess_exec(
-        command, *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env
+        command,
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
+        limit=1 << 24,  # one message per line: a 1 MB exec result is one line
     )
     assert proc.stdin is not None and proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout

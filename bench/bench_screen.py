@@ -30,6 +30,7 @@ import conch.config
 from conch.core.output.cast import Recording
 from conch.core.output.screen import Screen
 from conch.core.process import terminal
+from conch.core.process.spec import SpawnSpec
 
 QUICK = "--quick" in sys.argv
 SIZE = (8 if QUICK else 64) * 1024 * 1024
@@ -45,7 +46,7 @@ def bare_run() -> tuple[float, int]:
     """Seconds to read all of PROGRAM's output from a PTY master, and how many reads it took."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERM": "xterm-256color"}
     t0 = time.perf_counter()
-    pid, master, _, _ = terminal.spawn(PROGRAM, cwd="/", env=env)
+    pid, master, _, _ = terminal.spawn(SpawnSpec(None, PROGRAM, env, "/"))
     got = reads = 0
     while True:
         select.select([master], [], [])

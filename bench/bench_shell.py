@@ -18,12 +18,13 @@ import time
 import conch
 import conch.config
 from conch.core.process import terminal
+from conch.core.process.spec import SpawnSpec
 
 
 def bare_round_trips(rounds: int) -> list[float]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERM": "xterm-256color"}
     pid, master, _, _ = terminal.spawn(
-        ["bash", "--noprofile", "--norc", "--noediting", "-i"], cwd="/", env=env
+        SpawnSpec(None, ["bash", "--noprofile", "--norc", "--noediting", "-i"], env, "/")
     )
     os.set_blocking(master, True)
 

@@ -14,8 +14,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 from run_all import scripts  # noqa: E402
 
 EXPECTED = {
+    "bench_changes.py",
     "bench_core.py",
     "bench_digest.py",
+    "bench_guard.py",
     "bench_fleet.py",
     "bench_mcp.py",
     "bench_screen.py",
