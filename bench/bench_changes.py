@@ -154,9 +154,12 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--undo-files", type=int, default=5000)
+    ap.add_argument("--smoke", action="store_true", help="the suite's check that it runs")
     args = ap.parse_args()
     if args.quick:
         args.reps = 10
+    if args.smoke:
+        args.reps, args.sizes, args.undo_files = 3, "1000", 500
     return asyncio.run(amain(args))
 
 

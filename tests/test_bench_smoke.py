@@ -30,7 +30,10 @@ EXPECTED = {
 
 # smaller still where a script has --smoke (quick mode is for figures people read; bench_mcp's
 # is mostly servers starting, 4 s each on a loaded box)
-SMOKE = {name: ["--smoke"] for name in ("bench_mcp.py", "bench_sandbox.py", "bench_core.py")}
+SMOKE = {
+    name: ["--smoke"]
+    for name in ("bench_mcp.py", "bench_sandbox.py", "bench_core.py", "bench_changes.py")
+}
 
 
 def test_run_all_runs_every_benchmark():

@@ -242,7 +242,7 @@ def test_runtime_with_a_fleet_is_a_runtime_holding_the_fleet_backend() -> None:
     rt = Runtime(Config(fleet="ray"))
     assert isinstance(rt, Runtime) and isinstance(rt.backend, FleetBackend)
     assert rt.config.fleet == "ray" and not rt.closed and not rt.started
-    assert {t["name"] for t in rt.tools()} >= {"exec", "read", "list", "info"}
+    assert {t["name"] for t in rt.tools()} >= {"exec", "read", "list", "changes"}
     with pytest.raises(ConchError) as e:
         _ = rt.engine
     assert e.value.code == "invalid_argument"
