@@ -145,7 +145,8 @@ async def amain(args: argparse.Namespace) -> int:
         ok &= u["ratio"] <= 2
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    return 0 if ok else 1
+    # (a smoke run only shows the script works: its sizes are not the goals')
+    return 0 if ok or args.smoke else 1
 
 
 def main() -> int:
