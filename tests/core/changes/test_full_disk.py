@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import subprocess
 
 import pytest
-import system_tools
 from conftest import config, run
+from small_disk import mounted as small_disk_mounted
 
 from conch.core.engine import Engine
 
@@ -20,21 +18,7 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def small_disk(tmp_path):
     """A 1 MiB tmpfs for the data dir (needs root and mount)."""
-    d = tmp_path / "small"
-    d.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        system_tools.unavailable("a small filesystem of its own", "needs root and mount")
-    r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(d)],
-        capture_output=True,
-        text=True,
-    )
-    if r.returncode != 0:
-        system_tools.unavailable("a small filesystem of its own", f"mount: {r.stderr.strip()}")
-    try:
-        yield d
-    finally:
-        subprocess.run(["umount", "-l", str(d)], check=False)
+    yield from small_disk_mounted(tmp_path / "small")
 
 
 def fill(d) -> None:
