@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -18,17 +17,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import psutil
+from frontend_servers import free_port
 
 T = TypeVar("T")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Browser:
@@ -103,7 +97,7 @@ class Browser:
 @contextlib.contextmanager
 def chromium(tmp: Path) -> Iterator[Browser]:
     """A headless Chromium under chromedriver, both gone when the block ends."""
-    port = _free_port()
+    port = free_port()
     log = open(tmp / "chromedriver.log", "wb")  # noqa: SIM115 - closed below
     driver = subprocess.Popen(
         [CHROMEDRIVER, f"--port={port}", "--allowed-ips=127.0.0.1"],

@@ -6,6 +6,7 @@ import contextlib
 import http.client
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -69,6 +70,21 @@ def page_token(port: int, headers: dict[str, str] | None = None) -> str | None:
 
 
 def free_port() -> int:
+    """A loopback port free now, taken below the kernel's ephemeral range
+    (``ip_local_port_range``, 32768 and up here), so that no outgoing connection of a
+    parallel test can take it between this check and the server's bind. A parallel test can
+    still win it; :func:`start_http` retries then."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(200):
+        port = random.randrange(10000, max(low, 10001))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -103,6 +119,10 @@ class HttpServer:
         return self.stderr_path.read_text(errors="replace")
 
 
+class _PortTaken(RuntimeError):
+    pass
+
+
 def start_http(
     tmp: Path,
     *extra: str,
@@ -111,7 +131,24 @@ def start_http(
     prefix: tuple[str, ...] = (),
 ) -> HttpServer:
     """``conch serve --http`` on a free port (``prefix``: a command that runs it, such as
-    ``prlimit --nofile=…``), once it answers /health."""
+    ``prlimit --nofile=…``), once it answers /health. A start that lost its port to a
+    parallel test between the check and the bind is tried again on another port."""
+    for attempt in range(5):
+        try:
+            return _start_http_once(tmp, *extra, env=env, token=token, prefix=prefix)
+        except _PortTaken:
+            if attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_http_once(
+    tmp: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    token: str = "",
+    prefix: tuple[str, ...] = (),
+) -> HttpServer:
     port = free_port()
     err = tmp / f"http-{port}.stderr"
     full_env = {**os.environ, **(env or {})}
@@ -140,7 +177,10 @@ def start_http(
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     while True:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited {proc.returncode}: {err.read_text()}")
+            text = err.read_text()
+            if "Address already in use" in text:
+                raise _PortTaken(text)
+            raise RuntimeError(f"server exited {proc.returncode}: {text}")
         try:
             req = urllib.request.Request(url + "/health", headers=headers)
             with urllib.request.urlopen(req, timeout=1) as r:
