@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -245,7 +246,9 @@ async def test_legacy_subscription_gets_debounced_updates(serve_args):
     times = [t for t, _ in updates]
     # 40 output lines in ~1 s, but at most ~10 notifications per second
     assert len(times) <= 15
-    assert all(b - a >= 0.08 for a, b in itertools.pairwise(times))
+    # spaced by the server: a loaded client may read two at once, not most of them
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert not gaps or statistics.median(gaps) >= 0.08, gaps
 
 
 async def test_modern_listen_gets_updates_for_the_job_log(serve_args):
