@@ -112,10 +112,24 @@ def _describe(p: psutil.Process) -> str:
     return f"{p.pid} {status} {cmd}"
 
 
+_CPU_LOG = os.environ.get("CONCH_TEST_CPU_LOG")
+
+
 @pytest.fixture(autouse=True)
-def no_process_left_behind():
-    """Every test cleans up what it starts: after it, this process has no children left."""
+def no_process_left_behind(request: pytest.FixtureRequest):
+    """Every test cleans up what it starts: after it, this process has no children left.
+    With ``CONCH_TEST_CPU_LOG=path``, each test's wall time and CPU time (this worker's own
+    and that of the processes it reaped: servers, jobs, hosts) is appended to ``path``, a
+    line of tab-separated fields per test: where a suite's CPU goes."""
+    before = (time.monotonic(), os.times()) if _CPU_LOG else None
     yield
+    if before is not None and _CPU_LOG:
+        t0, c0 = before
+        c1 = os.times()
+        own = c1.user + c1.system - c0.user - c0.system
+        kids = c1.children_user + c1.children_system - c0.children_user - c0.children_system
+        with open(_CPU_LOG, "a") as f:
+            f.write(f"{request.node.nodeid}\t{time.monotonic() - t0:.2f}\t{own:.2f}\t{kids:.2f}\n")
     deadline = time.monotonic() + 3.0
     left = _leftovers()
     while left and time.monotonic() < deadline:
