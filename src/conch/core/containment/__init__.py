@@ -11,7 +11,8 @@ Responsibilities
 Flow of one spawn
 1. ``Containment.fence`` (containment.py) checks the call's limits and policy, asks
    ``Backends.check`` (backends.py) for a backend that guarantees what the policy needs, makes
-   the job's cgroup (cgroup.py) and returns its ``SpawnFence``.
+   the job's cgroup (``Cgroups.new``, cgroup/tree.py; the ``JobCgroup`` of cgroup/job.py) and
+   returns its ``SpawnFence``.
 2. ``SpawnFence.prepare`` (fence.py) turns the argv: under bwrap or Seatbelt into the sandbox's
    command line (sandbox.py) behind a tiny ``sh`` that enters the cgroup (shenv.py restores
    the environment it changes); under Landlock it only notes the files the job must see.
@@ -31,7 +32,8 @@ Files
 - containment.py   the runtime's owner (``Containment``)
 - fence.py         one spawn's fence (``SpawnFence``), the cgroup-entering sh, the shim argv
 - backends.py      which backend, probed once, and the guarantees of each
-- cgroup.py        cgroups v2/v1: a job's cgroup, its limits, its kill
+- cgroup/          cgroups v2/v1: the runtime's parents (tree.py), a job's cgroup, its limits
+                   and kill (job.py, kill.py), the sweep of dead servers' leftovers (sweep.py)
 - sandbox.py       policies, the bwrap and Seatbelt command lines
 - shenv.py         the environment a wrapping sh changes, given back
 - unotify.py       seccomp user notification: the broker of a job's connects

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from conch.core.containment import sandbox as sb
-from conch.core.containment.cgroup import JobCgroup
+from conch.core.containment.cgroup.job import JobCgroup
 from conch.core.containment.fence import SpawnFence
 from conch.core.jobs.job import Job
 from conch.core.process import procfs
