@@ -19,10 +19,10 @@ Flow of one spawn
 3. The driver builds one ``SpawnSpec`` (core/process/spec.py) and hands it to
    ``popen.spawn`` with the fence's ``spawner`` (None but under Landlock).
 4. Under Landlock the spawner builds the job's rules and filters (landlock/rules.py, the BPF
-   from landlock/seccomp.py) and starts it: a thread that restricts itself and spawns it
-   (landlock/spawner.py), or, where it starts in its cgroup, the fork server
-   (landlock/lockdown.py, the standalone script), whose child takes the same steps
-   (``lockdown.Restriction``). Under bwrap with ``sandbox_sockets`` the first program in the
+   from landlock/seccomp.py, assembled by landlock/bpf.py) and starts it: a thread that
+   restricts itself and spawns it (landlock/spawner.py), or, where it starts in its cgroup,
+   the fork server (landlock/lockdown.py, the standalone script), whose child takes the same
+   steps (``lockdown.Restriction``). Under bwrap with ``sandbox_sockets`` the first program in the
    sandbox is landlock/shim.py, which loads the filters fence.py sends it.
 5. Calls a filter hands to Conch (``sandbox_sockets`` connects, a ``workspace-write`` job's
    mode and time changes) are answered by the broker (unotify.py, metaops.py) until the job's
@@ -39,6 +39,7 @@ Files
 - unotify.py       seccomp user notification: the broker of a job's connects
 - metaops.py       a workspace-write job's brokered mode and time changes
 - gitdir.py        the workspace's ``.git`` placeholder under bwrap
-- landlock/        the Landlock backend: rules, seccomp assembler, spawner, the standalone
+- landlock/        the Landlock backend: rules, seccomp filters (seccomp.py; bpf.py
+                   assembles them, syscalls.py numbers the calls), spawner, the standalone
                    fork server (lockdown.py) and bwrap broker shim (shim.py)
 """
