@@ -212,8 +212,11 @@ def test_v1_freezer_tracking_kills_a_forking_tree_and_escapees(tmp_path):
     assert gone(daemon)
     reap_zombie_children()
     assert job.remove()
+    parents = cg.parents
+    assert parents and all(os.path.isdir(p) for p in parents)
     cg.close()
-    assert not any(os.path.exists(p) for p in cg._parents)
+    assert cg.parents == ()
+    assert not any(os.path.exists(p) for p in parents)
 
 
 async def test_the_runtime_at_the_v1_level_kills_escapees_and_applies_memory_max(

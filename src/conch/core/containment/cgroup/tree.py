@@ -50,6 +50,11 @@ class Cgroups:
         self.retired: list[JobCgroup] = []  # empty cgroups of finished jobs, to rmdir later
         self._self_leaf: str | None = None  # where this server moved itself (pure v2 scope)
 
+    @property
+    def parents(self) -> tuple[str, ...]:
+        """The parent cgroups this runtime made (one per hierarchy), until ``close``."""
+        return tuple(self._parents)
+
     # -- setup / teardown --------------------------------------------------------------------
 
     def setup(self) -> Support:
