@@ -261,12 +261,25 @@ def _imports(path: Path) -> set[str]:
 def test_the_standalone_scripts_and_the_filter_assembler_import_the_standard_library_only():
     """lockdown.py (the fork server) and shim.py (the bwrap broker's shim) run on their own
     (``python -I -S``), so they import the standard library and, the shim, lockdown.py, and
-    nothing of Conch; the seccomp assembler is pure: no ctypes, nothing of Conch either."""
+    nothing of Conch; the seccomp filters are pure: their assembler and the syscall tables,
+    no ctypes, nothing else of Conch either."""
     here = SRC / "conch" / "core" / "containment" / "landlock"
     lockdown, seccomp = _imports(here / "lockdown.py"), _imports(here / "seccomp.py")
+    bpf, syscalls = _imports(here / "bpf.py"), _imports(here / "syscalls.py")
     shim = _imports(here / "shim.py")
     stdlib = sys.stdlib_module_names | {"__future__"}
     assert lockdown - stdlib == set()
     assert shim - stdlib == {".lockdown"}
-    assert seccomp - stdlib == set()
-    assert "ctypes" not in seccomp
+    assert seccomp - stdlib == {"conch"}
+    conch_modules = {
+        n.module
+        for n in ast.walk(ast.parse((here / "seccomp.py").read_text()))
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("conch")
+    }
+    assert conch_modules == {
+        "conch.core.containment.landlock.bpf",
+        "conch.core.containment.landlock.syscalls",
+    }
+    assert bpf - stdlib == set()
+    assert syscalls - stdlib == set()
+    assert "ctypes" not in seccomp | bpf | syscalls

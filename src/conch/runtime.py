@@ -32,7 +32,7 @@ from conch.errors import ConchError, ConfigError
 from conch.tools import lean, resources
 from conch.tools.call import ToolOutcome, call_tool_full
 from conch.tools.context import ToolContext
-from conch.tools.host import EngineView, Host, HostBase, HostView
+from conch.tools.host import EngineView, Host, HostParts, HostView
 from conch.tools.hosts import TRANSPORTS
 from conch.tools.registry import ToolRegistry
 from conch.tools.watch import LocalWatch, Watch
@@ -52,52 +52,19 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Backend(Protocol):
-    """What a :class:`Runtime` holds and hands every call to: the host protocol's catalogue,
-    view and lifecycle (conch/tools/host.py) plus ``request``, the typed methods' one entry."""
-
-    config: Config
-
-    @property
-    def registry(self) -> ToolRegistry: ...
-
-    @property
-    def view(self) -> HostView: ...
-
-    @property
-    def watch(self) -> Watch: ...
-
-    @property
-    def closed(self) -> bool: ...
-
-    @property
-    def default_cwd(self) -> str: ...
+class Backend(HostParts, Protocol):
+    """What a :class:`Runtime` holds and hands every call to: the host's parts (the catalogue,
+    view and lifecycle of conch/tools/host.py) plus ``started`` and ``request``, the typed
+    methods' one entry."""
 
     @property
     def started(self) -> bool: ...
-
-    async def start(self) -> None: ...
-
-    async def aclose(self) -> None: ...
-
-    def tools(self) -> builtins.list[dict[str, Any]]: ...
-
-    async def call_tool_full(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        context: ToolContext | None = None,
-    ) -> ToolOutcome: ...
 
     async def request(self, name: str, request: object, node: str | None) -> dict[str, Any]:
         """The typed method ``name`` with its request (a request object of conch.core, or the
         arguments of ``list``, ``shell_close`` and ``info``); ``node``: where a fleet places
         the work. Raises ConchError for the call's error."""
         ...
-
-    async def list_resources(self, *, seed_only: bool = False) -> builtins.list[dict[str, Any]]: ...
-
-    async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]: ...
 
 
 # -- the engine of this machine ------------------------------------------------------------------
@@ -245,7 +212,7 @@ def _op(
     return call
 
 
-class Runtime(HostBase):
+class Runtime(Host):
     """Conch's tools and typed methods, usable in-process, over the engine of this machine or,
     with ``Config(fleet="ray")``, over every node of a cluster (docs/spec.md §9b).
 
@@ -354,10 +321,26 @@ class Runtime(HostBase):
         """Every tool of the active profiles as MCP ``tools/list`` shows it."""
         return self._backend.tools()
 
-    async def _call_tool(
-        self, name: str, arguments: Mapping[str, Any] | None, context: ToolContext | None
+    async def call_tool_full(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        context: ToolContext | None = None,
     ) -> ToolOutcome:
+        """Call a tool: its result, whether it is an error, and its ``_meta`` (the backend's
+        own call path: the local one, or the fleet's routing)."""
         return await self._backend.call_tool_full(name, arguments, context)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        context: ToolContext | None = None,
+    ) -> dict[str, Any]:
+        """Call a tool by name; its structured result or ``{"error": {...}}`` (never raises
+        for a tool's error)."""
+        return (await self.call_tool_full(name, arguments, context)).result
 
     async def list_resources(self, *, seed_only: bool = False) -> builtins.list[dict[str, Any]]:
         """The resources front ends publish (``seed_only``: what a seed profile served alone
@@ -391,10 +374,7 @@ def _fleet_class(kind: str) -> Any:
 __all__: Sequence[str] = ("Backend", "LocalBackend", "Runtime", "RuntimeInfo")
 
 
-if TYPE_CHECKING:  # mypy checks that this runtime is a host (conch/tools/host.py)
-
-    def _is_a_host(rt: Runtime) -> Host:
-        return rt
+if TYPE_CHECKING:  # mypy checks that the engine of this machine is a runtime's backend
 
     def _is_a_backend(be: LocalBackend) -> Backend:
         return be

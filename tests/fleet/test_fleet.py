@@ -277,14 +277,18 @@ async def test_an_executor_in_a_worker_of_rays_runs_at_the_nodes_niceness_and_it
 ) -> None:
     """The kind of executor a new node gets first (a worker Ray has: Ray's nice 15, and Ray
     SIGKILLs the worker's direct children when it ends)."""
+    import ray
+
     if not may_renice():
         pytest.fail("wants CAP_SYS_NICE (the suite runs as root); test_fleet_worker: without")
     rt = Runtime(Config(fleet="ray", ray_address=cluster.address, data_dir=str(tmp_path / "d")))
     async with rt:
         fleet = backend(rt)
-        assert fleet._any_worker  # no executor had to get a worker of its own
+        assert fleet.any_worker  # no executor had to get a worker of its own
         node = next(n for n in fleet.table.usable() if n.labels.get("zone") == "a")
-        actor = fleet._actor(node, True)  # one more, of that kind, beside the node's own
+        actor = fleet.new_executor(
+            node, any_worker=True
+        )  # one more, of that kind, beside the node's own
         try:
             started = await actor.start.remote(True)
             assert started["ready"] and started["nice"] == os.nice(0)
@@ -308,7 +312,7 @@ async def test_an_executor_in_a_worker_of_rays_runs_at_the_nodes_niceness_and_it
         finally:
             # Ray ends the worker and kills its direct children (the job's shell): the guard
             # kills what they started, then exits
-            fleet._ray.kill(actor, no_restart=True)
+            ray.kill(actor, no_restart=True)
         with anyio.fail_after(20):
             while any(map(_running, jobs)) or _running(guard.pid):
                 await anyio.sleep(0.1)

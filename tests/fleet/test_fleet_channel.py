@@ -177,8 +177,8 @@ async def test_a_lost_node_fails_every_call_in_flight_and_every_later_one() -> N
     with pytest.raises(ConchError) as e:
         await ch.call(4, req(), 20.0)
     assert e.value.code == "node_lost"
-    node.calls._cancel(1, False)  # (the node's side, left running by this fake)
-    node.calls._cancel(2, False)
+    node.calls.cancel(1, False)  # (the node's side, left running by this fake)
+    node.calls.cancel(2, False)
     await ch.aclose(ConchError("closed", "done"))
 
 

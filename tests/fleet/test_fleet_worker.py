@@ -32,7 +32,7 @@ UNPRIVILEGED = textwrap.dedent(
             nice = await rt.exec(command="nice")
             guard = await rt.exec(command="true")
             out = {
-                "any_worker": rt.backend._any_worker,
+                "any_worker": rt.backend.any_worker,
                 "job_nice": nice["output"].strip(),
                 "executor_nices": sorted(
                     os.getpriority(os.PRIO_PROCESS, int(t))

@@ -264,7 +264,7 @@ class Calls:
         :data:`Replies` ready once one is (or after the batch's wait; at once without one)."""
         requests, cancels, wait_s = unpack(batch)
         for call_id, keep in cancels:
-            self._cancel(call_id, keep)
+            self.cancel(call_id, keep)
         for call_id, request in requests:
             self._start(call_id, request)
         if wait_s > 0 and not self._replies:
@@ -322,7 +322,9 @@ class Calls:
             self._wake()
         self._replies.append((call_id, reply))
 
-    def _cancel(self, call_id: int, keep: bool) -> None:
+    def cancel(self, call_id: int, keep: bool) -> None:
+        """Cancel call ``call_id`` (``keep``: its caller timed out, so the job it started stays);
+        one not seen yet is remembered a while, in case it comes after its cancel."""
         task = self._tasks.get(call_id)
         if task is not None:
             self._keep[call_id] = keep

@@ -91,7 +91,7 @@ class FleetBackend:
         self._starting: dict[str, asyncio.Task[None]] = {}
         self._owns_ray = False
         # executors first start in any worker Ray has; False once one could not leave Ray's
-        # niceness there (see _start_executor)
+        # niceness there (see _first_executor)
         self._any_worker = True
         self._remote: Any = None  # the NodeExecutor actor class
         self._ray: Any = None
@@ -99,6 +99,12 @@ class FleetBackend:
         self._call_ids = itertools.count(1)
         self._progress: dict[int, Callable[[str], Any]] = {}  # call id -> ctx.progress
         self._reports: set[asyncio.Future[Any]] = set()  # progress messages being sent
+
+    @property
+    def any_worker(self) -> bool:
+        """Whether executors start in any worker Ray has (True until one could not leave Ray's
+        niceness there: executors get workers of their own from then on)."""
+        return self._any_worker
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -195,7 +201,7 @@ class FleetBackend:
         15 itself; where it may not (no CAP_SYS_NICE), again in a worker Ray starts for it
         with the executor's variables (conch.fleet.executor), and so for every later node."""
         if self._any_worker:
-            node.executor = self._actor(node, True)
+            node.executor = self.new_executor(node, any_worker=True)
             started: dict[str, Any] = await asyncio.wait_for(
                 node.executor.start.remote(True), _START_TIMEOUT_S
             )
@@ -210,13 +216,14 @@ class FleetBackend:
             self._any_worker = False
             with contextlib.suppress(Exception):
                 self._ray.kill(node.executor, no_restart=True)
-        node.executor = self._actor(node, False)
+        node.executor = self.new_executor(node, any_worker=False)
         started = await asyncio.wait_for(node.executor.start.remote(False), _START_TIMEOUT_S)
         return started
 
-    def _actor(self, node: Node, any_worker: bool) -> Any:
-        """A new executor actor pinned to the node: in any worker Ray has there, or in one Ray
-        starts for it with the executor's own variables."""
+    def new_executor(self, node: Node, *, any_worker: bool) -> Any:
+        """A new executor actor pinned to the node (not started: its ``start`` is the first
+        call): in any worker Ray has there, or in one Ray starts for it with the executor's own
+        variables. The caller owns it: ``ray.kill`` ends it."""
         options: dict[str, Any] = {}
         if not any_worker:
             options["runtime_env"] = {"env_vars": {NICENESS_ENV: "0", KILL_CHILDREN_ENV: "false"}}

@@ -22,7 +22,7 @@ from conch.tools.watch import Watch
 if TYPE_CHECKING:
     from conch.tools.call import ToolOutcome
 
-_H = TypeVar("_H", bound="HostBase")
+_H = TypeVar("_H", bound="Host")
 
 
 class HostView(Protocol):
@@ -70,7 +70,10 @@ class HostView(Protocol):
         ...
 
 
-class Host(Protocol):
+class HostParts(Protocol):
+    """What a host serves and a runtime's backend provides alike (conch/runtime.py): the
+    catalogue, the view and the watch, the lifecycle."""
+
     config: Config
 
     @property
@@ -96,10 +99,6 @@ class Host(Protocol):
 
     async def aclose(self) -> None: ...
 
-    async def __aenter__(self) -> Host: ...
-
-    async def __aexit__(self, *exc: object) -> None: ...
-
     def tools(self) -> list[dict[str, Any]]:
         """Every tool of the active profiles as MCP ``tools/list`` shows it."""
         ...
@@ -109,7 +108,25 @@ class Host(Protocol):
         name: str,
         arguments: Mapping[str, Any] | None = None,
         context: ToolContext | None = None,
-    ) -> ToolOutcome: ...
+    ) -> ToolOutcome:
+        """Call a tool: its result, whether it is an error, and its ``_meta``."""
+        ...
+
+    async def list_resources(self, *, seed_only: bool = False) -> list[dict[str, Any]]: ...
+
+    async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]: ...
+
+
+class Host(HostParts, Protocol):
+    """A host: its parts, ``async with`` (a class that subclasses this protocol gets it from
+    here: ``start`` on entry, ``aclose`` on exit), ``info``, ``signal`` and ``changes``."""
+
+    async def __aenter__(self: _H) -> _H:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     async def info(self) -> Mapping[str, Any]: ...
 
@@ -130,54 +147,6 @@ class Host(Protocol):
     ) -> dict[str, Any]:
         """A job's changes to the workspace, or their undo (the dashboard's view and undo)."""
         ...
-
-    async def list_resources(self, *, seed_only: bool = False) -> list[dict[str, Any]]: ...
-
-    async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]: ...
-
-
-class HostBase:
-    """A host's ``async with`` and ``call_tool`` on top of its own ``start``/``aclose`` and
-    ``call_tool_full``."""
-
-    async def start(self) -> None:
-        raise NotImplementedError
-
-    async def aclose(self) -> None:
-        raise NotImplementedError
-
-    async def _call_tool(
-        self, name: str, arguments: Mapping[str, Any] | None, context: ToolContext | None
-    ) -> ToolOutcome:
-        raise NotImplementedError
-
-    async def call_tool_full(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        context: ToolContext | None = None,
-    ) -> ToolOutcome:
-        """Call a tool: its result, whether it is an error, and its ``_meta`` (the runtime's
-        own call path: the local one, or the fleet's routing)."""
-        return await self._call_tool(name, arguments, context)
-
-    async def __aenter__(self: _H) -> _H:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        context: ToolContext | None = None,
-    ) -> dict[str, Any]:
-        """Call a tool by name; its structured result or ``{"error": {...}}`` (never raises
-        for a tool's error)."""
-        return (await self.call_tool_full(name, arguments, context)).result
 
 
 class EngineView:

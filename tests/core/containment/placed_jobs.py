@@ -132,6 +132,5 @@ async def main(data_dir: str, cwd: str) -> dict[str, Any]:
 
 if __name__ == "__main__":
     if "--as-before-glibc-2.39" in sys.argv:
-        libc_spawn.available()
-        libc_spawn._into_cgroup = False
+        libc_spawn.forgo_cgroup_spawn()
     print(json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2]))))

@@ -90,7 +90,7 @@ async def test_shutdown_kills_escapees_and_removes_the_parent_cgroups(config, tm
         cmd = f"(setsid env -i /bin/sh -c 'trap \"\" TERM; echo $$ > {pidfile}; exec sleep 300' &)"
         await rt.exec(command=cmd)
         daemon = read_pid(str(pidfile))
-        parents = list(rt.engine.spawn.containment.cgroups._parents)
+        parents = list(rt.engine.spawn.containment.cgroups.parents)
         assert parents and all(os.path.isdir(p) for p in parents)
     assert wait_for(lambda: gone(daemon), 3.0)
     assert not any(os.path.exists(p) for p in parents)
@@ -236,7 +236,7 @@ async def test_a_limit_setting_without_a_cgroup_is_refused_at_each_call(config):
 
 async def test_a_finished_jobs_cgroup_goes_once_its_leftovers_end(rt):
     parent = next(
-        p for p in rt.engine.spawn.containment.cgroups._parents if "unified" in p or "freezer" in p
+        p for p in rt.engine.spawn.containment.cgroups.parents if "unified" in p or "freezer" in p
     )
     done = await rt.exec(command="true")
     left = await rt.exec(command="sleep 0.3 &")

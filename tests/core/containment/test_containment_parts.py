@@ -14,9 +14,10 @@ import pytest
 from procs import gone, read_pid, reap_zombie_children, wait_for
 
 import conch
-from conch.core.containment import cgroup as cgroup_mod
 from conch.core.containment import sandbox as sb
-from conch.core.containment.cgroup import Cgroups, Layout, parse_layout, read_layout
+from conch.core.containment.cgroup import layout as cgroup_layout
+from conch.core.containment.cgroup.layout import Layout, parse_layout, read_layout
+from conch.core.containment.cgroup.tree import Cgroups
 from conch.core.containment.fence import SpawnFence
 from conch.core.process import procfs
 from conch.core.process.hygiene import instance_id
@@ -211,14 +212,17 @@ def test_v1_freezer_tracking_kills_a_forking_tree_and_escapees(tmp_path):
     assert gone(daemon)
     reap_zombie_children()
     assert job.remove()
+    parents = cg.parents
+    assert parents and all(os.path.isdir(p) for p in parents)
     cg.close()
-    assert not any(os.path.exists(p) for p in cg._parents)
+    assert cg.parents == ()
+    assert not any(os.path.exists(p) for p in parents)
 
 
 async def test_the_runtime_at_the_v1_level_kills_escapees_and_applies_memory_max(
     config, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(cgroup_mod, "read_layout", _v1_only)
+    monkeypatch.setattr(cgroup_layout, "read_layout", _v1_only)
     async with conch.Runtime(config()) as rt:
         info = await rt.info()
         assert info["containment"] == "cgroup" and info["cgroup"]["version"] == "v1"
@@ -279,7 +283,7 @@ async def test_a_v2_tree_without_controllers_kills_but_refuses_limits_naming_why
     # controllers): cgroup.kill works, memory_max/pids_max are refused, never ignored
     real = read_layout()
     monkeypatch.setattr(
-        cgroup_mod, "read_layout", lambda: Layout(v2=real.v2, v1={}, v2_mount=real.v2_mount)
+        cgroup_layout, "read_layout", lambda: Layout(v2=real.v2, v1={}, v2_mount=real.v2_mount)
     )
     async with conch.Runtime(config()) as rt:
         info = await rt.info()

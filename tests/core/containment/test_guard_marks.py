@@ -207,7 +207,7 @@ def test_the_socket_of_a_live_connection_names_this_process_cgroup():
     v2 (its directory's inode), the mark the guard reads."""
     from conch.core.process import peer
 
-    if not peer._diag_answers():
+    if not peer.diag_answers():
         pytest.skip("needs sock_diag for TCP (the inet_diag module) on this kernel")
     with open("/proc/self/cgroup") as f:
         rel = next(line.split(":", 2)[2].strip() for line in f if line.startswith("0::"))
@@ -283,7 +283,7 @@ def test_a_v4_peer_of_a_dual_stack_server_is_found_with_its_cgroup():
     resort)."""
     from conch.core.process import peer
 
-    if not peer._diag_answers() or not socket.has_dualstack_ipv6():
+    if not peer.diag_answers() or not socket.has_dualstack_ipv6():
         pytest.skip("needs sock_diag for TCP and dual-stack IPv6 on this host")
     with (
         socket.create_server(("::", 0), family=socket.AF_INET6, dualstack_ipv6=True) as ls,

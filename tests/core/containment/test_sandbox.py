@@ -411,12 +411,11 @@ async def test_a_signal_sent_while_bwrap_sets_up_reaches_the_program(tmp_path, w
             deadline = time.monotonic() + 1
             in_setup = False
             while time.monotonic() < deadline and not in_setup:
-                pids = d._collect()
+                pids = d.pids()
                 in_setup = (
                     bool(pids)
                     and all(
-                        driver_mod._setting_up(p, procfs.comm(p), d.pid)
-                        and procfs.ignored(p) & term
+                        driver_mod.setting_up(p, procfs.comm(p), d.pid) and procfs.ignored(p) & term
                         for p in pids
                     )
                     and any(procfs.comm(p) == "bwrap" for p in pids)

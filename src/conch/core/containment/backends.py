@@ -28,6 +28,7 @@ from conch.core.containment.landlock import lockdown as ld
 from conch.core.containment.landlock import rules
 from conch.core.containment.landlock import seccomp as sc
 from conch.core.containment.landlock.spawner import ForkServer, RestrictedSpawner, probe
+from conch.core.containment.landlock.syscalls import ARCH, AUDIT_ARCH
 from conch.core.containment.landlock.tmpdirs import TempDirs
 from conch.core.process import procfs
 from conch.errors import ConchError
@@ -248,7 +249,7 @@ class Backends:
             return False
         files: dict[str, str] = {}
         try:
-            if sc.ARCH in sc.AUDIT_ARCH:
+            if ARCH in AUDIT_ARCH:
                 files = self._seccomp_program_files()
         except OSError:
             files = {}

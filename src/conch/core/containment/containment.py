@@ -18,7 +18,7 @@ from conch.config import ContainmentSettings
 from conch.core.containment import gitdir, unotify
 from conch.core.containment import sandbox as sb
 from conch.core.containment.backends import Backends
-from conch.core.containment.cgroup import LIMITS, Cgroups
+from conch.core.containment.cgroup.tree import LIMITS, Cgroups
 from conch.core.containment.fence import SH, SpawnFence, inside
 from conch.core.containment.landlock import rules
 from conch.core.containment.landlock.spawner import ForkServer

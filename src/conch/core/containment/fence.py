@@ -26,7 +26,7 @@ from typing import Any
 
 from conch.core.containment import sandbox as sb
 from conch.core.containment import shenv, unotify
-from conch.core.containment.cgroup import JobCgroup
+from conch.core.containment.cgroup.job import JobCgroup
 from conch.core.containment.landlock import rules, shim
 from conch.core.containment.landlock import seccomp as sc
 from conch.core.containment.landlock.spawner import ForkServer, RestrictedSpawner

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conch.core.containment import metaops
-from conch.core.containment.landlock import seccomp as sc
+from conch.core.containment.landlock.syscalls import ARCH, SYSCALLS
 from conch.errors import ConfigError
 
 log = logging.getLogger("conch.sandbox")
@@ -162,9 +162,7 @@ def _tgid(tid: int) -> int:
 
 
 _BY_NUMBER = {
-    sc.SYSCALLS[sc.ARCH][n]: n
-    for n in ("connect", *metaops.CALLS)
-    if n in sc.SYSCALLS.get(sc.ARCH, {})
+    SYSCALLS[ARCH][n]: n for n in ("connect", *metaops.CALLS) if n in SYSCALLS.get(ARCH, {})
 }
 
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from conch.core.containment import sandbox as sb
-from conch.core.containment.cgroup import JobCgroup
+from conch.core.containment.cgroup.job import JobCgroup
 from conch.core.containment.fence import SpawnFence
 from conch.core.jobs.job import Job
 from conch.core.process import procfs
@@ -34,7 +34,7 @@ _FORWARDED = frozenset(int(getattr(signal, name)) for name in sb.FORWARDED)
 _SETUP_COMMS = ("bwrap", "env")
 
 
-def _setting_up(pid: int, comm: str, leader: int) -> bool:
+def setting_up(pid: int, comm: str, leader: int) -> bool:
     """A process (``comm``: its name) of the sandbox's own start, not of the program yet."""
     return comm in _SETUP_COMMS or (pid == leader and comm == "sh")
 
@@ -96,9 +96,9 @@ class ProcessDriver:
         in that start (a signal that came to env there found it ignoring, or env died of it)."""
         assert self.pid is not None
         leader, bit = self.pid, 1 << (signum - 1)
-        views = [(p, procfs.comm(p)) for p in self._collect()]
+        views = [(p, procfs.comm(p)) for p in self.pids()]
         return bool(views) and all(
-            _setting_up(p, comm, leader) and (comm == "env" or procfs.ignored(p) & bit)
+            setting_up(p, comm, leader) and (comm == "env" or procfs.ignored(p) & bit)
             for p, comm in views
         )
 
@@ -114,9 +114,9 @@ class ProcessDriver:
                 return
             if any(
                 procfs.is_alive(p)
-                and not _setting_up(p, procfs.comm(p), leader)
+                and not setting_up(p, procfs.comm(p), leader)
                 and not procfs.ignored(p) & bit
-                for p in self._collect()
+                for p in self.pids()
             ):
                 self._deliver(signum)
             elif self._loop.time() < deadline:
@@ -215,7 +215,9 @@ class ProcessDriver:
 
     # -- the tree --------------------------------------------------------------------------------
 
-    def _collect(self) -> set[int]:
+    def pids(self) -> set[int]:
+        """The job's processes now: those carrying its tag, those in its cgroup, and its
+        leader until it has exited."""
         assert self.pid is not None
         pids = procfs.scan_job(self.pid, self.pid, TAG_VAR.encode(), self._tag)
         if self.cgroup is not None:
@@ -245,7 +247,7 @@ class ProcessDriver:
                     found.add(c)
             pids = found | procfs.descendants(found)
         else:
-            pids = self._collect()
+            pids = self.pids()
         pids.discard(self.pid)
         return sorted(pids)
 
@@ -262,9 +264,9 @@ class ProcessDriver:
     async def _stop(self, reason: str, grace_s: float) -> None:
         assert self.pid is not None
         if grace_s > 0:
-            await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
+            await terminate_tree(self.pids, [self.pid], grace_s, self.reaper)
         else:  # `signal kill`: SIGKILL at once, no TERM first
-            await kill_tree_now(self._collect, [self.pid], self.reaper)
+            await kill_tree_now(self.pids, [self.pid], self.reaper)
         await self._kill_cgroup()
         await self._finish_killed(reason, 2.0)
         self._done()
@@ -284,9 +286,9 @@ class ProcessDriver:
         if self.pid is None:
             return
         if grace_s > 0:
-            await terminate_tree(self._collect, [self.pid], grace_s, self.reaper)
+            await terminate_tree(self.pids, [self.pid], grace_s, self.reaper)
         else:
-            await kill_tree_now(self._collect, [self.pid], self.reaper)
+            await kill_tree_now(self.pids, [self.pid], self.reaper)
         await self._kill_cgroup()
         self._done()
 

@@ -238,7 +238,7 @@ class PipeDriver(ProcessDriver):
         assert self.pid is not None
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signum)
-        for pid in self._collect():
+        for pid in self.pids():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
 

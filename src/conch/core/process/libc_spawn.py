@@ -132,6 +132,14 @@ def into_cgroup_available() -> bool:
     return _load() and _into_cgroup
 
 
+def forgo_cgroup_spawn() -> None:
+    """Start no child inside a cgroup from now on in this process, as with glibc before 2.39:
+    the path of an older glibc (a ``sh`` enters the cgroup) can then be run on a newer one."""
+    global _into_cgroup
+    _load()
+    _into_cgroup = False
+
+
 def _new_attr(libc: Any, cgroup_fd: int | None = None) -> Any:
     """An attribute set: a new session, every signal at its default, an empty mask (and the
     cgroup directory ``cgroup_fd`` to start in). The one without a cgroup is made once and

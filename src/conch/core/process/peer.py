@@ -90,7 +90,7 @@ def _tcp_lines(client: tuple[str, int], server: tuple[str, int]) -> Iterator[tup
 def socket_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
     """The user who owns the client's end of a loopback connection from ``client`` to
     ``server`` (the socket's creator), or None when it is not found (it has closed)."""
-    if _diag_answers():
+    if diag_answers():
         try:
             return diag_socket_uid(client, server)
         except OSError:
@@ -211,7 +211,7 @@ def diag_socket_uid(client: tuple[str, int], server: tuple[str, int]) -> int | N
 
 
 @functools.cache
-def _diag_answers() -> bool:
+def diag_answers() -> bool:
     """Whether sock_diag finds TCP sockets here (its TCP module may be missing: it answers
     ENOENT then, as for a socket that is gone): tried once on a connection of our own."""
     try:
@@ -230,7 +230,7 @@ def _diag_answers() -> bool:
 def socket_found(client: tuple[str, int], server: tuple[str, int]) -> Found | None:
     """The client's end of a connection from ``client`` to ``server``: by sock_diag where it
     answers (with the cgroup it was made in), else from /proc/net/tcp{,6} (without)."""
-    if _diag_answers():
+    if diag_answers():
         tries = [(client, server)]
         if ":" not in client[0]:  # a v4 peer of a v6 socket (a server bound to "::")
             tries.append(((f"::ffff:{client[0]}", client[1]), (f"::ffff:{server[0]}", server[1])))
@@ -254,7 +254,7 @@ def socket_inode(client: tuple[str, int], server: tuple[str, int]) -> int | None
     """The inode of the client's end of a connection from ``client`` to ``server``: by
     sock_diag where it answers (one exact lookup, whatever the number of sockets on the host),
     else from /proc/net/tcp{,6}."""
-    if _diag_answers():
+    if diag_answers():
         try:
             found = diag_socket_owner(client, server)
             if found is not None:

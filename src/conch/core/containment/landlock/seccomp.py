@@ -1,139 +1,49 @@
-"""The seccomp filters of a sandboxed job, assembled as classic BPF by pure functions: bytes out,
-no system call (conch/core/containment/landlock/lockdown.py loads them; bwrap reads them as
+"""The seccomp filters of a sandboxed job: which system call gets which answer, built by pure
+functions, bytes out, no system call (landlock/lockdown.py loads them; bwrap reads them as
 ``--seccomp FD``). ``seccomp_program`` is every sandboxed job's filter on both backends,
 ``notify_program`` the filter whose calls wait for Conch's answer (core/containment/unotify.py,
-metaops.py). ``SYSCALLS`` holds the numbers the filters name, per architecture.
+metaops.py). The numbers of the calls are syscalls.py's; bpf.py assembles the instructions.
 """
 
 from __future__ import annotations
 
 import errno
 import functools
-import os
 import socket
-import struct
 from typing import Any
 
-#: the system calls the filters name, by architecture
-SYSCALLS = {
-    "x86_64": {
-        "clone": 56,
-        "clone3": 435,
-        "socket": 41,
-        "connect": 42,
-        "sendto": 44,
-        "sendmsg": 46,
-        "socketpair": 53,
-        "sendmmsg": 307,
-        "io_uring_setup": 425,
-        "open": 2,
-        "openat": 257,
-        "openat2": 437,
-        "truncate": 76,
-        # calls that make a file or directory with a mode (and clone/unshare, fcntl)
-        "creat": 85,
-        "mkdir": 83,
-        "mknod": 133,
-        "mkdirat": 258,
-        "mknodat": 259,
-        "fcntl": 72,
-        "unshare": 272,
-        # metadata changes (Landlock handles none of them)
-        "chmod": 90,
-        "fchmod": 91,
-        "chown": 92,
-        "fchown": 93,
-        "lchown": 94,
-        "utime": 132,
-        "setxattr": 188,
-        "lsetxattr": 189,
-        "fsetxattr": 190,
-        "removexattr": 197,
-        "lremovexattr": 198,
-        "fremovexattr": 199,
-        "utimes": 235,
-        "fchownat": 260,
-        "futimesat": 261,
-        "fchmodat": 268,
-        "utimensat": 280,
-        "fchmodat2": 452,
-        "setxattrat": 463,
-        "removexattrat": 466,
-        # calls on another process's limits, priority, scheduling (Landlock scopes none)
-        "setpriority": 141,
-        "sched_setparam": 142,
-        "sched_setscheduler": 144,
-        "sched_setaffinity": 203,
-        "ioprio_set": 251,
-        "prlimit64": 302,
-        "sched_setattr": 314,
-    },
-    "aarch64": {
-        "clone": 220,
-        "clone3": 435,
-        "socket": 198,
-        "connect": 203,
-        "sendto": 206,
-        "sendmsg": 211,
-        "socketpair": 199,
-        "sendmmsg": 269,
-        "io_uring_setup": 425,
-        # (no open: openat only; truncate is the generic table's __NR3264_truncate)
-        "openat": 56,
-        "openat2": 437,
-        "truncate": 45,
-        # calls that make a file or directory with a mode (and clone/unshare, fcntl; the
-        # generic table has no creat, mkdir, mknod)
-        "mkdirat": 34,
-        "mknodat": 33,
-        "fcntl": 25,
-        "unshare": 97,
-        # metadata changes (the generic table: no chmod, chown, lchown, utime, utimes)
-        "setxattr": 5,
-        "lsetxattr": 6,
-        "fsetxattr": 7,
-        "removexattr": 14,
-        "lremovexattr": 15,
-        "fremovexattr": 16,
-        "fchmod": 52,
-        "fchmodat": 53,
-        "fchownat": 54,
-        "fchown": 55,
-        "utimensat": 88,
-        "fchmodat2": 452,
-        "setxattrat": 463,
-        "removexattrat": 466,
-        # calls on another process's limits, priority, scheduling
-        "ioprio_set": 30,
-        "sched_setparam": 118,
-        "sched_setscheduler": 119,
-        "sched_setaffinity": 122,
-        "setpriority": 140,
-        "prlimit64": 261,
-        "sched_setattr": 274,
-    },
-}
-ARCH = os.uname().machine
-AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+from conch.core.containment.landlock.bpf import (
+    AND_K,
+    JEQ,
+    JGE,
+    LD_ABS_W,
+    RET,
+    RET_ALLOW,
+    RET_KILL,
+    RET_USER_NOTIF,
+    arg,
+    assemble,
+    head,
+    ret_errno,
+)
+from conch.core.containment.landlock.syscalls import ARCH, AUDIT_ARCH, SYSCALLS
 
-_LD_ABS_W = 0x20
-_AND_K = 0x54  # BPF_ALU | BPF_AND | BPF_K
-_JEQ = 0x15
-_JGE = 0x35
-_RET = 0x06
-RET_ALLOW = 0x7FFF0000
-RET_KILL = 0x80000000
-_RET_ERRNO = 0x00050000
-_X32_BIT = 0x40000000
+__all__ = [
+    "ARCH",
+    "BROKERED_METADATA",
+    "RET_ALLOW",
+    "RET_KILL",
+    "RET_USER_NOTIF",
+    "SYSCALLS",
+    "notify_program",
+    "seccomp_program",
+]
+
 # open flags, the same on x86_64 and aarch64 (asm-generic/fcntl.h)
 _O_ACCMODE = 0o3
 _O_TRUNC = 0o1000
 _O_CREAT = 0o100
 _O_TMPFILE = 0o20000000  # (__O_TMPFILE: O_TMPFILE is it with O_DIRECTORY)
-
-
-def _errno(e: int) -> int:
-    return _RET_ERRNO | e
 
 
 _SETID = 0o6000  # S_ISUID | S_ISGID
@@ -171,23 +81,23 @@ def _open_tail(flags_arg: int, mode_arg: int, truncate: bool) -> list[tuple[Any,
     out: list[tuple[Any, ...]] = []
     if truncate:
         out += [
-            (_LD_ABS_W, 16 + 8 * flags_arg),
-            (_AND_K, _O_TRUNC | _O_ACCMODE),
-            (_JEQ, _O_TRUNC, "eacces", None),
-            (_JEQ, _O_TRUNC | _O_ACCMODE, "eacces", None),
+            (LD_ABS_W, arg(flags_arg)),
+            (AND_K, _O_TRUNC | _O_ACCMODE),
+            (JEQ, _O_TRUNC, "eacces", None),
+            (JEQ, _O_TRUNC | _O_ACCMODE, "eacces", None),
         ]
     return [
         *out,
-        (_LD_ABS_W, 16 + 8 * flags_arg),
-        (_AND_K, _O_CREAT | _O_TMPFILE),
-        (_JEQ, 0, "allow", None),
+        (LD_ABS_W, arg(flags_arg)),
+        (AND_K, _O_CREAT | _O_TMPFILE),
+        (JEQ, 0, "allow", None),
         *_setid_mode(mode_arg),
     ]
 
 
-def _setid_mode(arg: int) -> list[tuple[Any, ...]]:
-    """A tail: EPERM when the mode in args[``arg``] has S_ISUID or S_ISGID, else allow."""
-    return [(_LD_ABS_W, 16 + 8 * arg), (_AND_K, _SETID), (_JEQ, 0, "allow", "eperm")]
+def _setid_mode(mode: int) -> list[tuple[Any, ...]]:
+    """A tail: EPERM when the mode in args[``mode``] has S_ISUID or S_ISGID, else allow."""
+    return [(LD_ABS_W, arg(mode)), (AND_K, _SETID), (JEQ, 0, "allow", "eperm")]
 
 
 #: the calls that act on another process's scheduling when their pid (args[0]) is not 0
@@ -272,19 +182,6 @@ def seccomp_program(
     own children, and the pthread calls that name a thread by its id
     (``pthread_setaffinity_np``, ``pthread_setschedparam``), fail too."""
     nr = SYSCALLS[arch]
-    prog: list[tuple[int, int, int, int]] = []
-
-    def op(code: int, k: int, jt: int = 0, jf: int = 0) -> None:
-        prog.append((code, jt, jf, k))
-
-    # seccomp_data: nr at 0, arch at 4, args[i] at 16 + 8 i (low word first: little endian)
-    op(_LD_ABS_W, 4)
-    op(_JEQ, AUDIT_ARCH[arch], 1, 0)
-    op(_RET, RET_KILL)
-    op(_LD_ABS_W, 0)
-    if arch == "x86_64":
-        op(_JGE, _X32_BIT, 0, 1)
-        op(_RET, RET_KILL)
     if metadata not in ("", "brokered", "all"):
         raise ValueError(f"metadata must be '', 'brokered' or 'all', not {metadata!r}")
     # a jump table to the tails below: syscall -> tail (one entry each: the strictest rule)
@@ -294,8 +191,8 @@ def seccomp_program(
         if name in nr:
             table[nr[name]] = tail
 
-    for name, arg in _MODE_ARG.items():
-        rule(name, f"mode{arg}")
+    for name, index in _MODE_ARG.items():
+        rule(name, f"mode{index}")
     rule("open", "open")
     rule("openat", "openat")
     rule("openat2", "enosys")
@@ -331,16 +228,16 @@ def seccomp_program(
     tails: dict[str, list[tuple[Any, ...]]] = {
         # args[0] (the family) must be AF_UNIX
         "family": [
-            (_LD_ABS_W, 16),
-            (_JEQ, socket.AF_UNIX, "allow", None),
-            (_RET, _errno(errno.EAFNOSUPPORT)),
+            (LD_ABS_W, arg(0)),
+            (JEQ, socket.AF_UNIX, "allow", None),
+            (RET, ret_errno(errno.EAFNOSUPPORT)),
         ],
         # args[4] (dest_addr, 64 bits) must be NULL
         "address": [
-            (_LD_ABS_W, 16 + 8 * 4),
-            (_JEQ, 0, None, "eacces"),
-            (_LD_ABS_W, 20 + 8 * 4),
-            (_JEQ, 0, "allow", "eacces"),
+            (LD_ABS_W, arg(4)),
+            (JEQ, 0, None, "eacces"),
+            (LD_ABS_W, arg(4) + 4),
+            (JEQ, 0, "allow", "eacces"),
         ],
         "open": _open_tail(1, 2, truncate),  # open(path, flags, mode)
         "openat": _open_tail(2, 3, truncate),  # openat(dirfd, path, flags, mode)
@@ -348,75 +245,41 @@ def seccomp_program(
         "mode1": _setid_mode(1),
         "mode2": _setid_mode(2),
         # fcntl(fd, cmd, arg): cmd (args[1]) no F_SETLEASE
-        "lease": [(_LD_ABS_W, 16 + 8), (_JEQ, _F_SETLEASE, "eperm", "allow")],
+        "lease": [(LD_ABS_W, arg(1)), (JEQ, _F_SETLEASE, "eperm", "allow")],
         # unshare(flags), clone(flags, ...): no CLONE_NEWUSER in args[0]
-        "userns": [(_LD_ABS_W, 16), (_AND_K, _CLONE_NEWUSER), (_JEQ, 0, "allow", "eperm")],
+        "userns": [(LD_ABS_W, arg(0)), (AND_K, _CLONE_NEWUSER), (JEQ, 0, "allow", "eperm")],
         # args[0], a pid (an int: the low word), must be 0 (the caller)
-        "pid0": [(_LD_ABS_W, 16), (_JEQ, 0, "allow", "eperm")],
+        "pid0": [(LD_ABS_W, arg(0)), (JEQ, 0, "allow", "eperm")],
         # prlimit64(pid, resource, new, old): pid 0, or no new limit (args[2], 64 bits, NULL)
         "prlimit": [
-            (_LD_ABS_W, 16),
-            (_JEQ, 0, "allow", None),
-            (_LD_ABS_W, 16 + 8 * 2),
-            (_JEQ, 0, None, "eperm"),
-            (_LD_ABS_W, 20 + 8 * 2),
-            (_JEQ, 0, "allow", "eperm"),
+            (LD_ABS_W, arg(0)),
+            (JEQ, 0, "allow", None),
+            (LD_ABS_W, arg(2)),
+            (JEQ, 0, None, "eperm"),
+            (LD_ABS_W, arg(2) + 4),
+            (JEQ, 0, "allow", "eperm"),
         ],
         # setpriority(which, who, prio): who (args[1]) 0, and which no PRIO_USER
         "prio": [
-            (_LD_ABS_W, 16 + 8),
-            (_JEQ, 0, None, "eperm"),
-            (_LD_ABS_W, 16),
-            (_JGE, _PRIO_USER, "eperm", "allow"),
+            (LD_ABS_W, arg(1)),
+            (JEQ, 0, None, "eperm"),
+            (LD_ABS_W, arg(0)),
+            (JGE, _PRIO_USER, "eperm", "allow"),
         ],
         # ioprio_set(which, who, ioprio): the same, IOPRIO_WHO_USER refused
         "ioprio": [
-            (_LD_ABS_W, 16 + 8),
-            (_JEQ, 0, None, "eperm"),
-            (_LD_ABS_W, 16),
-            (_JGE, _IOPRIO_WHO_USER, "eperm", "allow"),
+            (LD_ABS_W, arg(1)),
+            (JEQ, 0, None, "eperm"),
+            (LD_ABS_W, arg(0)),
+            (JGE, _IOPRIO_WHO_USER, "eperm", "allow"),
         ],
-        "allow": [(_RET, RET_ALLOW)],
-        "eacces": [(_RET, _errno(errno.EACCES))],
-        "eperm": [(_RET, _errno(errno.EPERM))],
-        "enosys": [(_RET, _errno(errno.ENOSYS))],
+        "allow": [(RET, RET_ALLOW)],
+        "eacces": [(RET, ret_errno(errno.EACCES))],
+        "eperm": [(RET, ret_errno(errno.EPERM))],
+        "enosys": [(RET, ret_errno(errno.ENOSYS))],
     }
-    # (jumps go forward only: the tails that jump come first, the RETs they reach last)
-    used = set(table.values())
-    used |= {t for name in used for ins in tails[name] for t in ins[2:] if t is not None}
-    returns = ("allow", "eacces", "enosys", "eperm")
-    order = [n for n in tails if n in used and n not in returns] + list(returns)
-    start = len(prog) + len(table) + 1  # after the table and its fall-through RET ALLOW
-    where: dict[str, int] = {}
-    at = start
-    for name in order:
-        where[name] = at
-        at += len(tails[name])
-    for sysno, tail in table.items():
-        here = len(prog)
-        op(_JEQ, sysno, where[tail] - here - 1, 0)
-    op(_RET, RET_ALLOW)
-    for name in order:
-        for ins in tails[name]:
-            here = len(prog)
-            if len(ins) == 4:
-                code, k, jt, jf = ins
-                t = 0 if jt is None else where[jt] - here - 1
-                f = 0 if jf is None else where[jf] - here - 1
-                op(code, k, t, f)
-            else:
-                op(ins[0], ins[1])
-    assert len(prog) == at
-    assert all(0 <= jt < 256 and 0 <= jf < 256 for _, jt, jf, _ in prog)
-    # every jump lands inside the program (on a later instruction), and it ends with a RET
-    jumps = [(i, jt, jf) for i, (c, jt, jf, _) in enumerate(prog) if c & 7 == 5]  # BPF_JMP
-    assert all(i + 1 + max(jt, jf) < len(prog) for i, jt, jf in jumps)
-    assert prog[-1][0] == _RET
-    return b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
-
-
-#: the filter's verdict that hands the call to Conch (seccomp_unotify(2))
-RET_USER_NOTIF = 0x7FC00000
+    start = head(AUDIT_ARCH[arch], x32=arch == "x86_64")
+    return assemble(start, table, tails, ("allow", "eacces", "enosys", "eperm"))
 
 
 #: the metadata calls a ``workspace-write`` job hands to Conch (conch/core/containment/metaops.py)
@@ -440,18 +303,10 @@ def notify_program(arch: str = ARCH, *, connect: bool = True, metadata: bool = F
     and time calls of ``BROKERED_METADATA`` (a ``workspace-write`` job's: metaops.py).
     Everything else passes to the filter loaded after it (``seccomp_program``, with
     ``connect_ok`` and ``metadata="brokered"`` letting those calls through to this one)."""
-    prog = [
-        (_LD_ABS_W, 0, 0, 4),
-        (_JEQ, 1, 0, AUDIT_ARCH[arch]),
-        (_RET, 0, 0, RET_KILL),
-        (_LD_ABS_W, 0, 0, 0),
-    ]
-    if arch == "x86_64":
-        prog += [(_JGE, 0, 1, _X32_BIT), (_RET, 0, 0, RET_KILL)]
     trapped = [SYSCALLS[arch]["connect"]] if connect else []
     if metadata:
         trapped += [SYSCALLS[arch][n] for n in BROKERED_METADATA if n in SYSCALLS[arch]]
-    for i, nr in enumerate(trapped):  # each: to the USER_NOTIF at the end
-        prog.append((_JEQ, len(trapped) - i, 0, nr))
-    prog += [(_RET, 0, 0, RET_ALLOW), (_RET, 0, 0, RET_USER_NOTIF)]
-    return b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
+    # each: to the USER_NOTIF after the fall-through RET ALLOW
+    table = dict.fromkeys(trapped, "notify")
+    start = head(AUDIT_ARCH[arch], x32=arch == "x86_64")
+    return assemble(start, table, {"notify": [(RET, RET_USER_NOTIF)]}, ("notify",))
