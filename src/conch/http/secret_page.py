@@ -209,7 +209,7 @@ class LoopbackSecretPages:
                 "mean to give this value to that program.",
                 ask=ask,
                 form=True,
-                status=400,
+                notice=True,  # the form again, as web forms do: an ordinary 200 page
             )
         page.used = True  # single use: one value goes to the terminal, whatever happens next
         try:
@@ -320,7 +320,10 @@ def _page(
     ask: SecretAsk | None = None,
     form: bool = False,
     status: int = 200,
+    notice: bool = False,
 ) -> Response:
+    """A page: ``message`` alone, or (with ``ask``) who asks, headed by ``message`` as a
+    notice when the status is not 200 or ``notice`` is set (nothing was sent)."""
     nonce = secrets.token_urlsafe(16)
     body = ""
     if form and _unverified(ask):
@@ -342,7 +345,7 @@ def _page(
         )
     if ask is None:
         about = f'<p id="msg">{html.escape(message)}</p>'
-    elif form and status == 200:
+    elif form and status == 200 and not notice:
         about = _ask_html(ask)
     else:  # a notice first (nothing was sent), then who asks
         about = f'<p id="notice">{html.escape(message)}</p>' + _ask_html(ask)
