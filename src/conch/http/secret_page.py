@@ -283,6 +283,8 @@ def _confirmed(content_type: str, body: bytes) -> bool:
 
 
 def _who(path: str | None, pid: int) -> str:
+    if pid == 0:  # (the processes the search for readers did not look at in time)
+        return "processes Conch could not check in time"
     return f"{path} (process {pid})" if path is not None else f"process {pid}"
 
 

@@ -12,8 +12,10 @@ import dataclasses
 import fcntl
 import os
 import platform
+import stat
 import struct
 import termios
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -140,21 +142,88 @@ def input_state(master: int, tty: str, pids: Iterable[int]) -> tuple[bool, bool]
     return False, False
 
 
+#: how long ``readers`` looks for the terminal's holders outside the job's processes
+OUTSIDE_BUDGET_S = 1.0
+#: stands in ``readers`` for the processes not looked at within ``OUTSIDE_BUDGET_S``
+UNCHECKED = 0
+
+
 def readers(master: int, tty: str, pids: Iterable[int]) -> list[int]:
     """The given processes that wait reading the terminal now, in its foreground group: those
-    that get what is typed next (a password prompt's program, or whatever set echo off)."""
+    that get what is typed next (a password prompt's program, or whatever set echo off); then
+    every other process that can read it (``outside``)."""
     if not procfs.LINUX:
         return []
     try:
         fg = str(os.tcgetpgrp(master))
     except OSError:
         return []
-    return [
+    known = list(pids)
+    inside = [
         pid
-        for pid in pids
+        for pid in known
         if (fields := procfs.stat_fields(pid)) and fields[2] == fg
         if _blocked_on_terminal(pid, tty)
     ]
+    return inside + outside(tty, fg, set(known))
+
+
+def outside(tty: str, fg: str, known: set[int], budget_s: float = OUTSIDE_BUDGET_S) -> list[int]:
+    """The processes, other than ``known`` (the job's) and this one, that can read the
+    terminal ``tty`` whose foreground process group is ``fg``: one in that group, one whose
+    controlling terminal it is (it opens ``/dev/tty`` at will: a process an earlier command
+    left in the session), and one that holds it open on any descriptor (one that left the
+    session, ``setsid``, keeping it). Such a process may read what is typed next, or make
+    itself the foreground group and read it after any check.
+
+    Processes of another user are not seen where their descriptors cannot be read (neither
+    can they open the terminal, which is this user's). Bounded: past ``budget_s`` the search
+    stops and ``UNCHECKED`` stands for the processes not looked at (fail closed)."""
+    try:
+        rdev = os.stat(tty).st_rdev
+    except OSError:
+        return [UNCHECKED]
+    major, minor = os.major(rdev), os.minor(rdev)
+    tty_nr = str((minor & 0xFF) | (major << 8) | ((minor & ~0xFF) << 12))  # as /proc's stat
+    me = os.getpid()
+    deadline = time.monotonic() + budget_s
+    out: list[int] = []
+    for pid in procfs.all_pids():
+        if pid in known or pid == me:
+            continue
+        if time.monotonic() > deadline:
+            return [*out, UNCHECKED]
+        fields = procfs.stat_fields(pid)
+        if not fields or fields[0] in ("Z", "X"):
+            continue
+        if fields[2] == fg or fields[4] == tty_nr:
+            out.append(pid)
+            continue
+        held = _holds(pid, rdev, deadline)
+        if held is None:
+            return [*out, UNCHECKED]
+        if held:
+            out.append(pid)
+    return out
+
+
+def _holds(pid: int, rdev: int, deadline: float) -> bool | None:
+    """Whether ``pid`` has the terminal ``rdev`` open on a descriptor (None: the deadline
+    passed while looking)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False  # (gone, or another user's)
+    for i, fd in enumerate(fds):
+        if i % 64 == 63 and time.monotonic() > deadline:
+            return None
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == rdev:
+            return True
+    return False
 
 
 def eof_byte(master: int) -> bytes:
