@@ -31,6 +31,10 @@ _WAITS = {
     "x86_64": {7, 23, 232, 270, 271, 281, 441},  # poll, select, epoll_wait, pselect6, ppoll...
     "aarch64": {22, 72, 73, 441},
 }
+#: of _WAITS, the calls whose first two arguments are a ``pollfd`` array and its length
+_POLLS = {"x86_64": {7, 271}, "aarch64": {73}}  # poll, ppoll
+_POLL_READ = 0x1 | 0x2 | 0x40  # POLLIN | POLLPRI | POLLRDNORM
+_MAX_POLLED = 256
 _TTY_WCHAN = ("n_tty_read", "wait_woken")
 _POLL_WCHAN = ("do_select", "poll_schedule_timeout", "do_sys_poll", "ep_poll")
 
@@ -95,6 +99,35 @@ def _syscall(pid: int) -> list[str]:
         return []
 
 
+def _polled(pid: int, call: list[str]) -> list[int] | None:
+    """The descriptors a process asleep in ``poll``/``ppoll`` waits to read (its ``pollfd``
+    array, from its memory); None where that cannot be read (another user's, a process that
+    is not dumpable: ``sudo``, ``ssh``), or the array is large."""
+    try:
+        addr, count = int(call[1], 16), int(call[2], 16)
+    except (IndexError, ValueError):
+        return None
+    if not 0 < count <= _MAX_POLLED:
+        return None
+    try:
+        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        data = os.pread(fd, 8 * count, addr)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) != 8 * count:
+        return None
+    return [
+        polled
+        for polled, events, _ in struct.iter_unpack("=ihh", data)
+        if polled >= 0 and events & _POLL_READ
+    ]
+
+
 def _blocked_on_terminal(pid: int, tty: str) -> bool:
     fields = procfs.stat_fields(pid)
     if not fields or fields[0] != "S":
@@ -106,6 +139,9 @@ def _blocked_on_terminal(pid: int, tty: str) -> bool:
         if nr in _READS[arch] and len(call) > 1:
             return _is_terminal(procfs.fd_target(pid, int(call[1], 16)), tty)
         if nr in _WAITS[arch]:
+            polled = _polled(pid, call) if nr in _POLLS[arch] else None
+            if polled is not None:  # the very descriptors it waits on
+                return any(_is_terminal(procfs.fd_target(pid, fd), tty) for fd in polled)
             return _is_terminal(procfs.fd_target(pid, 0), tty)
         return False
     wchan = procfs.wchan(pid)
