@@ -99,7 +99,10 @@ async def test_processes_outside_the_job_that_can_read_its_terminal_are_named(tm
             out = str((await rt.read(job_id, cursor=0))["output"])
             left = [_pids(out, "HOLDER"), _pids(out, "MEMBER")]
             job = rt.engine.job(job_id)
-            readers = dict(job.terminal_readers())
+            for _ in range(20):  # (a search cut short by this busy machine's load: again)
+                readers = dict(job.terminal_readers())
+                if terminal.UNCHECKED not in readers:
+                    break
             assert set(left) <= set(readers), (left, readers, out)
             ask = ask_of(job)
             assert ask.warn and len(ask.unknown) >= 2, ask
