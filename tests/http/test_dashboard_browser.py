@@ -155,14 +155,17 @@ def test_token_dashboard_signs_in_with_a_form_and_the_api_still_needs_the_bearer
             " fetch('/api/jobs').then(r => r.status)]);"
         )
         assert statuses == [401, 401, 401, 200]
-        cookie = f"conch_dashboard={_session_cookie(srv)}"
+        cookie = _session_cookie(srv)
         for method, path in (("POST", "/invoke"), ("GET", "/health"), ("GET", "/manifest")):
             assert status_of(srv, method, path, {}) == 401, path
             assert status_of(srv, method, path, {"Cookie": cookie}) == 401, path
         assert status_of(srv, "POST", "/mcp", {"Cookie": cookie}) == 401
         assert status_of(srv, "GET", "/sse", {"Cookie": cookie}) == 401
         assert status_of(srv, "GET", "/api/jobs", {"Cookie": cookie}) == 200
-        assert status_of(srv, "GET", "/api/jobs", {"Cookie": "conch_dashboard=forged"}) == 401
+        assert (
+            status_of(srv, "GET", "/api/jobs", {"Cookie": f"conch_dashboard_{srv.port}=forged"})
+            == 401
+        )
         assert status_of(srv, "GET", "/health", {"Authorization": f"Bearer {TOKEN}"}) == 200
         # signing out drops the cookie: the form is back
         browser.click(browser.find("#signout button"))
@@ -177,7 +180,8 @@ def _session_cookie(srv: HttpServer) -> str:
     assert status == 303
     cookie = headers.get("set-cookie", "")
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and TOKEN not in cookie
-    return cookie.split(";")[0].split("=", 1)[1]
+    assert cookie.startswith(f"conch_dashboard_{srv.port}="), cookie  # named for its port
+    return cookie.split(";")[0]  # name=value, as a Cookie header carries it
 
 
 def test_stop_button_stops_a_running_job(tmp_path: Path, browser: Browser):
@@ -219,7 +223,7 @@ def test_signal_route_refuses_cross_origin_and_originless_cookie_posts(tmp_path:
     try:
         job = call(srv, "exec", {"command": "sleep 60", "yield_ms": 0}, token=TOKEN)
         path = f"/api/jobs/{job['job_id']}/signal"
-        cookie = {"Cookie": f"conch_dashboard={_session_cookie(srv)}"}
+        cookie = {"Cookie": _session_cookie(srv)}
         page = {**cookie, "X-Conch-Page-Token": str(page_token(srv.port, cookie))}
         assert status_of(srv, "POST", path, {}) == 401
         assert status_of(srv, "POST", path, {**page, "Origin": "http://evil.example"}) == 403
@@ -257,7 +261,8 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         global cookie
         cookie = self.headers.get("Cookie", "")
-        got = {"cookie": "conch_dashboard=" in cookie, "jobs": status("/api/jobs"),
+        named = "conch_dashboard_" + conch.rsplit(":", 1)[1] + "="
+        got = {"cookie": named in cookie, "jobs": status("/api/jobs"),
                "exec": status(f"/api/shells/{shell}/exec",
                               json.dumps({"command": f"id > {proof}"}).encode())}
         print(json.dumps(got), flush=True)
@@ -316,6 +321,36 @@ def test_a_cookie_another_port_receives_cannot_be_replayed(
             proc.communicate()
         proof.unlink(missing_ok=True)
         kill_group(srv.proc)
+
+
+def test_signing_in_to_a_dashboard_on_another_port_keeps_the_first_signed_in(
+    tmp_path: Path, browser: Browser
+):
+    """Two dashboards on two ports of 127.0.0.1 (the browser keeps one cookie jar for the
+    host, whatever the port): signing in to the second does not sign the person out of the
+    first, and signing out of one leaves the other signed in."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    other = TOKEN + "-two"
+    one = start_http(tmp_path / "one", "--auth-token", TOKEN, token=TOKEN)
+    two = start_http(tmp_path / "two", "--auth-token", other, token=other)
+    try:
+        for srv in (one, two):
+            browser.get(srv.url + "/")
+            browser.type(browser.find("#token"), srv.token)
+            browser.click(browser.find("#go"))
+            browser.find("#jobs")
+        browser.get(one.url + "/")
+        browser.find("#jobs")  # still signed in to the first
+        assert browser.find_all("form#signin") == []
+        browser.click(browser.find("#signout button"))
+        browser.find("form#signin")
+        browser.get(two.url + "/")
+        browser.find("#jobs")  # signing out of the first left the second alone
+        assert browser.find_all("form#signin") == []
+    finally:
+        kill_group(one.proc)
+        kill_group(two.proc)
 
 
 def wait_listening(port: int) -> None:

@@ -209,7 +209,7 @@ class LoopbackSecretPages:
                 "mean to give this value to that program.",
                 ask=ask,
                 form=True,
-                status=400,
+                notice=True,  # the form again, as web forms do: an ordinary 200 page
             )
         page.used = True  # single use: one value goes to the terminal, whatever happens next
         try:
@@ -283,6 +283,8 @@ def _confirmed(content_type: str, body: bytes) -> bool:
 
 
 def _who(path: str | None, pid: int) -> str:
+    if pid == 0:  # (the processes the search for readers did not look at in time)
+        return "processes Conch could not check in time"
     return f"{path} (process {pid})" if path is not None else f"process {pid}"
 
 
@@ -320,7 +322,10 @@ def _page(
     ask: SecretAsk | None = None,
     form: bool = False,
     status: int = 200,
+    notice: bool = False,
 ) -> Response:
+    """A page: ``message`` alone, or (with ``ask``) who asks, headed by ``message`` as a
+    notice when the status is not 200 or ``notice`` is set (nothing was sent)."""
     nonce = secrets.token_urlsafe(16)
     body = ""
     if form and _unverified(ask):
@@ -342,7 +347,7 @@ def _page(
         )
     if ask is None:
         about = f'<p id="msg">{html.escape(message)}</p>'
-    elif form and status == 200:
+    elif form and status == 200 and not notice:
         about = _ask_html(ask)
     else:  # a notice first (nothing was sent), then who asks
         about = f'<p id="notice">{html.escape(message)}</p>' + _ask_html(ask)

@@ -266,7 +266,9 @@ class Guard:
         ):
             await signin.signin_page()(scope, receive, send)
             return
-        if _cross_site_fetch(headers) and signin.cookie_value(headers.get("cookie", "")):
+        if _cross_site_fetch(headers) and signin.cookie_value(
+            headers.get("cookie", ""), signin.cookie_name(scope)
+        ):
             await _reject(
                 403,
                 "Forbidden: a signed-in dashboard request must come from the dashboard's own "
@@ -286,7 +288,7 @@ class Guard:
             return True  # the form and sign-in (which checks the typed token); sign-out
         if path != "/" and _cross_site_fetch(headers):
             return False  # a data or control route fetched by another site's page
-        sid = signin.cookie_value(headers.get("cookie", ""))
+        sid = signin.cookie_value(headers.get("cookie", ""), signin.cookie_name(scope))
         if peer.identified and self.sessions.check(sid, peer):
             scope[AUTH_SCOPE_KEY] = "cookie"
             scope[signin.SESSION_SCOPE_KEY] = sid

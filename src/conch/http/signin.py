@@ -27,10 +27,11 @@ from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.types import Scope
 
 from conch.http.peers import PEER_SCOPE_KEY, Peer
 
-COOKIE = "conch_dashboard"
+COOKIE = "conch_dashboard"  # the name's stem: each server port's cookie has a name of its own
 SESSION_MAX_S = 12 * 3600.0  # a sign-in lasts 12 hours at most
 SESSION_IDLE_S = 2 * 3600.0  # and ends after 2 hours without a request
 MAX_SESSIONS = 64
@@ -45,11 +46,22 @@ def is_dashboard_path(path: str) -> bool:
     return path in DASHBOARD_PATHS or path.startswith(DASHBOARD_PREFIXES)
 
 
-def cookie_value(cookie_header: str) -> str | None:
-    """The session cookie's value in a ``Cookie`` header, if any."""
+def cookie_name(scope: Scope) -> str:
+    """The session cookie's name for the port the request came in on
+    (``conch_dashboard_<port>``). A browser keeps one cookie jar per host, not per port: one
+    name for every port would make a sign-in to one dashboard sign the person out of another
+    on the same host. (The cookie still reaches every port of the host: what keeps it from
+    working elsewhere is the session's binding to this run and peer, and the page token.)"""
+    server = scope.get("server")
+    port = server[1] if isinstance(server, (tuple, list)) and len(server) == 2 else None
+    return f"{COOKIE}_{port}" if isinstance(port, int) else COOKIE
+
+
+def cookie_value(cookie_header: str, name: str) -> str | None:
+    """The value of the cookie ``name`` in a ``Cookie`` header, if any."""
     for part in cookie_header.split(";"):
-        name, _, value = part.strip().partition("=")
-        if name == COOKIE:
+        key, _, value = part.strip().partition("=")
+        if key == name:
             return value.strip()
     return None
 
@@ -258,7 +270,7 @@ async def login(request: Request, token: str, throttle: Throttle, sessions: Sess
         throttle.succeeded(peer.key)
     response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
     response.set_cookie(
-        COOKIE,
+        cookie_name(request.scope),
         sessions.create(peer),
         max_age=int(sessions.max_s),
         path="/",
@@ -271,9 +283,10 @@ async def login(request: Request, token: str, throttle: Throttle, sessions: Sess
 
 async def logout(request: Request, sessions: Sessions) -> Response:
     """POST /logout: the session ends here (not only in the browser)."""
-    sessions.revoke(cookie_value(request.headers.get("cookie", "")))
+    name = cookie_name(request.scope)
+    sessions.revoke(cookie_value(request.headers.get("cookie", ""), name))
     response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
-    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    response.delete_cookie(name, path="/", httponly=True, samesite="strict")
     return response
 
 

@@ -115,6 +115,14 @@ class SecretAsk:
         return bool(self.unknown) or not self.readers
 
 
+def unnamed(pid: int) -> str:
+    """A reader whose program cannot be told; pid 0 stands for the processes the search for
+    the terminal's readers did not look at in time (conch/core/process/terminal.py)."""
+    if pid == 0:
+        return "processes Conch could not check in time"
+    return f"process {pid} (its program cannot be told)"
+
+
 def ask_of(job: JobView) -> SecretAsk:
     """The job's prompt as its page shows it, read now."""
     readers = job.terminal_readers()
@@ -130,7 +138,7 @@ def ask_of(job: JobView) -> SecretAsk:
         purpose=visible(purpose) if isinstance(purpose, str) else None,
         readers=readers,
         unknown=tuple(
-            visible(path) if path is not None else f"process {pid} (its program cannot be told)"
+            visible(path) if path is not None else unnamed(pid)
             for pid, path in readers
             if not password_program(path)
         ),

@@ -656,9 +656,9 @@ class Tracker:
 
 
 def _no_placeholder(rel: str, ent: Entry | None) -> Entry | None:
-    """The empty ``.git`` bwrap's fence makes at the workspace's top (containment/gitdir.py)
-    is the fence's, not a job's: it counts as nothing."""
-    if rel == ".git" and ent is not None and ent.type == "dir" and ent.mode == gitdir.MARK:
+    """The empty ``.git`` and ``HEAD`` bwrap's fence makes at the workspace's top
+    (containment/gitdir.py) are the fence's, not a job's: they count as nothing."""
+    if rel in gitdir.NAMES and ent is not None and ent.type == "dir" and ent.mode == gitdir.MARK:
         return None
     return ent
 

@@ -108,7 +108,7 @@ class Containment:
         self.no_cgroup_reason = "cgroups are turned off (setting cgroup=off)"
         self.places_itself = False  # a spawn can start its child in a cgroup v2 directory
         self.broker: unotify.Broker | None = None  # sandbox_sockets; landlock metadata
-        self._git: gitdir.Placeholder | None = None  # bwrap workspace-write: <ws>/.git
+        self._git: gitdir.Placeholders | None = None  # bwrap workspace-write: .git, HEAD
         self.backends = Backends(
             settings, data_dir=self.data_dir, instance=instance, root=self.root,
             env_prog=self.env_prog,
@@ -300,10 +300,11 @@ class Containment:
         return None
 
     def _hold_git(self, out: SpawnFence) -> None:
-        """A bwrap workspace-write spawn: a ``.git`` at the workspace's top for bwrap to bind
-        read-only (a placeholder where there is none), held until ``out`` is done."""
+        """A bwrap workspace-write spawn: a ``.git`` and a ``HEAD`` at the workspace's top
+        for bwrap to bind read-only (placeholders where there are none), held until ``out``
+        is done."""
         if self._git is None:
-            self._git = gitdir.Placeholder(self.workspace)
+            self._git = gitdir.Placeholders(self.workspace)
         try:
             self._git.hold()
         except ValueError as e:

@@ -21,8 +21,16 @@ placeholder is still the one it holds (a person may have removed it) and makes i
 not; one removed from outside while a job runs is gone for that job (the kernel detaches a
 mount whose directory is removed in another namespace), so leave it alone.
 
+The workspace's top can also be made a repository without any ``.git``: git takes a
+directory holding ``HEAD``, ``objects`` and ``refs`` (or a ``commondir`` file in place of the
+last two) as a bare repository, and its ``config`` (``core.worktree``, ``core.pager``,
+``core.fsmonitor``) then runs at a person's next ``git status``, ``git log`` or ``git branch``
+there. ``HEAD`` is the one name that takes no substitute, so it gets the same treatment: bound
+read-only when there is one, else an empty placeholder directory (which git reads as no
+``HEAD``: a directory is no ref) while a sandboxed job uses the workspace (``Placeholders``).
+
 (Landlock needs none of this: its ruleset never grants the workspace directory itself, so no
-entry named ``.git`` can be made there: conch/core/containment/landlock/rules.py.)
+entry named ``.git`` or ``HEAD`` can be made there: conch/core/containment/landlock/rules.py.)
 """
 
 from __future__ import annotations
@@ -47,24 +55,55 @@ def is_placeholder(st: os.stat_result) -> bool:
     )
 
 
+#: the names at the workspace's top that get a placeholder where there is none
+NAMES = (".git", "HEAD")
+
+
+class Placeholders:
+    """The placeholders of ``NAMES`` in one workspace, held and released together."""
+
+    def __init__(self, workspace: str) -> None:
+        self.each = tuple(Placeholder(workspace, name) for name in NAMES)
+
+    def hold(self) -> None:
+        held: list[Placeholder] = []
+        try:
+            for p in self.each:
+                p.hold()
+                held.append(p)
+        except BaseException:
+            for p in held:
+                p.release()
+            raise
+
+    def release(self) -> None:
+        for p in self.each:
+            p.release()
+
+    def close(self) -> None:
+        for p in self.each:
+            p.close()
+
+
 class Placeholder:
-    """``<workspace>/.git`` while a sandboxed bwrap job of one runtime uses the workspace."""
+    """``<workspace>/<name>`` (``.git``, ``HEAD``) while a sandboxed bwrap job of one runtime
+    uses the workspace."""
 
     #: how long a placeholder no job uses stays, for the next job (removing a directory
     #: costs the filesystem a few milliseconds: calls back to back would each pay it)
     LINGER_S = 1.0
 
-    def __init__(self, workspace: str) -> None:
-        self.path = os.path.join(workspace, ".git")
+    def __init__(self, workspace: str, name: str = ".git") -> None:
+        self.path = os.path.join(workspace, name)
         self._lock = threading.Lock()
         self._users = 0
         self._fd = -1  # the placeholder's (shared lock held) while it is there for us
         self._timer: threading.Timer | None = None
 
     def hold(self) -> None:
-        """One more job uses the workspace: a ``.git`` is there when this returns (made if
+        """One more job uses the workspace: the name is there when this returns (made if
         there was none), unless none can be made (then no job of the same user, which has
-        fewer rights, can make one either). A symbolic link named ``.git`` is ``ValueError``:
+        fewer rights, can make one either). A symbolic link of the name is ``ValueError``:
         a bind follows it, so the link itself could be replaced."""
         with self._lock:
             if self._timer is not None:
@@ -130,13 +169,14 @@ class Placeholder:
                 continue
             if stat.S_ISLNK(st.st_mode):
                 raise ValueError(
-                    f"the workspace's .git ({self.path}) is a symbolic link, which the bwrap "
-                    "sandbox cannot keep read-only (a job could replace the link)"
+                    f"the workspace's {os.path.basename(self.path)} ({self.path}) is a "
+                    "symbolic link, which the bwrap sandbox cannot keep read-only (a job "
+                    "could replace the link)"
                 )
             try:
                 fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             except OSError:
-                return -1  # (a file: a gitfile of a worktree or submodule, bound as it is)
+                return -1  # (a file: a gitfile, a person's HEAD: bound as it is)
             try:
                 if made:  # (the umask may have taken bits of the mode)
                     os.fchmod(fd, MARK)

@@ -134,9 +134,11 @@ def bwrap_argv(
         if p.sandbox == "workspace-write":
             out += ["--bind", ws, ws]
             # the repository's hooks and config stay read-only (a hook runs later, outside),
-            # and none can be made: where there is no .git, Conch has put an empty directory
-            # there to bind (conch/core/containment/gitdir.py)
-            out += ["--ro-bind-try", f"{ws}/.git", f"{ws}/.git"]
+            # and none can be made, nor the top made a bare repository (its HEAD): where there
+            # is no .git or HEAD, Conch has put an empty directory there to bind
+            # (conch/core/containment/gitdir.py)
+            for name in (".git", "HEAD"):
+                out += ["--ro-bind-try", f"{ws}/{name}", f"{ws}/{name}"]
     for d in fence.hidden:
         out += ["--tmpfs", d]
     for f in fence.exposed:

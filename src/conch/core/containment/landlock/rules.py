@@ -98,9 +98,10 @@ class Layout:
 
 
 def workspace_tree(layout: Layout) -> tuple[str, tuple[str, ...]]:
-    """The tree a workspace-write job may write, and the holes in it (hidden, masked, .git)."""
+    """The tree a workspace-write job may write, and the holes in it (hidden, masked, .git,
+    HEAD: no repository at the top, conch/core/containment/gitdir.py)."""
     ws = layout.workspace
-    return ws, (*layout.hidden, *layout.masked, os.path.join(ws, ".git"))
+    return ws, (*layout.hidden, *layout.masked, *(os.path.join(ws, n) for n in (".git", "HEAD")))
 
 
 def metadata_roots(
