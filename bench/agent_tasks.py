@@ -32,6 +32,8 @@ Tool sets and their policies (the natural use of each, see ``agent_tasks_toolset
   as the host's own tools are.
 - ``codex@codex`` (``exec_command``/``write_stdin``), ``claude@claude``
   (``Bash``/``TaskOutput``/``TaskStop``): the hosts' built-in shell tools.
+- ``codex-plain@codex``, ``claude-plain@claude``: the same built-in tools; they differ only in
+  tasks 12-14 (below), where they model a model that does not know the failures' shape.
 - ``tfbash@claude``, ``ai-device-bash@claude``: the seed originals (tfbash-mcp 0.2.0,
   ai-device-bash 0.2.0, in ``.venv-originals/``).
 - ``shell-server@claude``: ``mcp-shell-server`` 1.1.14 from PyPI (``.cache/bench/``).
@@ -44,15 +46,29 @@ MCP tool timeouts: 60 s in both hosts (Codex ``tool_timeout_sec = 60``, Claude C
 fake model got, the MCP stdio, the host's output) go to ``.cache/bench/agent-tasks/<stamp>/``;
 the table to ``bench/results/<date>-agent-tasks-<config>[-quick][<suffix>].md``.
 
-Tasks 12-14 (faithful on red): the ``conch`` profile runs the build or test run as it is and
-answers from the digest its result carries; every other tool set (the hosts' own shells, the
-dialect profiles, the seeds) keeps the shell idiom of tasks 1 and 3, the output to a file and
-``grep`` in the same call, with a pattern chosen for the task's failure shape. That is the
-best case of the host's shell (a model that already knew the shape and the pattern; one that
-did not would see the host's own window, up to 10,000 tokens in Codex and, for a failed
-command, 10,000 characters of head and tail in Claude Code, or pay a second call); in t13 its
-pattern also takes pytest's ``E``
-lines, which repeat what the ``FAILED`` lines say (~1.8 KB of its ~5 KB).
+Tasks 12-14 (faithful on red), three models of the same step (``_red_policy`` in
+agent_tasks_tasks.py):
+
+- the ``conch`` profile runs the build or test run as it is and answers from the digest its
+  result carries;
+- ``codex-plain@codex``, ``claude-plain@claude``: the model the digests are for, one that does
+  not know what it will find. It runs the command as it is and reads the host's own window
+  (Codex 0.171.0: ~10,000 tokens, the head and the tail of the output, "…N tokens
+  truncated…"; Claude Code 2.1.197: the first 30,000 characters of the output, of which the
+  model sees the first and the last 5,000, "[... N characters truncated ...]", so the real
+  tail of a longer output is not shown at all). If the window is whole, or
+  shows every failure the task asks about with what it asks (the ids reach the totals the
+  program printed, each with its reason or ``file:line``), it answers. Else, as neither host
+  keeps a copy of the cut output, it runs the command again to a file and greps it with a
+  generic pattern (``error|FAILED|ERROR``), and when a failure it then sees still lacks what
+  the task asks (pytest's collection error without its reason, rustc's ``error[E…]`` without
+  its ``-->`` line), a third call prints the lines after each (``sed -n`` from the grep's
+  line numbers). It answers from all it was shown;
+- every other tool set (``codex@codex``, ``claude@claude``, the dialect profiles, the seeds)
+  keeps the shell idiom of tasks 1 and 3, the output to a file and ``grep`` in the same call,
+  with a pattern chosen for the task's failure shape: the host's best case, a model that
+  already knew the shape and the pattern. In t13 its pattern also takes pytest's ``E`` lines,
+  which repeat what the ``FAILED`` lines say (~1.8 KB of its ~5 KB).
 
     .venv/bin/python bench/agent_tasks.py [--quick] [--tasks t1,t3] [--policies conch@codex,...]
 """
@@ -230,6 +246,12 @@ TOOLSETS = [
     ),
     ToolSetSpec("codex@codex", "codex", lambda w: CodexTools(None), lambda r, t: None),
     ToolSetSpec("claude@claude", "claude", lambda w: ClaudeTools(None), lambda r, t: None),
+    ToolSetSpec(
+        "codex-plain@codex", "codex", lambda w: CodexTools(None, plain=True), lambda r, t: None
+    ),
+    ToolSetSpec(
+        "claude-plain@claude", "claude", lambda w: ClaudeTools(None, plain=True), lambda r, t: None
+    ),
     ToolSetSpec("tfbash@claude", "claude", lambda w: TfbashTools("claude"), _original("tfbash")),
     ToolSetSpec(
         "ai-device-bash@claude",
@@ -420,6 +442,8 @@ def table(results: list[Result], tasks: list[Task], keys: list[str]) -> str:
 
 #: the host's own shell tool set, per host
 OWN = {"codex": "codex@codex", "claude": "claude@claude"}
+#: the host's own shell as a model that does not know the failures' shape uses it (t12-t14)
+PLAIN = {"codex": "codex-plain@codex", "claude": "claude-plain@claude"}
 #: the byte goal per host over the agent tasks: Conch's best at most this many times the host's
 #: own shell (over the faithful-on-red tasks t12-t14: 0.5 on both)
 BYTE_GOAL = {"codex": 1.0, "claude": 0.8}
@@ -429,26 +453,16 @@ RED_TASKS = {"t12", "t13", "t14"}
 
 def goals(results: list[Result], tasks: list[Task]) -> str:
     """The goals, per host: Conch's best profile against the host's own shell: no more turns
-    on any task both pass, and its total bytes within the host's ratio."""
+    on any task both pass, and its total bytes within the host's ratio. Over t12-t14 against
+    both baselines where both ran: the best case (``codex@codex``, ``claude@claude``) and the
+    plain model (``codex-plain@codex``, ``claude-plain@claude``)."""
     host = {s.key: s.host for s in TOOLSETS}
     lines = []
     for h in ("codex", "claude"):
         mine = [r for r in results if host.get(r.toolset) == h and r.toolset in CONCH_KEYS]
-        own = [r for r in results if r.toolset == OWN[h]]
-        if not mine or not own:
+        if not mine:
             continue
-        worse = []
-        for t in tasks:
-            a = [r.turns for r in mine if r.task == t.key and r.ok]
-            b = [r.turns for r in own if r.task == t.key and r.ok]
-            if a and b and min(a) > min(b):
-                worse.append(f"{t.key} ({min(a)} vs {min(b)})")
-            elif b and not a:
-                worse.append(f"{t.key} (Conch failed, the host's shell passed)")
-        lines.append(
-            f"- {h}: turns, Conch's best ≤ `{OWN[h]}` on every task both pass: "
-            + ("yes" if not worse else "no: " + ", ".join(worse))
-        )
+        mk = {r.toolset for r in mine}
 
         def total(rs: list[Result], key: str) -> int:
             return sum(r.bytes for r in rs if r.toolset == key)
@@ -456,28 +470,44 @@ def goals(results: list[Result], tasks: list[Task]) -> str:
         def passed(rs: list[Result], key: str) -> int:
             return sum(r.ok for r in rs if r.toolset == key)
 
-        mk = {r.toolset for r in mine}
-        for label, group, goal in (
-            ("t1-t11", RUN_TASKS, BYTE_GOAL[h]),
-            ("t12-t14", RED_TASKS, 0.5),
-        ):
-            m = [r for r in mine if r.task in group]
-            o = [r for r in own if r.task in group]
-            if not m or not o:
+        for base in (OWN[h], PLAIN[h]):
+            own = [r for r in results if r.toolset == base]
+            if not own:
                 continue
-            best = min(mk, key=lambda k, m=m: (-passed(m, k), total(m, k)))
-            bm, bo = total(m, best), total(o, OWN[h])
-            both = {r.task for r in m if r.ok and r.toolset == best} & {r.task for r in o if r.ok}
-            bm2 = sum(r.bytes for r in m if r.toolset == best and r.task in both)
-            bo2 = sum(r.bytes for r in o if r.task in both)
-            ratio = bm / max(bo, 1)
-            met = "met" if ratio <= goal else "not met"
+            worse = []
+            for t in tasks:
+                a = [r.turns for r in mine if r.task == t.key and r.ok]
+                b = [r.turns for r in own if r.task == t.key and r.ok]
+                if a and b and min(a) > min(b):
+                    worse.append(f"{t.key} ({min(a)} vs {min(b)})")
+                elif b and not a:
+                    worse.append(f"{t.key} (Conch failed, the host's shell passed)")
             lines.append(
-                f"- {h}: bytes over {label}, Conch's best by passes then bytes (`{best}`,"
-                f" {passed(m, best)} passed) {bm / 1024:.1f} KB against `{OWN[h]}`"
-                f" ({passed(o, OWN[h])} passed) {bo / 1024:.1f} KB: {ratio:.2f}× (goal ≤ {goal}×:"
-                f" {met}); over the {len(both)} tasks both passed {bm2 / max(bo2, 1):.2f}×"
+                f"- {h}: turns, Conch's best ≤ `{base}` on every task both pass: "
+                + ("yes" if not worse else "no: " + ", ".join(worse))
             )
+            groups = [("t1-t11", RUN_TASKS, BYTE_GOAL[h]), ("t12-t14", RED_TASKS, 0.5)]
+            for label, group, goal in groups if base == OWN[h] else groups[1:]:
+                m = [r for r in mine if r.task in group]
+                o = [r for r in own if r.task in group]
+                if not m or not o:
+                    continue
+                best = min((-passed(m, k), total(m, k), k) for k in mk)[2]
+                bm, bo = total(m, best), total(o, base)
+                both = {r.task for r in m if r.ok and r.toolset == best} & {
+                    r.task for r in o if r.ok
+                }
+                bm2 = sum(r.bytes for r in m if r.toolset == best and r.task in both)
+                bo2 = sum(r.bytes for r in o if r.task in both)
+                ratio = bm / max(bo, 1)
+                met = "met" if ratio <= goal else "not met"
+                lines.append(
+                    f"- {h}: bytes over {label}, Conch's best by passes then bytes (`{best}`,"
+                    f" {passed(m, best)} passed) {bm / 1024:.1f} KB against `{base}`"
+                    f" ({passed(o, base)} passed) {bo / 1024:.1f} KB: {ratio:.2f}× (goal ≤"
+                    f" {goal}×: {met}); over the {len(both)} tasks both passed"
+                    f" {bm2 / max(bo2, 1):.2f}×"
+                )
     for key in sorted(CONCH_KEYS):
         for tk in ("t10", "t11"):
             rl = [r for r in results if r.task == tk and r.toolset == key]
@@ -600,14 +630,24 @@ def main() -> None:
         " characters of the server's instructions) names the tool and every argument it passes,"
         " else it pays one `tool_search` turn first.",
         "t12-t14 (faithful on red): the `conch` profile runs the command as it is and answers"
-        " from the digest its result carries; every other tool set, the hosts' own shells"
-        " included, runs it redirected to a file and greps the file in the same call, with a"
-        " pattern chosen for the task's failures (`: error`, `^(FAILED|ERROR)|^E +.*Error`,"
-        " `-A1 '^error'`): the host's best case, as a model that knew what to look for.",
+        " from the digest its result carries. `codex-plain@codex` and `claude-plain@claude`"
+        " (the host's own shell, a model that does not know what it will find) run it as it"
+        " is and read the host's own window (Codex: ~10,000 tokens, the output's head and"
+        " tail; Claude Code: the first and last 5,000 of the output's first 30,000"
+        " characters); when that window is cut and"
+        " does not show every failure the task asks about (the ids reaching the totals the"
+        " program printed, each with its reason or `file:line`), they run it again to a file"
+        " and grep it with a generic pattern (`error|FAILED|ERROR`), and if a failure is"
+        " still shown without what the task asks, a third call prints its lines (`sed -n`)."
+        " Every other tool set, `codex@codex` and `claude@claude` included, runs it redirected"
+        " to a file and greps the file in the same call, with a pattern chosen for the task's"
+        " failures (`: error`, `^(FAILED|ERROR)|^E +.*Error`, `-A1 '^error'`): the host's best"
+        " case, as a model that knew what to look for.",
         "",
         body,
         "",
-        "Goals (Conch's best profile against the host's own shell):",
+        "Goals (Conch's best profile against the host's own shell; over t12-t14 against"
+        " both of its models where they ran, the best case and the plain one):",
         "",
         goals(results, tasks),
         "",

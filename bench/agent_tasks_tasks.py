@@ -567,10 +567,93 @@ def _digest_lines(out: Out) -> list[str] | None:
     return [f"@{e['cursor']} {e['text']}" for e in d.get("lines", [])]
 
 
-def _red_policy(cmd: str, log: str, grep: str) -> Callable[[ToolSet, Path, Setup], G]:
-    """Run ``cmd``; a tool set whose results carry a digest (``ToolSet.digests``) runs it as
-    it is and answers from the digest it was shown; the others keep the shell idiom of the
-    other tasks: the output to a file, then ``grep`` for what failed."""
+#: a host's window that is not the whole output: Codex ("Warning: truncated output", "…N tokens
+#: truncated…"), Claude Code ("... [N characters truncated] ...")
+_CUT = re.compile(r"truncated output|tokens truncated|characters truncated|lines truncated")
+#: the plain model's second look: a pattern for any failure, not the task's own
+GENERIC = "'error|FAILED|ERROR'"
+#: the most lines of a grep the model asks for (``head -n``)
+CAP = 200
+#: the lines the model reads after a failure it saw without what the task asks of it (up to
+#: the next such failure)
+CONTEXT = 12
+
+#: what the plain model asks of the text it was shown, per task: ``(done, look_at)``: whether
+#: every failure the task asks about is named there with what the task asks (so it can answer),
+#: and the ``grep -n`` line numbers of failures shown without it (worth a look at their lines)
+Asked = Callable[[str], tuple[bool, list[int]]]
+
+_NUMBERED = re.compile(r"^(\d+):", re.M)
+
+
+def _numbers(lines: list[str]) -> list[int]:
+    return [int(m.group(1)) for x in lines if (m := _NUMBERED.match(x))]
+
+
+def asked_make(text: str) -> tuple[bool, list[int]]:
+    """t12: the errors with ``file:line``. gcc's error lines carry both, but make prints no
+    count: only a whole text (or a whole grep of the log) is known to hold every error."""
+    return False, []
+
+
+def asked_pytest(text: str) -> tuple[bool, list[int]]:
+    """t13: every failing test id and the import error: the ids the ``FAILED`` lines name
+    reach pytest's own ``N failed``, and each of its ``N error(s)`` has its reason shown."""
+    failed = re.search(r"\b(\d+) failed\b", text)
+    errors = re.search(r"\b(\d+) errors?\b", text)
+    ids = set(re.findall(r"FAILED (\S+::\S+)", text))
+    reasons = re.findall(r"ModuleNotFoundError|ImportError: |No module named|SyntaxError", text)
+    if failed is None and errors is None:  # no summary shown: no way to know what is missing
+        return False, []
+    ok = len(ids) >= int(failed.group(1) if failed else 0)
+    need = int(errors.group(1)) if errors else 0
+    if len(reasons) >= need:
+        return ok, []
+    headers = [x for x in text.splitlines() if "ERROR collecting" in x]
+    return False, _numbers(headers)
+
+
+def asked_cargo(text: str) -> tuple[bool, list[int]]:
+    """t14: every error with ``file:line``: as many `` --> file:line`` after an ``error``
+    header as cargo's ``due to N previous errors`` says."""
+    total = re.search(r"due to (\d+) previous errors?", text)
+    lines = text.splitlines()
+    heads = [
+        i
+        for i, x in enumerate(lines)
+        if re.match(r"(\d+:)?error(\[E\d+\])?: ", x) and "could not compile" not in x
+    ]
+    located = [i for i in heads if i + 1 < len(lines) and " --> " in lines[i + 1]]
+    if total is None:
+        return False, []
+    if len(located) >= int(total.group(1)):
+        return True, []
+    return False, _numbers([lines[i] for i in heads if i not in located])
+
+
+def _whole(text: str) -> bool:
+    """Whether what the host showed is the whole output (no cut of its own)."""
+    return not _CUT.search(text)
+
+
+def _red_policy(cmd: str, log: str, grep: str, asked: Asked) -> Callable[[ToolSet, Path, Setup], G]:
+    """Run ``cmd``. Three models of it:
+
+    - a tool set whose results carry a digest (``ToolSet.digests``, Conch's ``conch``
+      profile) runs it as it is and answers from the digest it was shown;
+    - ``ToolSet.plain`` (``codex-plain@codex``, ``claude-plain@claude``): a model that does not
+      know the failures' shape runs it as it is and reads the host's own window of it; if
+      the window is whole, or shows every failure the task asks about with what it asks
+      (``asked``: the ids reach the totals the program printed, each with its reason or
+      ``file:line``), it answers. Else (the hosts keep no copy of a cut output) it runs it
+      again to a file and greps it with a generic pattern (``GENERIC``); and if the failures
+      it then sees still lack what the task asks, a third call prints the lines after each
+      (``sed -n`` from the grep's line numbers, up to the next). It answers from all it was
+      shown;
+    - every other tool set (the hosts' own shells, the dialect profiles, the seeds) keeps the
+      shell idiom of the other tasks, the output to a file and ``grep`` in the same call, with
+      ``grep``, a pattern chosen for the task's failures: the host's best case, a model that
+      already knew the shape."""
 
     def policy(ts: ToolSet, w: Path, s: Setup) -> G:
         if getattr(ts, "digests", False):
@@ -579,6 +662,25 @@ def _red_policy(cmd: str, log: str, grep: str) -> Callable[[ToolSet, Path, Setup
             if lines is not None:
                 return f"exit={out.exit_code}\n" + "\n".join(lines)
             return out.text  # no digest shown: what the window showed is the answer
+        if getattr(ts, "plain", False):
+            window: Out = yield from ts.run(cmd, wait_s=300)
+            if _whole(window.text) or asked(window.text)[0]:
+                return window.text
+            again: Out = yield from ts.run(
+                f'{cmd} > {log} 2>&1; echo "exit=$?"; grep -n -E {GENERIC} {log} | head -n {CAP}',
+                wait_s=300,
+            )
+            seen = window.text + "\n" + again.text
+            done, look_at = asked(again.text)
+            if done or not look_at:
+                return seen
+            look_at = sorted(set(look_at))[:20]
+            nxt = [*look_at[1:], 1 << 30]
+            spans = ";".join(
+                f"{n},{min(n + CONTEXT, m - 1)}p" for n, m in zip(look_at, nxt, strict=True)
+            )
+            more: Out = yield from ts.run(f"sed -n '{spans}' {log}")
+            return seen + "\n" + more.text
         shown: Out = yield from ts.run(
             f'{cmd} > {log} 2>&1; echo "exit=$?"; grep -n -E {grep} {log} | head -n 200',
             wait_s=300,
@@ -682,14 +784,14 @@ TASKS += [
         "t12",
         "make: 300 warnings, 2 errors in the middle",
         c_errors_setup,
-        _red_policy("make", "build.log", "': error'"),
+        _red_policy("make", "build.log", "': error'", asked_make),
         c_errors_check,
     ),
     Task(
         "t13",
         "pytest: 3,000 tests, 40 failures, an import error",
         pytest_red_setup,
-        _red_policy("./run_tests.sh", "test.log", "'^(FAILED|ERROR)|^E +.*Error'"),
+        _red_policy("./run_tests.sh", "test.log", "'^(FAILED|ERROR)|^E +.*Error'", asked_pytest),
         pytest_red_check,
     ),
     Task(
@@ -700,6 +802,7 @@ TASKS += [
             "CARGO_TARGET_DIR=target cargo build --offline --color never",
             "build.log",
             "-A1 '^error'",
+            asked_cargo,
         ),
         c_errors_check,
     ),

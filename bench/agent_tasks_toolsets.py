@@ -67,6 +67,9 @@ class ToolSet:
     cumulative = False  # a wait shows the whole output so far (not what is new)
     start_input = False  # ``start`` takes the first input for the program (``text``)
     digests = False  # results carry a digest of a long output (the lines that failed)
+    #: the model does not know the failures' shape: it runs a command as it is and reads the
+    #: host's own window of it (tasks 12-14)
+    plain = False
     #: ``run`` waits as long as a wait call may (Conch's exec waits up to the host's horizon,
     #: like a read), so a long job is run and waited on rather than started and then waited on
     long_run = False
@@ -257,10 +260,11 @@ class CodexTools(ToolSet):
 
     pty = True
 
-    def __init__(self, server: str | None, tool_timeout_s: float = 60) -> None:
+    def __init__(self, server: str | None, tool_timeout_s: float = 60, plain: bool = False) -> None:
         self.host = "codex"
         self.server = server
         self.name = "codex built-in" if server is None else "conch --profile codex"
+        self.plain = plain
         # an MCP tool call dies at the host's tool timeout; Conch's profile yields before it
         self.mcp_cap = tool_timeout_s if server else None
 
@@ -375,10 +379,11 @@ class ClaudeTools(ToolSet):
 
     cumulative = True
 
-    def __init__(self, server: str | None) -> None:
+    def __init__(self, server: str | None, plain: bool = False) -> None:
         self.host = "claude"
         self.server = server
         self.name = "claude built-in" if server is None else "conch --profile claude-code"
+        self.plain = plain
 
     def _bash(self, text: str) -> Out:
         m = _TASK_ID.search(text)
