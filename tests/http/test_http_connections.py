@@ -216,14 +216,16 @@ def test_out_of_descriptors_the_server_refuses_without_spinning_and_recovers(tmp
             s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
             s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             socks.append(s)
-        answers = first_lines(socks, within_s=20)
+        answers = first_lines(socks, within_s=30)
         time.sleep(3)
         with open(f"/proc/{pid}/stat") as f:
             cpu1 = sum(int(x) for x in f.read().split(")")[1].split()[11:13])
         for s in socks:
             s.close()
-        refused = answers.count(b"HTTP/1.1 503 Service Unavailable")
-        assert refused >= 30, answers  # told so, not left hanging
+        # told so, not left hanging: 503 from the accept loop's spare descriptor, or 403
+        # when the peer could not be looked up for want of one (the guard fails closed)
+        told = [a for a in answers if a.split(b" ")[1:2] in ([b"503"], [b"403"])]
+        assert len(told) >= 30, sorted((a, answers.count(a)) for a in set(answers))
         assert (cpu1 - cpu0) / os.sysconf("SC_CLK_TCK") < 1.5, "the server spun"
         assert len(emfile_lines(srv)) <= 2, emfile_lines(srv)[:3]
         subprocess.run(["prlimit", f"--pid={pid}", "--nofile=1024:1024"], check=True)
