@@ -29,8 +29,10 @@ def kind(mode: int) -> str:
 class Entry:
     """A path's type, permission bits, size and content (a file's by digest, a symlink's
     target). ``stored``: the content is kept (over ``changes_max_file_bytes`` or on a full
-    disk it is not: ``missing`` says why). The stat fields after it only spot a change
-    cheaply; they are not part of what a path holds."""
+    disk it is not: ``missing`` says why). ``mtime`` (ns) is put back by an undo but is no
+    part of what a path holds (a job that only touches a file changed nothing). ``ino`` and
+    ``nlink`` say which names were one file (kept in a record when there were several);
+    ``times`` only spots a change cheaply."""
 
     type: str
     mode: int
@@ -41,7 +43,8 @@ class Entry:
     missing: str | None = None
     ino: int = 0
     nlink: int = 1
-    times: int = 0  # hash of (mtime_ns, ctime_ns): one int a path, not two
+    times: int = 0  # hash of ctime_ns: any change to the file moves it
+    mtime: int = 0
 
     def same(self, other: Entry | None) -> bool:
         """Whether ``other`` holds the same thing (type, mode, content; a directory's
@@ -63,7 +66,8 @@ class Entry:
             and stat.S_IMODE(st.st_mode) == self.mode
             and _size(st) == self.size
             and st.st_ino == self.ino
-            and hash((st.st_mtime_ns, st.st_ctime_ns)) == self.times
+            and st.st_mtime_ns == self.mtime
+            and hash(st.st_ctime_ns) == self.times
         )
 
     @property
@@ -80,6 +84,10 @@ class Entry:
             out["stored"] = True
         if self.missing:
             out["missing"] = self.missing
+        if self.mtime:
+            out["mtime"] = self.mtime
+        if self.nlink > 1 and self.type == "file":
+            out["link"] = self.ino  # one file under several names: restored as one
         return out
 
     @classmethod
@@ -94,6 +102,9 @@ class Entry:
             target=d.get("target"),
             stored=bool(d.get("stored")),
             missing=d.get("missing"),
+            mtime=d.get("mtime", 0),
+            ino=d.get("link", 0),
+            nlink=2 if d.get("link") else 1,
         )
 
 
@@ -111,7 +122,8 @@ def from_stat(st: os.stat_result, **content: Any) -> Entry:
         size=_size(st),
         ino=st.st_ino,
         nlink=st.st_nlink,
-        times=hash((st.st_mtime_ns, st.st_ctime_ns)),
+        times=hash(st.st_ctime_ns),
+        mtime=st.st_mtime_ns,
         **content,
     )
 

@@ -4,15 +4,21 @@ before, by descriptor (core/changes/safefs.py). The undo is itself a change reco
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from conch.core.changes import confine, safefs
 from conch.core.changes.entry import RESTORABLE, Entry
 from conch.core.changes.tracker import Tracker
 from conch.errors import ConchError
 
-_NAMED = 20  # paths a refusal names before "and N more"
+T = TypeVar("T")
+
+_NAMED = 20
+#: files with several names one undo holds open to link the others to (past it: copies)
+LINKED_MAX = 256  # paths a refusal names before "and N more"
 
 
 def _names(paths: list[str]) -> str:
@@ -164,21 +170,46 @@ def _run(
     done: list[list[Any]],
     dirs: safefs.Dirs,
 ) -> None:
-    depth = lambda rel: rel.count("/")  # noqa: E731
     gone: set[str] = set()
     # 1. what is in the way goes, deepest first: what the job added, and a file where a
     # directory was (or the reverse)
-    for rel, b, _a in sorted(todo, key=lambda t: -depth(t[0])):
+    for rel, b, _a in sorted(todo, key=lambda t: -rel_depth(t[0])):
         cur = current[rel]
         if cur is None:
             continue
         if b is None or (cur.type == "dir") != (b.type == "dir"):
-            _step(rel, lambda rel=rel, cur=cur: safefs.remove(root, rel, cur, dirs))  # type: ignore[misc]
+            _step(rel, partial(safefs.remove, root, rel, cur, dirs))
             gone.add(rel)
             if b is None:
                 done.append([rel, cur.to_json(), None])
-    # 2. what was there comes back, shallowest first (directories writable meanwhile)
-    for rel, b, _a in sorted(todo, key=lambda t: depth(t[0])):
+    # 2. what was there comes back, shallowest first (directories writable meanwhile);
+    # names that were one file come back as one: the second is linked to the first this
+    # undo wrote (never to a name it did not write)
+    made: dict[tuple[int, str, int], tuple[str, int]] = {}
+    try:
+        _put_back(root, todo, current, tracker, done, dirs, gone, made)
+    finally:
+        for _rel, fd in made.values():
+            os.close(fd)
+    # 3. directories' own modes last, deepest first, and the times of those it made again
+    for rel, b, _a in sorted(todo, key=lambda t: -rel_depth(t[0])):
+        if b is not None and b.type == "dir":
+            remade = rel in gone or current[rel] is None
+            mtime = b.mtime if remade else None
+            _step(rel, partial(safefs.finish_dir, root, rel, b.mode, mtime, dirs))
+
+
+def _put_back(
+    root: int,
+    todo: list[tuple[str, Entry | None, Entry | None]],
+    current: dict[str, Entry | None],
+    tracker: Tracker,
+    done: list[list[Any]],
+    dirs: safefs.Dirs,
+    gone: set[str],
+    made: dict[tuple[int, str, int], tuple[str, int]],
+) -> None:
+    for rel, b, _a in sorted(todo, key=lambda t: rel_depth(t[0])):
         if b is None:
             continue
         cur = None if rel in gone else current[rel]
@@ -187,18 +218,24 @@ def _run(
         want = b
         if b.type == "dir":
             want = Entry("dir", 0o700, 0)
-        _step(rel, lambda rel=rel, want=want: safefs.put(root, rel, want, tracker.store, dirs))  # type: ignore[misc]
+        key = (b.ino, b.oid or "", b.mode) if b.nlink > 1 and b.type == "file" else None
+        first = made.get(key) if key else None
+        if first is None or not _step(rel, partial(safefs.link, root, rel, *first, dirs)):
+            keep = key is not None and first is None and len(made) < LINKED_MAX
+            fd = _step(rel, partial(safefs.put, root, rel, want, tracker.store, dirs, keep=keep))
+            if keep and key is not None:
+                made[key] = (rel, fd)
         was = current[rel]
         done.append([rel, was.to_json() if was else None, b.to_json()])
-    # 3. directories' own modes last, deepest first
-    for rel, b, _a in sorted(todo, key=lambda t: -depth(t[0])):
-        if b is not None and b.type == "dir":
-            _step(rel, lambda rel=rel, b=b: safefs.chmod_dir(root, rel, b.mode, dirs))  # type: ignore[misc]
 
 
-def _step(rel: str, fn: Callable[[], None]) -> None:
+def rel_depth(rel: str) -> int:
+    return rel.count("/")
+
+
+def _step(rel: str, fn: Callable[[], T]) -> T:
     try:
-        fn()
+        return fn()
     except (OSError, ValueError) as e:
         setattr(e, "conch_path", rel)  # noqa: B010
         raise
