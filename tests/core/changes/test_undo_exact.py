@@ -11,7 +11,7 @@ import pytest
 from conftest import run
 
 from conch.core.changes import safefs
-from conch.core.changes.entry import Entry
+from conch.core.changes.entry import Entry, from_stat
 
 pytestmark = pytest.mark.anyio
 
@@ -127,9 +127,13 @@ def test_a_link_to_a_name_swapped_since_it_was_written_is_refused(tmp_path):
         os.close(root)
 
 
-def test_a_record_keeps_times_and_link_identity_across_a_restart():
-    e = Entry("file", 0o644, 3, oid="0" * 64, stored=True, ino=42, nlink=2, mtime=OLD)
-    back = Entry.from_json(e.to_json())
-    assert back is not None and back.mtime == OLD and back.nlink > 1 and back.ino == 42
-    single = Entry.from_json(Entry("file", 0o644, 3, ino=7, mtime=OLD).to_json())
+def test_a_record_keeps_times_and_link_identity_across_a_restart(tmp_path):
+    (tmp_path / "a").write_text("x")
+    os.link(tmp_path / "a", tmp_path / "b")
+    os.utime(tmp_path / "a", ns=(OLD, OLD))
+    st = os.lstat(tmp_path / "a")
+    back = Entry.from_json(from_stat(st, oid="0" * 64, stored=True).to_json())
+    assert back is not None and back.mtime == OLD and back.nlink > 1 and back.ino == st.st_ino
+    os.unlink(tmp_path / "b")
+    single = Entry.from_json(from_stat(os.lstat(tmp_path / "a")).to_json())
     assert single is not None and single.nlink == 1  # a lone name links to nothing

@@ -17,6 +17,7 @@ is what it changed, not what the workspace holds."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fnmatch
 import logging
 import os
@@ -54,6 +55,10 @@ class Active:
     # paths changed just before it started while the tracker was busy: their "before" is
     # not known (said in its record, never undone)
     unknown: set[str] = field(default_factory=set)
+    # paths changed while other jobs ran too, and those jobs: inotify does not say which
+    # process wrote, so either may have (a conflict for undo)
+    shared: dict[str, set[Active]] = field(default_factory=dict)
+    keep: bool = True  # False: run with changes: false (no record; others' overlap still)
 
 
 class Tracker:
@@ -382,11 +387,23 @@ class Tracker:
         for a in self._active:
             if rel not in a.before:
                 a.before[rel] = was
+        if len(self._active) > 1:
+            self._share(rel)
         if was is not None and was.nlink > 1:  # its other names hold the same content
             for other in self._links.get(was.ino, ()):
                 if other != rel:
                     for a in self._active:
                         a.before.setdefault(other, self.index.get(other))
+                    if len(self._active) > 1:
+                        self._share(other)
+
+    def _share(self, rel: str) -> None:
+        """``rel`` changed while several jobs ran: each of them may have written it."""
+        for a in self._active:
+            others = a.shared.get(rel)
+            if others is None:
+                others = a.shared[rel] = set()
+            others.update(o for o in self._active if o is not a)
 
     def _refresh_stale(self) -> None:
         while self._stale:
@@ -395,12 +412,14 @@ class Tracker:
 
     # -- jobs ----------------------------------------------------------------------------------
 
-    def begin(self, job_id: str) -> Active:
+    def begin(self, job_id: str, *, keep: bool = True) -> Active:
         """A job starts now (call it before its process starts). Waits for the lock at most
         ``BEGIN_WAIT_S`` (the caller is the event loop; the thread taking in a person's
         edits holds it that briefly): while an undo or a large job's end holds it, the job
-        joins when it is free (``_admit``)."""
-        a = Active(job_id, time.time())
+        joins when it is free (``_admit``). ``keep`` False (``changes: false``): no record
+        is kept for it, but it is tracked while it runs all the same, so that the jobs it
+        overlaps know that what changed meanwhile may be its."""
+        a = Active(job_id, time.time(), keep=keep)
         if self.state != "on":  # (read without the lock: the build holds no lock)
             a.untracked = f"change tracking was {self.state}: {self.reason}"
             return a
@@ -461,12 +480,19 @@ class Tracker:
         """The job ended: read what it touched again; its record (saved in the store)."""
         with self._lock:
             self._drain()  # (admits it first, if it joined late)
-            if a.untracked is None and a in self._active:
+            if a.untracked is None and a in self._active and a.keep:
                 self._active.discard(a)
                 record = self._record(a)
-                a.before, a.overlapping = {}, set()  # (others may hold it: keep it small)
+                # (others may hold it: keep it small)
+                a.before, a.overlapping, a.shared = {}, set(), {}
             else:  # (nothing kept: `changes` finds no record for it)
-                self._active.discard(a)
+                if a in self._active:
+                    self._active.discard(a)
+                    # what it changed is read into the index now, as the end of a job
+                    # with a record does (the jobs still running keep their "before")
+                    for rel in a.before:
+                        self._set(rel, self._read(rel, lstat(self._root, rel)))
+                a.before, a.overlapping, a.shared = {}, set(), {}
                 return _record_shell(a.job_id, a.started)
             self._keep(a.job_id, record)
             return record
@@ -483,6 +509,9 @@ class Tracker:
                 return None
             self._active.discard(a)
             record = _record_shell(a.job_id, a.started)
+            if not a.keep:  # (changes: false: nothing kept)
+                a.before, a.overlapping, a.shared = {}, set(), {}
+                return record
             record["overlapping_jobs"] = sorted(o.job_id for o in a.overlapping)
             self._keep(a.job_id, record)
             return record
@@ -506,6 +535,12 @@ class Tracker:
                     if other not in before:
                         before[other] = self.index.get(other)
                         todo.append(other)
+        # a name linked while the index looked elsewhere (the kernel reports a new link to
+        # the directory, not the file's other names' count): one file, whatever it said
+        linked = {e.ino for e in before.values() if e and e.type == "file" and e.nlink > 1}
+        for rel, e in before.items():
+            if e is not None and e.type == "file" and e.nlink == 1 and e.ino in linked:
+                before[rel] = dataclasses.replace(e, nlink=2)
         files = []
         for rel in sorted(a.unknown):
             record["not_covered"].append(
@@ -535,6 +570,11 @@ class Tracker:
                     break
         record["files"] = files
         record["overlapping_jobs"] = sorted(o.job_id for o in a.overlapping)
+        shared = {
+            rel: sorted(o.job_id for o in a.shared[rel]) for rel, _b, _c in files if rel in a.shared
+        }
+        if shared:
+            record["shared"] = shared
         return record
 
     def _names(self, ent: Entry) -> set[str]:

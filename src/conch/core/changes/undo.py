@@ -75,11 +75,22 @@ def undo(
             if not (cur is None if a is None else a.same(cur)):
                 changed.append(rel)
         looked.close()
-        shared = _shared(record, {rel for rel, _b, _a in todo} - forced, load)
-        if changed or shared:
+        paths = {rel for rel, _b, _a in todo} - forced
+        shared = _shared(record, paths, load)
+        # changed while other jobs ran too: inotify does not say which process wrote, so
+        # any of them may have (whether or not their records are still kept)
+        during = {rel: jobs for rel, jobs in record.get("shared", {}).items() if rel in paths}
+        shared -= set(during)
+        if changed or shared or during:
             parts = []
             if changed:
                 parts.append(f"changed since job {job_id} ended: {_names(changed)}")
+            if during:
+                others = sorted({j for jobs in during.values() for j in jobs})
+                parts.append(
+                    f"changed while {', '.join(others)} ran too (either may have written "
+                    f"them): {_names(sorted(during))}"
+                )
             if shared:
                 parts.append(
                     f"also changed by a job that overlapped it in time: {_names(sorted(shared))}"

@@ -13,6 +13,7 @@ from conch.errors import ConchError
 
 PAGE = 1000  # paths a result lists at most
 DIFF_FILE_BYTES = 256 * 1024  # larger files are listed, not diffed
+SHARED_NAMED = 20  # paths the note on attribution names before "and N more"
 
 
 def result(
@@ -68,6 +69,10 @@ def result(
         nc.append(
             {"path": "", "reason": f"paths matching changes_exclude are not tracked: {exclude}"}
         )
+    shared = record.get("shared")
+    if shared:
+        jobs = sorted({j for others in shared.values() for j in others})
+        nc.append({"path": "", "reason": _attributed(sorted(shared), jobs)})
     out["not_covered"] = nc
     if record.get("overlapping_jobs"):
         out["overlapping_jobs"] = record["overlapping_jobs"]
@@ -75,6 +80,17 @@ def result(
         if record.get(key):
             out[key] = record[key]
     return out
+
+
+def _attributed(paths: list[str], jobs: list[str]) -> str:
+    """Which paths the record holds by time only (inotify does not say who wrote)."""
+    named = ", ".join(paths[:SHARED_NAMED])
+    more = f" and {len(paths) - SHARED_NAMED} more" if len(paths) > SHARED_NAMED else ""
+    return (
+        f"attributed by time, not by process: {len(paths)} of these paths changed while "
+        f"{', '.join(jobs)} ran too, and either job may have written them (undo refuses "
+        f"them as a conflict unless named in force): {named}{more}"
+    )
 
 
 def _cursor(cursor: str | None, n: int) -> int:
