@@ -11,6 +11,28 @@ from typing import Any
 RESTORABLE = frozenset({"file", "dir", "symlink"})
 
 
+def shown(rel: str) -> str:
+    """A path as results show it: as it is when it is printable UTF-8; else each byte that
+    is not UTF-8 as ``\\xNN`` and each character that is not printable (a newline, an
+    escape, a bidirectional override) escaped, so that a result is valid JSON and a path is
+    one line that says what it holds. ``force`` takes a path in either form."""
+    if rel.isprintable():
+        try:
+            rel.encode()
+            return rel
+        except UnicodeEncodeError:
+            pass
+    out = []
+    for ch in rel:
+        if 0xDC80 <= ord(ch) <= 0xDCFF:  # a byte that is not UTF-8 (os.fsdecode's escape)
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
+
+
 def kind(mode: int) -> str:
     if stat.S_ISREG(mode):
         return "file"

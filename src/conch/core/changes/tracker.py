@@ -563,7 +563,12 @@ class Tracker:
                 if ent is None:
                     continue
                 if ent.type not in ("file", "dir", "symlink"):
-                    record["not_covered"].append({"path": rel, "reason": f"a {ent.type}"})
+                    why = f"a {ent.type}: undo " + (
+                        "removes it, and cannot make one again"
+                        if ent is c
+                        else "cannot make it again"
+                    )
+                    record["not_covered"].append({"path": rel, "reason": why})
                     break
                 if ent.type == "file" and not ent.stored:
                     record["not_covered"].append({"path": rel, "reason": ent.missing or "?"})

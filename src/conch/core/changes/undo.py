@@ -10,7 +10,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from conch.core.changes import confine, safefs
-from conch.core.changes.entry import RESTORABLE, Entry
+from conch.core.changes.entry import Entry, shown
 from conch.core.changes.tracker import Tracker
 from conch.errors import ConchError
 
@@ -22,17 +22,18 @@ LINKED_MAX = 256  # paths a refusal names before "and N more"
 
 
 def _names(paths: list[str]) -> str:
-    shown = ", ".join(paths[:_NAMED])
-    return shown + (f" and {len(paths) - _NAMED} more" if len(paths) > _NAMED else "")
+    named = ", ".join(shown(p) for p in paths[:_NAMED])
+    return named + (f" and {len(paths) - _NAMED} more" if len(paths) > _NAMED else "")
 
 
 def restorable(b: Entry | None, a: Entry | None) -> bool:
-    """Whether undo can put ``b`` back where the job left ``a``: each must be a file, a
-    directory or a symlink (or nothing), a file's "before" content kept and its "after" one
-    known (to see that nobody changed it since)."""
+    """Whether undo can put ``b`` back where the job left ``a``: ``b`` must be a file, a
+    directory or a symlink (or nothing), a file's content kept; a file the job left must
+    have a known content (to see that nobody changed it since). A FIFO, socket or device
+    the job left is removed (unlinked, never opened), never made again."""
     if b is not None and not b.restorable:
         return False
-    return a is None or (a.type in RESTORABLE and (a.type != "file" or a.oid is not None))
+    return a is None or a.type != "file" or a.oid is not None
 
 
 def items(record: dict[str, Any]) -> list[tuple[str, Entry | None, Entry | None]]:
@@ -56,6 +57,13 @@ def undo(
             f"job {job_id}'s changes were already taken back by {record['undone_by']} "
             f"(undo {record['undone_by']} to put them back again)",
         )
+    wrong = [rel for rel, _b, _a in items(record) if not _workspace_path(rel)]
+    if wrong:  # (a record is written by this server: one that is not was tampered with)
+        raise ConchError(
+            "conflict",
+            f"undo of {job_id} refused, nothing was written: its record names paths that "
+            f"are not in the workspace: {_names(wrong)}",
+        )
     todo = [(rel, b, a) for rel, b, a in items(record) if restorable(b, a)]
     skipped = [rel for rel, b, a in items(record) if not restorable(b, a)]
     with tracker.lock:
@@ -70,12 +78,12 @@ def undo(
             except (FileNotFoundError, safefs.Unsafe, NotADirectoryError):
                 cur = None
             current[rel] = cur
-            if rel in forced:
+            if rel in forced or shown(rel) in forced:
                 continue
             if not (cur is None if a is None else a.same(cur)):
                 changed.append(rel)
         looked.close()
-        paths = {rel for rel, _b, _a in todo} - forced
+        paths = {rel for rel, _b, _a in todo if rel not in forced and shown(rel) not in forced}
         shared = _shared(record, paths, load)
         # changed while other jobs ran too: inotify does not say which process wrote, so
         # any of them may have (whether or not their records are still kept)
@@ -139,6 +147,13 @@ def undo(
         tracker.save_undo(job_id, record)
         tracker.refresh([(rel, b) for rel, b, _a in todo])
     return undo_rec
+
+
+def _workspace_path(rel: object) -> bool:
+    try:
+        return isinstance(rel, str) and bool(safefs.parts(rel))
+    except ValueError:
+        return False
 
 
 def _why(e: Exception) -> str:
