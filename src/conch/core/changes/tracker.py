@@ -183,9 +183,9 @@ class Tracker:
                 self._admit()
                 if ready:
                     self._drain()
-                if not self._active:
+                if not self._recording():
                     self._refresh_stale()
-                if self._collect and not self._active:
+                if self._collect and not self._recording():
                     self._collect_garbage()
 
     def _build(self) -> None:
@@ -377,15 +377,20 @@ class Tracker:
         for rel in [r for r in self.index if r not in seen]:
             self._touch(rel)
 
+    def _recording(self) -> bool:
+        """Whether a job that keeps a record runs (else changes are read into the index as
+        they come: nobody's, or a ``changes: false`` job's)."""
+        return any(a.keep for a in self._active)
+
     def _touch(self, rel: str) -> None:
         if self._early is not None:
             self._early.add(rel)
-        if not self._active:
+        if not self._recording():
             self._stale.add(rel)
             return
         was = self.index.get(rel)
         for a in self._active:
-            if rel not in a.before:
+            if a.keep and rel not in a.before:
                 a.before[rel] = was
         if len(self._active) > 1:
             self._share(rel)
@@ -393,13 +398,16 @@ class Tracker:
             for other in self._links.get(was.ino, ()):
                 if other != rel:
                     for a in self._active:
-                        a.before.setdefault(other, self.index.get(other))
+                        if a.keep:
+                            a.before.setdefault(other, self.index.get(other))
                     if len(self._active) > 1:
                         self._share(other)
 
     def _share(self, rel: str) -> None:
         """``rel`` changed while several jobs ran: each of them may have written it."""
         for a in self._active:
+            if not a.keep:
+                continue
             others = a.shared.get(rel)
             if others is None:
                 others = a.shared[rel] = set()
@@ -462,7 +470,7 @@ class Tracker:
                 a.unknown = self._early
             finally:
                 self._early = None
-            if not self._active:
+            if not self._recording():
                 self._refresh_stale()
             self._join(a)
         for a in [a for a in self._active if a.cancelled]:
@@ -486,13 +494,10 @@ class Tracker:
                 # (others may hold it: keep it small)
                 a.before, a.overlapping, a.shared = {}, set(), {}
             else:  # (nothing kept: `changes` finds no record for it)
-                if a in self._active:
-                    self._active.discard(a)
-                    # what it changed is read into the index now, as the end of a job
-                    # with a record does (the jobs still running keep their "before")
-                    for rel in a.before:
-                        self._set(rel, self._read(rel, lstat(self._root, rel)))
-                a.before, a.overlapping, a.shared = {}, set(), {}
+                self._active.discard(a)
+                a.overlapping = set()
+                if not self._recording():
+                    self._refresh_stale()
                 return _record_shell(a.job_id, a.started)
             self._keep(a.job_id, record)
             return record
@@ -510,7 +515,7 @@ class Tracker:
             self._active.discard(a)
             record = _record_shell(a.job_id, a.started)
             if not a.keep:  # (changes: false: nothing kept)
-                a.before, a.overlapping, a.shared = {}, set(), {}
+                a.overlapping = set()
                 return record
             record["overlapping_jobs"] = sorted(o.job_id for o in a.overlapping)
             self._keep(a.job_id, record)
@@ -681,7 +686,7 @@ class Tracker:
                 )
                 self._set(rel, fresh if ent.same(fresh) else self._read(rel))
             self._drain()
-            if not self._active:
+            if not self._recording():
                 self._refresh_stale()
 
     def settle_now(self) -> None:
@@ -692,7 +697,7 @@ class Tracker:
     def settle(self) -> None:
         """Take in what is queued (the caller holds the lock)."""
         self._drain()
-        if not self._active:
+        if not self._recording():
             self._refresh_stale()
 
     @property
