@@ -104,12 +104,13 @@ async def test_names_with_newlines_and_bytes_that_are_not_utf8_are_shown_and_und
     r = await run(
         engine,
         "printf 1 > \"$(printf 'bad\\377name')\" && printf 2 > \"$(printf 'new\\nline')\" && "
-        "printf 3 > \"$(printf '\\033[31mred')\"",
+        "printf 3 > \"$(printf '\\033[31mred')\" && ln -s \"$(printf 'to\\377')\" link",
     )
-    assert r["changes"] == {"added": 3}
+    assert r["changes"] == {"added": 4}
     c = await engine.changes(r["job_id"])
     shown = {f["path"] for f in c["files"]}
-    assert shown == {"bad\\xffname", "new\\nline", "\\x1b[31mred"}
+    assert shown == {"bad\\xffname", "new\\nline", "\\x1b[31mred", "link"}
+    assert "-> to\\xff" in c["diff"]  # a symlink's target too
     json.dumps(c, ensure_ascii=False).encode()  # valid UTF-8 JSON, one line a path
     assert "+++ b/bad\\xffname" in c["diff"]
     (ws / os.fsdecode(b"bad\xffname")).write_text("person\n")
@@ -118,9 +119,10 @@ async def test_names_with_newlines_and_bytes_that_are_not_utf8_are_shown_and_und
     assert ei.value.code == "conflict" and "bad\\xffname" in ei.value.message
     ei.value.message.encode()
     u = await engine.changes(r["job_id"], undo=True, force=["bad\\xffname"])  # as shown
-    assert not any(os.path.lexists(ws / n) for n in (bad, nl, esc))
+    assert not any(os.path.lexists(ws / n) for n in (bad, nl, esc, "link"))
     await engine.changes(u["job_id"], undo=True)  # the redo brings back the person's edit
     assert (ws / bad).read_text() == "person\n" and (ws / nl).read_text() == "2"
+    assert os.readlink(ws / "link") == os.fsdecode(b"to\xff")
 
 
 async def test_a_fifo_where_a_file_was_is_replaced_never_opened(engine, ws):

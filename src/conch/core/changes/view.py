@@ -111,7 +111,7 @@ def _text(ent: Entry | None, content: Callable[[str], bytes | None]) -> list[str
     if ent is None:
         return []
     if ent.type == "symlink":
-        return [f"-> {ent.target}\n"]
+        return [f"-> {shown(ent.target or '')}\n"]
     if ent.type != "file" or not ent.stored or ent.oid is None or ent.size > DIFF_FILE_BYTES:
         return None
     data = content(ent.oid)
