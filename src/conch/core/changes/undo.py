@@ -16,9 +16,9 @@ from conch.errors import ConchError
 
 T = TypeVar("T")
 
-_NAMED = 20
+_NAMED = 20  # paths a refusal names before "and N more"
 #: files with several names one undo holds open to link the others to (past it: copies)
-LINKED_MAX = 256  # paths a refusal names before "and N more"
+LINKED_MAX = 256
 
 
 def _names(paths: list[str]) -> str:
