@@ -137,6 +137,7 @@ async def test_a_fifo_where_a_file_was_is_replaced_never_opened(engine, ws):
         await engine.changes(r["job_id"], undo=True)
     assert ei.value.code == "conflict" and ": g" in ei.value.message
     await asyncio.wait_for(engine.changes(r["job_id"], undo=True, force=["g"]), 30)
+    assert all(stat.S_ISREG(os.lstat(ws / n).st_mode) for n in "fg")  # (read without waiting)
     assert (ws / "f").read_text() == "file\n" and (ws / "g").read_text() == "one\n"
 
 
