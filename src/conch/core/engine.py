@@ -274,9 +274,10 @@ class Engine:
 
     def _track_begin(self, request: rq.ExecRequest) -> Active | None:
         """Before a job's process starts: its changes are tracked from now on (unless off)."""
-        if self.tracker is None or request.changes is False:
+        if self.tracker is None:
             return None
-        return self.tracker.begin(new_id("j"))
+        # (changes: false keeps no record, but the jobs it overlaps must know it ran)
+        return self.tracker.begin(new_id("j"), keep=request.changes is not False)
 
     def _track_bind(self, job: Job, active: Active | None) -> None:
         """The job exists: its record is made when it ends."""

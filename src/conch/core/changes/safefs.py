@@ -12,6 +12,7 @@ import errno
 import os
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 
 from conch.core.changes.entry import Entry, from_stat
@@ -177,9 +178,19 @@ def remove(root_fd: int, rel: str, was: Entry, dirs: Dirs | None = None) -> None
             os.unlink(name, dir_fd=d)
 
 
-def put(root_fd: int, rel: str, want: Entry, store: Store, dirs: Dirs | None = None) -> None:
-    """Make ``rel`` hold ``want`` (a file, a symlink or a directory): made under a fresh name
-    beside it and renamed over it; a directory is made where nothing is."""
+def put(
+    root_fd: int,
+    rel: str,
+    want: Entry,
+    store: Store,
+    dirs: Dirs | None = None,
+    *,
+    keep: bool = False,
+) -> int:
+    """Make ``rel`` hold ``want`` (a file, a symlink or a directory), its modification time
+    too (a directory's is set by ``finish_dir``, once its entries are back): made under a
+    fresh name beside it and renamed over it; a directory is made where nothing is.
+    ``keep``: a file's descriptor is returned, open (the caller closes it), else -1."""
     with parent(root_fd, rel, dirs) as (d, name):
         if want.type == "dir":
             try:
@@ -193,11 +204,19 @@ def put(root_fd: int, rel: str, want: Entry, store: Store, dirs: Dirs | None = N
                 os.fchmod(fd, want.mode)
             finally:
                 os.close(fd)
-            return
+            return -1
         tmp = f".conch-undo-{secrets.token_hex(6)}"
         if want.type == "symlink":
             assert want.target is not None
             os.symlink(want.target, tmp, dir_fd=d)
+            try:
+                if want.mtime:
+                    os.utime(tmp, ns=_times(want), dir_fd=d, follow_symlinks=False)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=d)
+                raise
+            fd = -1
         else:
             assert want.oid is not None
             data = store.get(want.oid)
@@ -207,27 +226,93 @@ def put(root_fd: int, rel: str, want: Entry, store: Store, dirs: Dirs | None = N
                 while view:
                     view = view[os.write(fd, view) :]
                 os.fchmod(fd, want.mode)
+                if want.mtime:
+                    os.utime(fd, ns=_times(want))
             except BaseException:
                 os.close(fd)
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=d)
                 raise
-            os.close(fd)
+            if not keep:
+                os.close(fd)
+                fd = -1
         try:
-            os.rename(tmp, name, src_dir_fd=d, dst_dir_fd=d)
+            _rename(d, tmp, name)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            raise
+        return fd
+
+
+def link(root_fd: int, rel: str, first: str, written: int, dirs: Dirs | None = None) -> bool:
+    """Make ``rel`` another name of the file this undo just wrote at ``first`` (``written``:
+    its descriptor, held open so that its inode cannot be freed and its number reused):
+    linked under a fresh name beside ``rel``, and renamed over it only when the new name is
+    that very file (``first`` may have been swapped meanwhile: a link never follows a
+    symlink, and any other file is refused). False, with nothing changed, when it could not
+    be (the caller writes a copy instead)."""
+    with (
+        parent(root_fd, first, dirs) as (src_d, src_name),
+        parent(root_fd, rel, dirs) as (d, name),
+    ):
+        tmp = f".conch-undo-{secrets.token_hex(6)}"
+        try:
+            os.link(src_name, tmp, src_dir_fd=src_d, dst_dir_fd=d, follow_symlinks=False)
+        except OSError as e:
+            if e.errno in (errno.EXDEV, errno.EPERM, errno.EACCES, errno.EMLINK, errno.ENOENT):
+                return False  # another filesystem, Landlock without REFER, or gone
+            raise
+        try:
+            st, want = os.stat(tmp, dir_fd=d, follow_symlinks=False), os.fstat(written)
+            if (st.st_dev, st.st_ino) != (want.st_dev, want.st_ino):
+                os.unlink(tmp, dir_fd=d)
+                return False
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=d)
             raise
+        _rename(d, tmp, name)
+        return True
 
 
-def chmod_dir(root_fd: int, rel: str, mode: int, dirs: Dirs | None = None) -> None:
+def _rename(d: int, tmp: str, name: str) -> None:
+    try:
+        os.rename(tmp, name, src_dir_fd=d, dst_dir_fd=d)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=d)
+        raise
+
+
+def _times(want: Entry) -> tuple[int, int]:
+    """(access, modification) times to set: the one recorded, and now (not recorded)."""
+    return time.time_ns(), want.mtime
+
+
+def finish_dir(
+    root_fd: int, rel: str, mode: int, mtime: int | None, dirs: Dirs | None = None
+) -> None:
+    """A directory's own mode, and its modification time when given (last: every entry
+    made or removed in it moves it)."""
     with parent(root_fd, rel, dirs) as (d, name):
         fd = os.open(name, DIR_FLAGS, dir_fd=d)
         try:
             os.fchmod(fd, mode)
+            if mtime:
+                os.utime(fd, ns=(time.time_ns(), mtime))
         finally:
             os.close(fd)
 
 
-__all__ = ["StoreFull", "Unsafe", "capture", "chmod_dir", "lstat", "parent", "put", "remove"]
+__all__ = [
+    "StoreFull",
+    "Unsafe",
+    "capture",
+    "finish_dir",
+    "link",
+    "lstat",
+    "parent",
+    "put",
+    "remove",
+]

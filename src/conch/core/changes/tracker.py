@@ -17,6 +17,7 @@ is what it changed, not what the workspace holds."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fnmatch
 import logging
 import os
@@ -54,6 +55,10 @@ class Active:
     # paths changed just before it started while the tracker was busy: their "before" is
     # not known (said in its record, never undone)
     unknown: set[str] = field(default_factory=set)
+    # paths changed while other jobs ran too, and those jobs: inotify does not say which
+    # process wrote, so either may have (a conflict for undo)
+    shared: dict[str, set[Active]] = field(default_factory=dict)
+    keep: bool = True  # False: run with changes: false (no record; others' overlap still)
 
 
 class Tracker:
@@ -178,9 +183,9 @@ class Tracker:
                 self._admit()
                 if ready:
                     self._drain()
-                if not self._active:
+                if not self._recording():
                     self._refresh_stale()
-                if self._collect and not self._active:
+                if self._collect and not self._recording():
                     self._collect_garbage()
 
     def _build(self) -> None:
@@ -372,21 +377,41 @@ class Tracker:
         for rel in [r for r in self.index if r not in seen]:
             self._touch(rel)
 
+    def _recording(self) -> bool:
+        """Whether a job that keeps a record runs (else changes are read into the index as
+        they come: nobody's, or a ``changes: false`` job's)."""
+        return any(a.keep for a in self._active)
+
     def _touch(self, rel: str) -> None:
         if self._early is not None:
             self._early.add(rel)
-        if not self._active:
+        if not self._recording():
             self._stale.add(rel)
             return
         was = self.index.get(rel)
         for a in self._active:
-            if rel not in a.before:
+            if a.keep and rel not in a.before:
                 a.before[rel] = was
+        if len(self._active) > 1:
+            self._share(rel)
         if was is not None and was.nlink > 1:  # its other names hold the same content
             for other in self._links.get(was.ino, ()):
                 if other != rel:
                     for a in self._active:
-                        a.before.setdefault(other, self.index.get(other))
+                        if a.keep:
+                            a.before.setdefault(other, self.index.get(other))
+                    if len(self._active) > 1:
+                        self._share(other)
+
+    def _share(self, rel: str) -> None:
+        """``rel`` changed while several jobs ran: each of them may have written it."""
+        for a in self._active:
+            if not a.keep:
+                continue
+            others = a.shared.get(rel)
+            if others is None:
+                others = a.shared[rel] = set()
+            others.update(o for o in self._active if o is not a)
 
     def _refresh_stale(self) -> None:
         while self._stale:
@@ -395,12 +420,14 @@ class Tracker:
 
     # -- jobs ----------------------------------------------------------------------------------
 
-    def begin(self, job_id: str) -> Active:
+    def begin(self, job_id: str, *, keep: bool = True) -> Active:
         """A job starts now (call it before its process starts). Waits for the lock at most
         ``BEGIN_WAIT_S`` (the caller is the event loop; the thread taking in a person's
         edits holds it that briefly): while an undo or a large job's end holds it, the job
-        joins when it is free (``_admit``)."""
-        a = Active(job_id, time.time())
+        joins when it is free (``_admit``). ``keep`` False (``changes: false``): no record
+        is kept for it, but it is tracked while it runs all the same, so that the jobs it
+        overlaps know that what changed meanwhile may be its."""
+        a = Active(job_id, time.time(), keep=keep)
         if self.state != "on":  # (read without the lock: the build holds no lock)
             a.untracked = f"change tracking was {self.state}: {self.reason}"
             return a
@@ -443,7 +470,7 @@ class Tracker:
                 a.unknown = self._early
             finally:
                 self._early = None
-            if not self._active:
+            if not self._recording():
                 self._refresh_stale()
             self._join(a)
         for a in [a for a in self._active if a.cancelled]:
@@ -461,12 +488,16 @@ class Tracker:
         """The job ended: read what it touched again; its record (saved in the store)."""
         with self._lock:
             self._drain()  # (admits it first, if it joined late)
-            if a.untracked is None and a in self._active:
+            if a.untracked is None and a in self._active and a.keep:
                 self._active.discard(a)
                 record = self._record(a)
-                a.before, a.overlapping = {}, set()  # (others may hold it: keep it small)
+                # (others may hold it: keep it small)
+                a.before, a.overlapping, a.shared = {}, set(), {}
             else:  # (nothing kept: `changes` finds no record for it)
                 self._active.discard(a)
+                a.overlapping = set()
+                if not self._recording():
+                    self._refresh_stale()
                 return _record_shell(a.job_id, a.started)
             self._keep(a.job_id, record)
             return record
@@ -483,6 +514,9 @@ class Tracker:
                 return None
             self._active.discard(a)
             record = _record_shell(a.job_id, a.started)
+            if not a.keep:  # (changes: false: nothing kept)
+                a.overlapping = set()
+                return record
             record["overlapping_jobs"] = sorted(o.job_id for o in a.overlapping)
             self._keep(a.job_id, record)
             return record
@@ -506,6 +540,12 @@ class Tracker:
                     if other not in before:
                         before[other] = self.index.get(other)
                         todo.append(other)
+        # a name linked while the index looked elsewhere (the kernel reports a new link to
+        # the directory, not the file's other names' count): one file, whatever it said
+        linked = {e.ino for e in before.values() if e and e.type == "file" and e.nlink > 1}
+        for rel, e in before.items():
+            if e is not None and e.type == "file" and e.nlink == 1 and e.ino in linked:
+                before[rel] = dataclasses.replace(e, nlink=2)
         files = []
         for rel in sorted(a.unknown):
             record["not_covered"].append(
@@ -528,13 +568,23 @@ class Tracker:
                 if ent is None:
                     continue
                 if ent.type not in ("file", "dir", "symlink"):
-                    record["not_covered"].append({"path": rel, "reason": f"a {ent.type}"})
+                    why = f"a {ent.type}: undo " + (
+                        "removes it, and cannot make one again"
+                        if ent is c
+                        else "cannot make it again"
+                    )
+                    record["not_covered"].append({"path": rel, "reason": why})
                     break
                 if ent.type == "file" and not ent.stored:
                     record["not_covered"].append({"path": rel, "reason": ent.missing or "?"})
                     break
         record["files"] = files
         record["overlapping_jobs"] = sorted(o.job_id for o in a.overlapping)
+        shared = {
+            rel: sorted(o.job_id for o in a.shared[rel]) for rel, _b, _c in files if rel in a.shared
+        }
+        if shared:
+            record["shared"] = shared
         return record
 
     def _names(self, ent: Entry) -> set[str]:
@@ -636,7 +686,7 @@ class Tracker:
                 )
                 self._set(rel, fresh if ent.same(fresh) else self._read(rel))
             self._drain()
-            if not self._active:
+            if not self._recording():
                 self._refresh_stale()
 
     def settle_now(self) -> None:
@@ -647,7 +697,7 @@ class Tracker:
     def settle(self) -> None:
         """Take in what is queued (the caller holds the lock)."""
         self._drain()
-        if not self._active:
+        if not self._recording():
             self._refresh_stale()
 
     @property

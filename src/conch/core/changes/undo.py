@@ -4,29 +4,36 @@ before, by descriptor (core/changes/safefs.py). The undo is itself a change reco
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from conch.core.changes import confine, safefs
-from conch.core.changes.entry import RESTORABLE, Entry
+from conch.core.changes.entry import Entry, shown
 from conch.core.changes.tracker import Tracker
 from conch.errors import ConchError
 
+T = TypeVar("T")
+
 _NAMED = 20  # paths a refusal names before "and N more"
+#: files with several names one undo holds open to link the others to (past it: copies)
+LINKED_MAX = 256
 
 
 def _names(paths: list[str]) -> str:
-    shown = ", ".join(paths[:_NAMED])
-    return shown + (f" and {len(paths) - _NAMED} more" if len(paths) > _NAMED else "")
+    named = ", ".join(shown(p) for p in paths[:_NAMED])
+    return named + (f" and {len(paths) - _NAMED} more" if len(paths) > _NAMED else "")
 
 
 def restorable(b: Entry | None, a: Entry | None) -> bool:
-    """Whether undo can put ``b`` back where the job left ``a``: each must be a file, a
-    directory or a symlink (or nothing), a file's "before" content kept and its "after" one
-    known (to see that nobody changed it since)."""
+    """Whether undo can put ``b`` back where the job left ``a``: ``b`` must be a file, a
+    directory or a symlink (or nothing), a file's content kept; a file the job left must
+    have a known content (to see that nobody changed it since). A FIFO, socket or device
+    the job left is removed (unlinked, never opened), never made again."""
     if b is not None and not b.restorable:
         return False
-    return a is None or (a.type in RESTORABLE and (a.type != "file" or a.oid is not None))
+    return a is None or a.type != "file" or a.oid is not None
 
 
 def items(record: dict[str, Any]) -> list[tuple[str, Entry | None, Entry | None]]:
@@ -50,6 +57,13 @@ def undo(
             f"job {job_id}'s changes were already taken back by {record['undone_by']} "
             f"(undo {record['undone_by']} to put them back again)",
         )
+    wrong = [rel for rel, _b, _a in items(record) if not _workspace_path(rel)]
+    if wrong:  # (a record is written by this server: one that is not was tampered with)
+        raise ConchError(
+            "conflict",
+            f"undo of {job_id} refused, nothing was written: its record names paths that "
+            f"are not in the workspace: {_names(wrong)}",
+        )
     todo = [(rel, b, a) for rel, b, a in items(record) if restorable(b, a)]
     skipped = [rel for rel, b, a in items(record) if not restorable(b, a)]
     with tracker.lock:
@@ -64,16 +78,27 @@ def undo(
             except (FileNotFoundError, safefs.Unsafe, NotADirectoryError):
                 cur = None
             current[rel] = cur
-            if rel in forced:
+            if rel in forced or shown(rel) in forced:
                 continue
             if not (cur is None if a is None else a.same(cur)):
                 changed.append(rel)
         looked.close()
-        shared = _shared(record, {rel for rel, _b, _a in todo} - forced, load)
-        if changed or shared:
+        paths = {rel for rel, _b, _a in todo if rel not in forced and shown(rel) not in forced}
+        shared = _shared(record, paths, load)
+        # changed while other jobs ran too: inotify does not say which process wrote, so
+        # any of them may have (whether or not their records are still kept)
+        during = {rel: jobs for rel, jobs in record.get("shared", {}).items() if rel in paths}
+        shared -= set(during)
+        if changed or shared or during:
             parts = []
             if changed:
                 parts.append(f"changed since job {job_id} ended: {_names(changed)}")
+            if during:
+                others = sorted({j for jobs in during.values() for j in jobs})
+                parts.append(
+                    f"changed while {', '.join(others)} ran too (either may have written "
+                    f"them): {_names(sorted(during))}"
+                )
             if shared:
                 parts.append(
                     f"also changed by a job that overlapped it in time: {_names(sorted(shared))}"
@@ -124,6 +149,13 @@ def undo(
     return undo_rec
 
 
+def _workspace_path(rel: object) -> bool:
+    try:
+        return isinstance(rel, str) and bool(safefs.parts(rel))
+    except ValueError:
+        return False
+
+
 def _why(e: Exception) -> str:
     if isinstance(e, safefs.Unsafe):
         return "a directory on its path was replaced by a symlink or a file (not followed)"
@@ -164,21 +196,46 @@ def _run(
     done: list[list[Any]],
     dirs: safefs.Dirs,
 ) -> None:
-    depth = lambda rel: rel.count("/")  # noqa: E731
     gone: set[str] = set()
     # 1. what is in the way goes, deepest first: what the job added, and a file where a
     # directory was (or the reverse)
-    for rel, b, _a in sorted(todo, key=lambda t: -depth(t[0])):
+    for rel, b, _a in sorted(todo, key=lambda t: -rel_depth(t[0])):
         cur = current[rel]
         if cur is None:
             continue
         if b is None or (cur.type == "dir") != (b.type == "dir"):
-            _step(rel, lambda rel=rel, cur=cur: safefs.remove(root, rel, cur, dirs))  # type: ignore[misc]
+            _step(rel, partial(safefs.remove, root, rel, cur, dirs))
             gone.add(rel)
             if b is None:
                 done.append([rel, cur.to_json(), None])
-    # 2. what was there comes back, shallowest first (directories writable meanwhile)
-    for rel, b, _a in sorted(todo, key=lambda t: depth(t[0])):
+    # 2. what was there comes back, shallowest first (directories writable meanwhile);
+    # names that were one file come back as one: the second is linked to the first this
+    # undo wrote (never to a name it did not write)
+    made: dict[tuple[int, str, int], tuple[str, int]] = {}
+    try:
+        _put_back(root, todo, current, tracker, done, dirs, gone, made)
+    finally:
+        for _rel, fd in made.values():
+            os.close(fd)
+    # 3. directories' own modes last, deepest first, and the times of those it made again
+    for rel, b, _a in sorted(todo, key=lambda t: -rel_depth(t[0])):
+        if b is not None and b.type == "dir":
+            remade = rel in gone or current[rel] is None
+            mtime = b.mtime if remade else None
+            _step(rel, partial(safefs.finish_dir, root, rel, b.mode, mtime, dirs))
+
+
+def _put_back(
+    root: int,
+    todo: list[tuple[str, Entry | None, Entry | None]],
+    current: dict[str, Entry | None],
+    tracker: Tracker,
+    done: list[list[Any]],
+    dirs: safefs.Dirs,
+    gone: set[str],
+    made: dict[tuple[int, str, int], tuple[str, int]],
+) -> None:
+    for rel, b, _a in sorted(todo, key=lambda t: rel_depth(t[0])):
         if b is None:
             continue
         cur = None if rel in gone else current[rel]
@@ -187,18 +244,24 @@ def _run(
         want = b
         if b.type == "dir":
             want = Entry("dir", 0o700, 0)
-        _step(rel, lambda rel=rel, want=want: safefs.put(root, rel, want, tracker.store, dirs))  # type: ignore[misc]
+        key = (b.ino, b.oid or "", b.mode) if b.nlink > 1 and b.type == "file" else None
+        first = made.get(key) if key else None
+        if first is None or not _step(rel, partial(safefs.link, root, rel, *first, dirs)):
+            keep = key is not None and first is None and len(made) < LINKED_MAX
+            fd = _step(rel, partial(safefs.put, root, rel, want, tracker.store, dirs, keep=keep))
+            if keep and key is not None:
+                made[key] = (rel, fd)
         was = current[rel]
         done.append([rel, was.to_json() if was else None, b.to_json()])
-    # 3. directories' own modes last, deepest first
-    for rel, b, _a in sorted(todo, key=lambda t: -depth(t[0])):
-        if b is not None and b.type == "dir":
-            _step(rel, lambda rel=rel, b=b: safefs.chmod_dir(root, rel, b.mode, dirs))  # type: ignore[misc]
 
 
-def _step(rel: str, fn: Callable[[], None]) -> None:
+def rel_depth(rel: str) -> int:
+    return rel.count("/")
+
+
+def _step(rel: str, fn: Callable[[], T]) -> T:
     try:
-        fn()
+        return fn()
     except (OSError, ValueError) as e:
         setattr(e, "conch_path", rel)  # noqa: B010
         raise

@@ -7,12 +7,13 @@ import difflib
 from collections.abc import Callable
 from typing import Any
 
-from conch.core.changes.entry import Entry, change_kind
+from conch.core.changes.entry import Entry, change_kind, shown
 from conch.core.changes.tracker import OUTSIDE, counts
 from conch.errors import ConchError
 
 PAGE = 1000  # paths a result lists at most
 DIFF_FILE_BYTES = 256 * 1024  # larger files are listed, not diffed
+SHARED_NAMED = 20  # paths the note on attribution names before "and N more"
 
 
 def result(
@@ -35,16 +36,16 @@ def result(
     cut = False
     for rel, b_json, a_json in page:
         b, a = Entry.from_json(b_json), Entry.from_json(a_json)
-        shown = a if a is not None else b
-        assert shown is not None
+        ent = a if a is not None else b
+        assert ent is not None
         item: dict[str, Any] = {
-            "path": rel,
+            "path": shown(rel),
             "change": change_kind(b, a),
-            "type": shown.type,
-            "mode": f"{shown.mode:04o}",
+            "type": ent.type,
+            "mode": f"{ent.mode:04o}",
         }
-        if shown.type in ("file", "symlink"):
-            item["size"] = shown.size
+        if ent.type in ("file", "symlink"):
+            item["size"] = ent.size
         listed.append(item)
         if cut:
             continue
@@ -52,7 +53,9 @@ def result(
         if text:
             if used + len(text.encode()) > max_bytes:
                 cut = True
-                diffs.append(f"[... diffs cut at max_bytes ({max_bytes}) from {rel} on ...]\n")
+                diffs.append(
+                    f"[... diffs cut at max_bytes ({max_bytes}) from {shown(rel)} on ...]\n"
+                )
                 continue
             used += len(text.encode())
             diffs.append(text)
@@ -62,12 +65,16 @@ def result(
         out["diff"] = "".join(diffs)
     if start + PAGE < len(files):
         out["next_cursor"] = str(start + PAGE)
-    nc = [dict(n) for n in record.get("not_covered", [])]
+    nc = [{**n, "path": shown(n.get("path", ""))} for n in record.get("not_covered", [])]
     nc.append({"path": "", "reason": f"{OUTSIDE} ({workspace})"})
     if exclude:
         nc.append(
             {"path": "", "reason": f"paths matching changes_exclude are not tracked: {exclude}"}
         )
+    shared = record.get("shared")
+    if shared:
+        jobs = sorted({j for others in shared.values() for j in others})
+        nc.append({"path": "", "reason": _attributed(sorted(shared), jobs)})
     out["not_covered"] = nc
     if record.get("overlapping_jobs"):
         out["overlapping_jobs"] = record["overlapping_jobs"]
@@ -75,6 +82,17 @@ def result(
         if record.get(key):
             out[key] = record[key]
     return out
+
+
+def _attributed(paths: list[str], jobs: list[str]) -> str:
+    """Which paths the record holds by time only (inotify does not say who wrote)."""
+    named = ", ".join(shown(p) for p in paths[:SHARED_NAMED])
+    more = f" and {len(paths) - SHARED_NAMED} more" if len(paths) > SHARED_NAMED else ""
+    return (
+        f"attributed by time, not by process: {len(paths)} of these paths changed while "
+        f"{', '.join(jobs)} ran too, and either job may have written them (undo refuses "
+        f"them as a conflict unless named in force): {named}{more}"
+    )
 
 
 def _cursor(cursor: str | None, n: int) -> int:
@@ -93,7 +111,7 @@ def _text(ent: Entry | None, content: Callable[[str], bytes | None]) -> list[str
     if ent is None:
         return []
     if ent.type == "symlink":
-        return [f"-> {ent.target}\n"]
+        return [f"-> {shown(ent.target or '')}\n"]
     if ent.type != "file" or not ent.stored or ent.oid is None or ent.size > DIFF_FILE_BYTES:
         return None
     data = content(ent.oid)
@@ -116,8 +134,8 @@ def _diff(
     lines = difflib.unified_diff(
         old,
         new,
-        fromfile="/dev/null" if b is None else f"a/{rel}",
-        tofile="/dev/null" if a is None else f"b/{rel}",
+        fromfile="/dev/null" if b is None else f"a/{shown(rel)}",
+        tofile="/dev/null" if a is None else f"b/{shown(rel)}",
     )
     return "".join(
         line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
