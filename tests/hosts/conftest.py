@@ -319,7 +319,9 @@ def kill_tree(proc: subprocess.Popen[bytes], tmp: Path) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
     while True:
-        left = [p for p in {*victims, *_marked(tmp)} if p.is_running()]
+        # the host's children that outlived it came back to this process (a subreaper):
+        # those of its session are its tree too (the MCP server it started)
+        left = [p for p in {*victims, *_marked(tmp), *_orphans_of(proc.pid)} if p.is_running()]
         for p in left:
             with contextlib.suppress(psutil.Error):
                 if p.status() != psutil.STATUS_ZOMBIE:
@@ -329,7 +331,19 @@ def kill_tree(proc: subprocess.Popen[bytes], tmp: Path) -> None:
         alive = [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
         if (not alive and proc.poll() is not None) or time.monotonic() > deadline:
             break
+    while _orphans_of(proc.pid) and time.monotonic() < deadline + 5:
+        reap_zombie_children(0.2)
     reap_zombie_children(0.5)
+
+
+def _orphans_of(sid: int) -> list[psutil.Process]:
+    """This process's children in session ``sid`` (orphans of a host started in it)."""
+    found = []
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getsid(child.pid) == sid:
+                found.append(child)
+    return found
 
 
 @pytest.fixture
