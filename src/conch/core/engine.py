@@ -243,6 +243,8 @@ class Engine:
         self.spawn.containment = containment
         if self.config.changes == "on":
             self.tracker = await asyncio.to_thread(self._start_tracker)
+            if os.path.realpath(self.tracker.workspace) == os.path.realpath(containment.workspace):
+                containment.privileged_files = self.tracker.privileged
         self.searcher = Searcher(self.config.resolved_default_cwd, env=self._search_env)
         self._housekeeping = asyncio.ensure_future(self._housekeep())
         if self.config.warm_bash:

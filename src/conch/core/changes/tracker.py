@@ -85,6 +85,7 @@ class Tracker:
         self.reason = "the index of the workspace is being built"
         self.index: dict[str, Entry] = {}
         self._links: dict[int, set[str]] = {}  # inode -> paths, for files with nlink > 1
+        self._privileged: set[str] = set()  # setuid or setgid files (paths in the index)
         self._lock = threading.RLock()
         self._ready = threading.Event()
         self._stop = False
@@ -154,6 +155,7 @@ class Tracker:
             self.state, self.reason = "off", reason
             self.index.clear()
             self._links.clear()
+            self._privileged.clear()
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
@@ -327,10 +329,24 @@ class Tracker:
                     del self._links[old.ino]
         if ent is None:
             self.index.pop(rel, None)
+            self._privileged.discard(rel)
             return
         self.index[rel] = ent
         if ent.nlink > 1 and ent.type == "file":
             self._links.setdefault(ent.ino, set()).add(rel)
+        if ent.type == "file" and ent.mode & (stat.S_ISUID | stat.S_ISGID):
+            self._privileged.add(rel)
+        else:
+            self._privileged.discard(rel)
+
+    def privileged(self) -> list[str] | None:
+        """The workspace's setuid and setgid files as the index holds them (sorted), or
+        ``None`` while the index is not there (building, or tracking is off): then nobody
+        knows. No lock (a spawn must not wait for the index thread): copying the set is
+        one step under the GIL."""
+        if self.state != "on":
+            return None
+        return sorted(list(self._privileged))
 
     # -- events --------------------------------------------------------------------------------
 

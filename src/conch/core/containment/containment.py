@@ -11,7 +11,7 @@ import logging
 import os
 import shutil
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from conch.config import ContainmentSettings
@@ -109,6 +109,9 @@ class Containment:
         self.places_itself = False  # a spawn can start its child in a cgroup v2 directory
         self.broker: unotify.Broker | None = None  # sandbox_sockets; landlock metadata
         self._git: gitdir.Placeholders | None = None  # bwrap workspace-write: .git, HEAD
+        #: the workspace's setuid and setgid files, or None when not known (set by the
+        #: engine to its change tracker's ``privileged``: the tracker sits above this level)
+        self.privileged_files: Callable[[], list[str] | None] | None = None
         self.backends = Backends(
             settings, data_dir=self.data_dir, instance=instance, root=self.root,
             env_prog=self.env_prog,
@@ -129,6 +132,26 @@ class Containment:
                 "a project directory"
             )
         return None
+
+    def _refuse_privileged_files(self) -> None:
+        """A setuid or setgid file already in the workspace: a workspace-write job could
+        rewrite its content through a shared mapping (the kernel clears the bits on
+        ``write``, not on a write through ``mmap``), and whoever runs it next would run the
+        job's code with its owner's rights. Such a workspace gets no workspace-write job
+        (known from the change tracker's index: ``privileged_files``; where tracking is off
+        nothing is known, as docs/containment.md says)."""
+        if self.privileged_files is None:
+            return
+        found = self.privileged_files()
+        if not found:
+            return
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise ConchError(
+            "sandbox_unavailable",
+            f"sandbox workspace-write: the workspace {self.workspace} holds setuid or setgid "
+            f"files ({shown}); a job could rewrite one through a shared mapping and keep its "
+            "bit: remove the bits (chmod u-s,g-s) or run read-only",
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -366,6 +389,8 @@ class Containment:
             refusal = self._workspace_write_refusal()
             if policy.sandbox == "workspace-write" and refusal is not None:
                 raise ConchError(*refusal)
+            if policy.sandbox == "workspace-write":
+                self._refuse_privileged_files()
             out.sandbox = sb.Fence(
                 policy, self.workspace, (self.data_dir,), masked=self.private_files
             )
