@@ -133,21 +133,9 @@ class LocalBackend:
     def __init__(self, config: Config | None = None, *, owns_process: bool = False) -> None:
         self.engine = Engine(config, owns_process=owns_process)
         self.config = self.engine.config
-        self._registry = ToolRegistry(self.config.profiles)
-        self._view = EngineView(self.engine, self._registry)
-        self._watch = LocalWatch(self.engine)
-
-    @property
-    def registry(self) -> ToolRegistry:
-        return self._registry
-
-    @property
-    def view(self) -> EngineView:
-        return self._view
-
-    @property
-    def watch(self) -> LocalWatch:
-        return self._watch
+        self.registry = ToolRegistry(self.config.profiles)
+        self.view = EngineView(self.engine, self.registry)
+        self.watch = LocalWatch(self.engine)
 
     @property
     def closed(self) -> bool:
@@ -168,7 +156,7 @@ class LocalBackend:
         await self.engine.aclose()
 
     def tools(self) -> builtins.list[dict[str, Any]]:
-        return [t.describe(self.config) for t in self._registry.tools]
+        return [t.describe(self.config) for t in self.registry.tools]
 
     async def call_tool_full(
         self,
@@ -178,7 +166,7 @@ class LocalBackend:
     ) -> ToolOutcome:
         if not self.engine.closed and not self.engine.started:
             await self.engine.start()
-        return await call_tool_full(self.engine, self._registry, name, arguments, context)
+        return await call_tool_full(self.engine, self.registry, name, arguments, context)
 
     async def request(self, name: str, request: object, node: str | None) -> dict[str, Any]:
         if node is not None:
@@ -187,10 +175,10 @@ class LocalBackend:
         return shape(self, await run(self.engine, request))
 
     async def list_resources(self, *, seed_only: bool = False) -> builtins.list[dict[str, Any]]:
-        return resources.resource_list(self.engine, self._registry, seed_only=seed_only)
+        return resources.resource_list(self.engine, self.registry, seed_only=seed_only)
 
     async def read_resource(self, uri: str, *, seed_only: bool = False) -> tuple[str, str]:
-        return resources.read_resource(self.engine, self._registry, uri, seed_only=seed_only)
+        return resources.read_resource(self.engine, self.registry, uri, seed_only=seed_only)
 
 
 # -- the runtime ---------------------------------------------------------------------------------
